@@ -1,0 +1,165 @@
+//! The on-disk cache of compiled components.
+//!
+//! An entry is named `<sha256 of the .wasm>-<sha256 of the engine's compatibility hash>.cwasm`
+//! and holds a header (magic, SHA-256 of the payload) and the payload wasmtime serialized.
+//! Before anything is deserialized the header and the payload hash are checked and
+//! wasmtime must recognise the payload as a component; a corrupt, truncated or foreign
+//! entry is discarded and rebuilt, never trusted. Entries are written to a temporary file
+//! and renamed, so a crash never leaves a torn entry.
+//!
+//! Threat model: the cache folder is as trusted as the proxops binary (same user). The
+//! checks defend against corruption, other wasmtime versions and other engine settings;
+//! they are not a signature.
+
+use std::hash::Hasher;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+use wasmtime::component::Component;
+use wasmtime::{Engine, Precompiled};
+
+use crate::RuntimeError;
+
+const MAGIC: &[u8] = b"PROXOPS-CWASM\x01";
+
+/// What happened when a component was loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Loaded from a valid cache entry; nothing was compiled.
+    Hit,
+    /// Compiled and stored.
+    Miss,
+    /// A cache entry existed but failed its checks; compiled again and replaced.
+    Rebuilt,
+    /// No cache folder: compiled in memory.
+    Disabled,
+}
+
+/// The cache folder when none is given: `$PROXOPS_CACHE_DIR`, else the user's cache folder
+/// (`$XDG_CACHE_HOME/proxops/components` or `~/.cache/proxops/components`).
+pub fn default_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("PROXOPS_CACHE_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    directories::ProjectDirs::from("", "", "proxops").map(|d| d.cache_dir().join("components"))
+}
+
+/// Feeds a `Hash` value into SHA-256 so the key is stable across processes.
+struct ShaHasher(Sha256);
+
+impl Hasher for ShaHasher {
+    fn finish(&self) -> u64 {
+        0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+}
+
+fn entry_path(engine: &Engine, dir: &Path, wasm: &[u8]) -> PathBuf {
+    let mut compat = ShaHasher(Sha256::new());
+    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut compat);
+    let compat = hex::encode(&compat.0.finalize()[..16]);
+    let digest = hex::encode(Sha256::digest(wasm));
+    dir.join(format!("{digest}-{compat}.cwasm"))
+}
+
+pub(crate) fn load_or_compile(
+    engine: &Engine,
+    dir: Option<&Path>,
+    name: &str,
+    wasm: &[u8],
+) -> Result<(Component, CacheOutcome), RuntimeError> {
+    let compile = || {
+        Component::new(engine, wasm).map_err(|e| RuntimeError::Compile {
+            guest: name.to_string(),
+            message: format!("{e:#}"),
+        })
+    };
+    let Some(dir) = dir else {
+        return Ok((compile()?, CacheOutcome::Disabled));
+    };
+    let path = entry_path(engine, dir, wasm);
+    let mut outcome = CacheOutcome::Miss;
+    match std::fs::read(&path) {
+        Ok(bytes) => match load_entry(engine, &bytes) {
+            Some(component) => return Ok((component, CacheOutcome::Hit)),
+            None => {
+                tracing::warn!(path = %path.display(), "discarding a corrupt or foreign cache entry");
+                outcome = CacheOutcome::Rebuilt;
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => tracing::warn!(path = %path.display(), "cannot read cache entry: {e}"),
+    }
+    let component = compile()?;
+    let payload = component.serialize().map_err(|e| RuntimeError::Compile {
+        guest: name.to_string(),
+        message: format!("{e:#}"),
+    })?;
+    if let Err(source) = store_entry(dir, &path, &payload) {
+        // A read-only or full cache must not stop the run; it only costs time.
+        tracing::warn!(
+            "{}",
+            RuntimeError::Cache {
+                path: path.clone(),
+                source
+            }
+        );
+    }
+    Ok((component, outcome))
+}
+
+/// Check an entry and deserialize it; `None` when any check fails.
+fn load_entry(engine: &Engine, bytes: &[u8]) -> Option<Component> {
+    let rest = bytes.strip_prefix(MAGIC)?;
+    if rest.len() < 32 {
+        return None;
+    }
+    let (hash, payload) = rest.split_at(32);
+    if Sha256::digest(payload).as_slice() != hash {
+        return None;
+    }
+    if Engine::detect_precompiled(payload) != Some(Precompiled::Component) {
+        return None;
+    }
+    // SAFETY: the payload was produced by `Component::serialize` of this same program (its
+    // SHA-256, stored beside it by `store_entry`, matches), and wasmtime itself rejects
+    // artifacts of another version or of incompatible engine settings.
+    #[allow(unsafe_code)]
+    let component = unsafe { Component::deserialize(engine, payload) };
+    component.ok()
+}
+
+fn store_entry(dir: &Path, path: &Path, payload: &[u8]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile_in(dir)?;
+    tmp.1.write_all(MAGIC)?;
+    tmp.1.write_all(&Sha256::digest(payload))?;
+    tmp.1.write_all(payload)?;
+    tmp.1.sync_all()?;
+    drop(tmp.1);
+    std::fs::rename(&tmp.0, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp.0);
+    })
+}
+
+/// A uniquely named temporary file in `dir` (same file system, so the rename is atomic).
+fn tempfile_in(dir: &Path) -> std::io::Result<(PathBuf, std::fs::File)> {
+    let unique = format!(
+        ".tmp-{}-{:?}-{}",
+        std::process::id(),
+        std::thread::current().id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0)
+    );
+    let path = dir.join(unique.replace(['(', ')'], ""));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    Ok((path, file))
+}

@@ -1,0 +1,80 @@
+//! Errors of the runtime: loading a component, and a guest call that failed.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A call into a guest that did not return normally. Every variant names the guest and the
+/// call; the instance is discarded and the next call gets a fresh one.
+#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
+pub enum GuestError {
+    #[error("guest `{guest}`: {call} exceeded its deadline of {deadline:?} and was stopped")]
+    Deadline {
+        guest: String,
+        call: &'static str,
+        deadline: Duration,
+    },
+    #[error(
+        "guest `{guest}`: {call} exceeded its memory limit of {limit} bytes; raise the guest's memory limit if this is expected"
+    )]
+    Memory {
+        guest: String,
+        call: &'static str,
+        limit: usize,
+    },
+    #[error("guest `{guest}`: {call} returned {size} bytes, more than its output limit of {limit}")]
+    OutputTooLarge {
+        guest: String,
+        call: &'static str,
+        size: usize,
+        limit: usize,
+    },
+    #[error("guest `{guest}`: {call} panicked: {message}")]
+    Panic {
+        guest: String,
+        call: &'static str,
+        message: String,
+    },
+    #[error("guest `{guest}`: {call} trapped: {message}")]
+    Trap {
+        guest: String,
+        call: &'static str,
+        message: String,
+    },
+    #[error("guest `{guest}`: could not instantiate: {message}")]
+    Instantiate { guest: String, message: String },
+}
+
+/// Loading a component or building the runtime failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("cannot create the WebAssembly engine: {0}")]
+    Engine(String),
+    #[error("cannot link host imports: {0}")]
+    Link(String),
+    #[error(
+        "guest `{guest}` is not a valid proxops component: {message}. Build it for wasm32-wasip2 against the proxops WIT (wit/)"
+    )]
+    Compile { guest: String, message: String },
+    #[error("guest `{guest}` does not fit the {world} world: {message}")]
+    World {
+        guest: String,
+        world: &'static str,
+        message: String,
+    },
+    #[error("invalid limits for guest `{guest}`: {message}")]
+    Limits { guest: String, message: String },
+    #[error("component cache at {path}: {source}")]
+    Cache {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Guest(#[from] GuestError),
+}
+
+impl RuntimeError {
+    pub(crate) fn engine(e: impl std::fmt::Display) -> Self {
+        RuntimeError::Engine(e.to_string())
+    }
+}

@@ -1,0 +1,299 @@
+//! Resource kinds: components of the `proxops:kind/kind` world.
+
+use std::sync::Arc;
+
+use wasmtime::Store;
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::guest::{Instance, Loaded, World};
+use crate::host::{HostState, SecretError as HostSecretError, SecretSource};
+use crate::size::{OutputSize, output_size};
+use crate::{GuestError, GuestLog, Limits, Runtime, RuntimeError};
+
+pub(crate) mod bindings {
+    wasmtime::component::bindgen!({
+        path: ["../../wit/common", "../../wit/kind"],
+        world: "proxops:kind/kind",
+        additional_derives: [serde::Serialize, serde::Deserialize, PartialEq, Eq],
+    });
+}
+
+pub use bindings::exports::proxops::kind::reconciler::{
+    Anomaly, Drift, KindInfo, ObjectKey, Observation, Proposal, Read, Reference, Resolved,
+    Validated,
+};
+pub use bindings::proxops::common::types::{
+    Action, Call, Change, Diagnostic, Method, Operation, Param, Severity,
+};
+
+use bindings::proxops::common::{log, types};
+use bindings::proxops::kind::secrets;
+
+impl types::Host for HostState {}
+
+impl log::Host for HostState {
+    fn log(&mut self, level: log::Level, message: String) {
+        let level = match level {
+            log::Level::Trace => "trace",
+            log::Level::Debug => "debug",
+            log::Level::Info => "info",
+            log::Level::Warn => "warn",
+            log::Level::Error => "error",
+        };
+        self.push_log(level, &message);
+    }
+}
+
+impl secrets::Host for HostState {
+    fn resolve(&mut self, path: String) -> Result<String, secrets::SecretError> {
+        let Some(source) = &self.secrets else {
+            return Err(secrets::SecretError::Denied);
+        };
+        source.resolve(&path).map_err(|e| match e {
+            HostSecretError::Missing => secrets::SecretError::Missing,
+            HostSecretError::Empty => secrets::SecretError::Empty,
+            HostSecretError::Invalid(why) => secrets::SecretError::Invalid(why),
+        })
+    }
+}
+
+pub(crate) fn linker(engine: &wasmtime::Engine) -> Result<Linker<HostState>, RuntimeError> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+    bindings::Kind::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
+        .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+    Ok(linker)
+}
+
+impl World for bindings::Kind {
+    type Pre = bindings::KindPre<HostState>;
+    fn instantiate(pre: &Self::Pre, store: &mut Store<HostState>) -> wasmtime::Result<Self> {
+        pre.instantiate(store)
+    }
+}
+
+output_size!(KindInfo {
+    kind,
+    api_version,
+    folder,
+    schema,
+    api_paths,
+    references_kinds
+});
+output_size!(Validated { desired, warnings });
+output_size!(Diagnostic { path, message });
+output_size!(Reference { kind, name, path });
+output_size!(ObjectKey {
+    node,
+    space,
+    key,
+    resource_id
+});
+output_size!(Call { path, params });
+output_size!(Param { name, value });
+output_size!(Proposal {
+    actions,
+    drift,
+    pending,
+    anomalies
+});
+output_size!(Action {
+    summary,
+    calls,
+    changes
+});
+output_size!(Change { key, old, new });
+output_size!(Drift {
+    path,
+    live,
+    desired
+});
+output_size!(Anomaly { path, message });
+
+/// A loaded kind: compiled once, pre-instantiated, with its `describe()` answer.
+#[derive(Clone)]
+pub struct KindComponent {
+    loaded: Arc<Loaded<bindings::KindPre<HostState>>>,
+    info: Arc<KindInfo>,
+}
+
+impl std::fmt::Debug for KindComponent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindComponent")
+            .field("name", &self.loaded.name)
+            .field("kind", &self.info.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Runtime {
+    /// Load a kind component. `secrets` is the grant: `None` makes every secret lookup
+    /// answer `denied`.
+    pub fn load_kind(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        limits: Limits,
+        secrets: Option<Arc<dyn SecretSource>>,
+    ) -> Result<KindComponent, RuntimeError> {
+        limits.check().map_err(|message| RuntimeError::Limits {
+            guest: name.to_string(),
+            message,
+        })?;
+        let (component, cache) = self.compile(name, wasm)?;
+        let world_error = |e: wasmtime::Error| RuntimeError::World {
+            guest: name.to_string(),
+            world: "proxops:kind/kind@0.1.0",
+            message: format!("{e:#}"),
+        };
+        let pre = self
+            .kind_linker
+            .instantiate_pre(&component)
+            .map_err(world_error)?;
+        let pre = bindings::KindPre::new(pre).map_err(world_error)?;
+        let loaded = Arc::new(Loaded::new(
+            name, wasm, &component, cache, limits, secrets, pre,
+        ));
+        let mut instance = KindInstance {
+            inner: Instance::new(loaded.clone())?,
+        };
+        let info = instance.describe()?;
+        Ok(KindComponent {
+            loaded,
+            info: Arc::new(info),
+        })
+    }
+}
+
+impl KindComponent {
+    /// Name the component was loaded under (e.g. `vm` or a file name).
+    pub fn name(&self) -> &str {
+        &self.loaded.name
+    }
+
+    /// SHA-256 of the component's bytes, hex.
+    pub fn sha256(&self) -> &str {
+        &self.loaded.sha256
+    }
+
+    /// Size of the component in bytes.
+    pub fn size(&self) -> usize {
+        self.loaded.size
+    }
+
+    /// Whether loading hit the compiled-component cache.
+    pub fn cache_outcome(&self) -> crate::CacheOutcome {
+        self.loaded.cache
+    }
+
+    /// The kind's `describe()` answer, read once at load.
+    pub fn info(&self) -> &KindInfo {
+        &self.info
+    }
+
+    /// A fresh instance; reuse it for many calls (one per worker per cycle).
+    pub fn instance(&self) -> Result<KindInstance, GuestError> {
+        Ok(KindInstance {
+            inner: Instance::new(self.loaded.clone())?,
+        })
+    }
+}
+
+/// A live instance of a kind.
+pub struct KindInstance {
+    inner: Instance<bindings::Kind>,
+}
+
+impl std::fmt::Debug for KindInstance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindInstance")
+            .field("guest", &self.inner.loaded.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KindInstance {
+    fn call<R: OutputSize>(
+        &mut self,
+        call: &'static str,
+        f: impl FnOnce(&bindings::Kind, &mut Store<HostState>) -> wasmtime::Result<R>,
+    ) -> Result<R, GuestError> {
+        self.inner.call(call, f)
+    }
+
+    /// Log lines of the last call.
+    pub fn last_log(&self) -> &GuestLog {
+        self.inner.last_log()
+    }
+
+    pub fn describe(&mut self) -> Result<KindInfo, GuestError> {
+        self.call("describe", |k, s| {
+            k.proxops_kind_reconciler().call_describe(s)
+        })
+    }
+
+    pub fn validate(
+        &mut self,
+        manifest: &str,
+    ) -> Result<Result<Validated, Vec<Diagnostic>>, GuestError> {
+        self.call("validate", |k, s| {
+            k.proxops_kind_reconciler().call_validate(s, manifest)
+        })
+    }
+
+    pub fn references(&mut self, desired: &str) -> Result<Vec<Reference>, GuestError> {
+        self.call("references", |k, s| {
+            k.proxops_kind_reconciler().call_references(s, desired)
+        })
+    }
+
+    pub fn check_references(
+        &mut self,
+        desired: &str,
+        resolved: &[Resolved],
+    ) -> Result<Vec<Diagnostic>, GuestError> {
+        self.call("check-references", |k, s| {
+            k.proxops_kind_reconciler()
+                .call_check_references(s, desired, resolved)
+        })
+    }
+
+    pub fn identity(&mut self, desired: &str) -> Result<ObjectKey, GuestError> {
+        self.call("identity", |k, s| {
+            k.proxops_kind_reconciler().call_identity(s, desired)
+        })
+    }
+
+    pub fn observe(
+        &mut self,
+        desired: Option<&str>,
+        live: Option<&str>,
+    ) -> Result<Vec<Call>, GuestError> {
+        self.call("observe", |k, s| {
+            k.proxops_kind_reconciler().call_observe(s, desired, live)
+        })
+    }
+
+    pub fn plan(
+        &mut self,
+        desired: Option<&str>,
+        observed: &Observation,
+    ) -> Result<Result<Proposal, Vec<Diagnostic>>, GuestError> {
+        self.call("plan", |k, s| {
+            k.proxops_kind_reconciler().call_plan(s, desired, observed)
+        })
+    }
+
+    pub fn claims(&mut self, live: &str) -> Result<bool, GuestError> {
+        self.call("claims", |k, s| {
+            k.proxops_kind_reconciler().call_claims(s, live)
+        })
+    }
+
+    pub fn adopt(&mut self, observed: &Observation) -> Result<Result<String, String>, GuestError> {
+        self.call("adopt", |k, s| {
+            k.proxops_kind_reconciler().call_adopt(s, observed)
+        })
+    }
+}

@@ -1,0 +1,227 @@
+//! Runtime tests against real components built by host/guests: the misbehaving test kind
+//! for limits and sandboxing, the bundled kinds for loading and caching.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::{CacheOutcome, GuestError, KindComponent, Limits, Runtime, RuntimeConfig};
+
+fn runtime() -> &'static Arc<Runtime> {
+    static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
+    RUNTIME.get_or_init(|| Runtime::new(RuntimeConfig::default()).expect("runtime"))
+}
+
+fn misbehave_wasm() -> Vec<u8> {
+    let path =
+        proxops_guests::test_guest("proxops-kind-misbehave").expect("misbehave guest is built");
+    std::fs::read(path).expect("read misbehave.wasm")
+}
+
+fn misbehave(limits: Limits) -> KindComponent {
+    runtime()
+        .load_kind("misbehave", &misbehave_wasm(), limits, None)
+        .expect("load misbehave")
+}
+
+/// Run `validate(input)` on a fresh instance, then check a well-behaved call on the same
+/// instance object still works.
+fn check(component: &KindComponent, input: &str) -> Result<String, GuestError> {
+    let mut instance = component.instance().expect("instance");
+    let result = instance
+        .validate(input)
+        .map(|r| r.expect("validate ok").desired);
+    let after = instance
+        .validate("still alive")
+        .expect("call after a failure")
+        .expect("ok");
+    assert_eq!(after.desired, "still alive");
+    result
+}
+
+#[test]
+fn endless_loop_hits_the_deadline_within_twice_the_deadline() {
+    let limits = Limits {
+        deadline: Duration::from_millis(500),
+        ..Limits::KIND
+    };
+    let component = misbehave(limits);
+    let start = Instant::now();
+    let err = check(&component, "loop").unwrap_err();
+    let elapsed = start.elapsed();
+    assert!(
+        matches!(
+            err,
+            GuestError::Deadline {
+                call: "validate",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("guest `misbehave`"), "{err}");
+    assert!(elapsed < 2 * limits.deadline, "took {elapsed:?}");
+}
+
+#[test]
+fn allocation_bomb_hits_the_memory_limit() {
+    let component = misbehave(Limits {
+        memory: 64 << 20,
+        ..Limits::KIND
+    });
+    let err = check(&component, "alloc").unwrap_err();
+    assert!(
+        matches!(err, GuestError::Memory { limit, .. } if limit == 64 << 20),
+        "{err}"
+    );
+}
+
+#[test]
+fn huge_result_hits_the_output_limit() {
+    let component = misbehave(Limits::KIND);
+    let err = check(&component, "big").unwrap_err();
+    assert!(
+        matches!(err, GuestError::OutputTooLarge { size, limit, .. } if size >= 64 << 20 && limit == Limits::KIND.output),
+        "{err}"
+    );
+}
+
+#[test]
+fn panic_carries_the_guest_message() {
+    let component = misbehave(Limits::KIND);
+    let err = check(&component, "panic").unwrap_err();
+    match &err {
+        GuestError::Panic { message, call, .. } => {
+            assert!(message.contains("misbehave: asked to panic"), "{message}");
+            assert_eq!(*call, "validate");
+        }
+        other => panic!("expected a panic error, got {other}"),
+    }
+}
+
+#[test]
+fn capabilities_are_denied() {
+    let component = misbehave(Limits::KIND);
+    let file = check(&component, "file").unwrap();
+    assert!(file.starts_with("denied:"), "file access: {file}");
+    let env = check(&component, "env").unwrap();
+    assert!(env.starts_with("vars=0 args=0 home=denied:"), "env: {env}");
+    let socket = check(&component, "socket").unwrap();
+    assert!(socket.starts_with("denied:"), "socket: {socket}");
+}
+
+#[test]
+fn clocks_and_randomness_are_reproducible() {
+    let component = misbehave(Limits::KIND);
+    for input in ["clock", "random"] {
+        let a = check(&component, input).unwrap();
+        let b = check(&misbehave(Limits::KIND), input).unwrap();
+        assert_eq!(a, b, "{input} differs between instances");
+    }
+    assert_eq!(check(&component, "clock").unwrap(), "1704067200");
+}
+
+#[test]
+fn log_is_bounded() {
+    let component = misbehave(Limits {
+        log_lines: 50,
+        ..Limits::KIND
+    });
+    let mut instance = component.instance().unwrap();
+    instance.validate("log").unwrap().unwrap();
+    let log = instance.last_log();
+    assert_eq!(log.lines.len(), 50);
+    assert_eq!(log.dropped, 10_000 - 50);
+    assert_eq!(log.lines[0], "info: line 0");
+}
+
+#[test]
+fn limits_above_the_engine_maximum_are_refused() {
+    let err = runtime()
+        .load_kind(
+            "misbehave",
+            &misbehave_wasm(),
+            Limits {
+                memory: usize::MAX,
+                ..Limits::KIND
+            },
+            None,
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("memory limit"), "{err}");
+}
+
+#[test]
+fn a_core_module_is_refused_with_a_clear_error() {
+    // The smallest valid core module: magic and version.
+    let err = runtime()
+        .load_kind("core", b"\0asm\x01\0\0\0", Limits::KIND, None)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("guest `core` is not a valid proxops component"),
+        "{err}"
+    );
+}
+
+#[test]
+fn cache_is_hit_on_a_second_runtime_and_rebuilt_when_tampered() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = RuntimeConfig {
+        cache_dir: Some(dir.path().to_path_buf()),
+    };
+    let wasm = misbehave_wasm();
+    let load = |rt: &Runtime| {
+        rt.load_kind("misbehave", &wasm, Limits::KIND, None)
+            .unwrap()
+    };
+
+    let first = load(&Runtime::new(config.clone()).unwrap());
+    assert_eq!(first.cache_outcome(), CacheOutcome::Miss);
+    let second = load(&Runtime::new(config.clone()).unwrap());
+    assert_eq!(second.cache_outcome(), CacheOutcome::Hit);
+    assert_eq!(check(&second, "echo").unwrap(), "echo");
+
+    // Flip one byte in the middle of the entry: detected, rebuilt, and usable.
+    let entry = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|x| x == "cwasm"))
+        .expect("a cache entry");
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&entry, &bytes).unwrap();
+    let third = load(&Runtime::new(config.clone()).unwrap());
+    assert_eq!(third.cache_outcome(), CacheOutcome::Rebuilt);
+    assert_eq!(check(&third, "echo").unwrap(), "echo");
+    let fourth = load(&Runtime::new(config).unwrap());
+    assert_eq!(fourth.cache_outcome(), CacheOutcome::Hit);
+
+    // A foreign file under the entry's name (not ours at all) is rebuilt too.
+    std::fs::write(&entry, b"not a cache entry").unwrap();
+    let fifth = load(
+        &Runtime::new(RuntimeConfig {
+            cache_dir: Some(dir.path().into()),
+        })
+        .unwrap(),
+    );
+    assert_eq!(fifth.cache_outcome(), CacheOutcome::Rebuilt);
+}
+
+#[test]
+fn every_bundled_kind_loads_and_describes_itself() {
+    let kinds: Vec<_> = proxops_guests::bundled(proxops_guests::Role::Kind)
+        .map(|b| {
+            runtime()
+                .load_kind(b.package, b.bytes, Limits::KIND, None)
+                .unwrap()
+        })
+        .map(|k| k.info().kind.clone())
+        .collect();
+    for expected in ["VM", "TemplateVM", "DiskImage", "ISO"] {
+        assert!(
+            kinds.iter().any(|k| k == expected),
+            "{expected} missing from {kinds:?}"
+        );
+    }
+}
