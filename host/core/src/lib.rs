@@ -1,1 +1,17 @@
-//! placeholder
+//! The repository a user writes, as the host sees it: loading manifests and cluster files
+//! from a directory rooted with cap-std, and the diagnostics that point back into them.
+//! No network, no WebAssembly.
+
+pub mod cluster;
+pub mod diag;
+pub mod repo;
+
+pub use cluster::{ClusterFile, Endpoint, SecretSource, Tls};
+pub use diag::{Diagnostic, Severity};
+pub use repo::{Manifest, Repo, load};
+
+/// The `apiVersion` of every proxops document.
+pub const API_VERSION: &str = "proxops/v1alpha1";
+
+#[cfg(test)]
+mod tests;

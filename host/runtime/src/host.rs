@@ -115,7 +115,7 @@ impl HostState {
             .monotonic_clock(FixedMonotonicClock)
             .secure_random(deterministic_bytes())
             .insecure_random(deterministic_bytes())
-            .insecure_random_seed(0x5052_4f58_4f50_53)
+            .insecure_random_seed(0x0050_524f_584f_5053)
             .allow_ip_name_lookup(false)
             .allow_tcp(false)
             .allow_udp(false)
