@@ -1,0 +1,341 @@
+//! The normalised desired state of a VM or TemplateVM: what `validate` returns as JSON and what
+//! `plan` reads back. Memory is in MiB, disk sizes in GiB, defaults are applied, and an
+//! optional field that is `None` (absent from the JSON) is a PVE key proxops does not own.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Which of the two kinds this crate implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Flavour {
+    /// `kind: VM`.
+    #[serde(rename = "VM")]
+    Vm,
+    /// `kind: TemplateVM`.
+    #[serde(rename = "TemplateVM")]
+    Template,
+}
+
+impl Flavour {
+    /// The `kind:` spelling.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Flavour::Vm => "VM",
+            Flavour::Template => "TemplateVM",
+        }
+    }
+
+    /// The repository folder of the manifests.
+    pub fn folder(self) -> &'static str {
+        match self {
+            Flavour::Vm => "vm",
+            Flavour::Template => "templatevm",
+        }
+    }
+
+    /// The word used in summaries.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Flavour::Vm => "VM",
+            Flavour::Template => "template",
+        }
+    }
+}
+
+/// Desired power state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PowerState {
+    /// Running.
+    Started,
+    /// Stopped.
+    Stopped,
+}
+
+/// The whole desired state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Desired {
+    /// `VM` or `TemplateVM`.
+    pub kind: Flavour,
+    /// `metadata.name`.
+    pub name: String,
+    /// PVE node.
+    pub node: String,
+    /// PVE vmid.
+    pub vmid: u32,
+    /// Power state (always `stopped` for a TemplateVM).
+    pub state: PowerState,
+    /// `memory`, in MiB.
+    pub memory_mib: u64,
+    /// `cpu` and `cores`.
+    pub cpu: Cpu,
+    /// Disks in manifest order, each with its resolved slot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<Disk>,
+    /// `scsihw`: the first disk's `controller`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scsihw: Option<String>,
+    /// NICs in manifest order, each with its resolved slot.
+    pub networks: Vec<Nic>,
+    /// Hardware block.
+    #[serde(default)]
+    pub hardware: Hardware,
+    /// Options block.
+    #[serde(default)]
+    pub options: Options,
+    /// `name` (defaults to `metadata.name`).
+    pub pve_name: String,
+    /// `description`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pve_description: Option<String>,
+    /// `tags`, lower-cased, sorted, de-duplicated, with `proxops` included.
+    pub tags: Vec<String>,
+    /// Passthrough PVE keys, values as PVE wire strings.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, String>,
+    /// `spec.clone`: a TemplateVM name (provisioning not planned by this crate yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone: Option<String>,
+    /// `spec.cloud-init-data` (validated; not planned by this crate yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_init_data: Option<CloudInitData>,
+}
+
+/// CPU model and core count.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cpu {
+    /// `cpu` model (`host`, `kvm64`, ...).
+    #[serde(rename = "type")]
+    pub cpu_type: String,
+    /// `cores`.
+    pub cores: u32,
+}
+
+/// One disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Disk {
+    /// PVE slot (`scsi0`, `virtio1`, ...).
+    pub slot: String,
+    /// Storage id.
+    pub storage: String,
+    /// Size in GiB (absent for image-seeded disks).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_gib: Option<u64>,
+    /// DiskImage name (import not planned by this crate yet).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// `iothread` token when owned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iothread: Option<bool>,
+    /// `discard` token (`on`/`ignore`) when owned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discard: Option<String>,
+    /// `ssd` token when owned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssd: Option<bool>,
+    /// `aio` token when owned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aio: Option<String>,
+}
+
+/// One NIC.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Nic {
+    /// N of `netN`.
+    pub slot: u32,
+    /// NIC model.
+    pub model: String,
+    /// Bridge.
+    pub bridge: String,
+    /// Pinned MAC, upper-case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    /// `tag`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<u16>,
+    /// `rate` (MB/s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<f64>,
+    /// `firewall`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall: Option<bool>,
+}
+
+/// The hardware block.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Hardware {
+    /// `i440fx` or `q35`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    /// `seabios` or `ovmf`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bios: Option<String>,
+    /// `vga` type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<String>,
+    /// CD/DVD drive, when owned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cdrom: Option<Cdrom>,
+    /// `efidisk0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efi_disk: Option<EfiDisk>,
+    /// Cloud-init drive on `ide2` (present only when enabled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_init: Option<CloudInitDrive>,
+    /// `tpmstate0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpm: Option<Tpm>,
+    /// `serial0`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial0: Option<String>,
+    /// `sockets`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<u32>,
+    /// `numa`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<bool>,
+    /// `hostpciN`, sorted by slot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pci_devices: Vec<PciDevice>,
+}
+
+/// The CD/DVD drive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Cdrom {
+    /// `ide2`, or `ide3` when the cloud-init drive holds `ide2`.
+    pub slot: String,
+    /// `none`, or an ISO name (attach not planned by this crate yet).
+    pub iso: String,
+    /// `cdrom` or `disk`.
+    pub media: String,
+}
+
+/// `efidisk0`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct EfiDisk {
+    /// Storage id.
+    pub storage: String,
+    /// `efitype` when pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    /// `pre-enrolled-keys` when owned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secure_boot: Option<bool>,
+}
+
+/// The cloud-init drive.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CloudInitDrive {
+    /// Storage id.
+    pub storage: String,
+}
+
+/// `tpmstate0`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tpm {
+    /// Storage id.
+    pub storage: String,
+    /// `v1.2` or `v2.0`.
+    pub version: String,
+}
+
+/// One `hostpciN`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PciDevice {
+    /// N.
+    pub slot: u32,
+    /// Lower-cased BDF.
+    pub device: String,
+    /// `pcie` token when owned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie: Option<bool>,
+}
+
+/// The options block.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Options {
+    /// `onboot`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onboot: Option<bool>,
+    /// `startup`, as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<String>,
+    /// `protection`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protection: Option<bool>,
+    /// `agent` (enabled token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<bool>,
+    /// `acpi`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acpi: Option<bool>,
+    /// `tablet`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tablet: Option<bool>,
+    /// `hotplug` features, sorted; empty means hotplug disabled (`0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hotplug: Option<Vec<String>>,
+    /// `boot` order devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_order: Option<Vec<String>>,
+    /// Nested virtualisation (no PVE key; satisfied by `cpu.type: host`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_virt: Option<bool>,
+    /// `hidden=` token of `cpu`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<bool>,
+}
+
+/// Cloud-init data (validated only).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct CloudInitData {
+    /// `ciuser`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_user: Option<String>,
+    /// Public keys; `["*"]` means PVE owns `sshkeys`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_keys: Vec<String>,
+    /// SOPS dot-paths `cloud-init.ssh-keys.<name>`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_key_refs: Vec<String>,
+    /// SOPS dot-path `cloud-init.passwords.<name>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_password_ref: Option<String>,
+    /// `nameserver`, set semantics (sorted, de-duplicated).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nameservers: Vec<String>,
+    /// `searchdomain`, set semantics (sorted, de-duplicated).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub search_domains: Vec<String>,
+    /// `ipconfigN`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ipconfigs: Vec<IpConfig>,
+}
+
+/// One `ipconfigN`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IpConfig {
+    /// N.
+    pub nic: u32,
+    /// `ip=` CIDR.
+    pub ip: String,
+    /// `gw=`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+}
+
+impl Desired {
+    /// The CD/DVD slot when the cloud-init drive is on `ide2`.
+    pub fn cdrom_slot(cloud_init: bool) -> &'static str {
+        if cloud_init { "ide3" } else { "ide2" }
+    }
+}

@@ -1,0 +1,147 @@
+//! The WIT boundary: every `reconciler` function in WIT types, delegating to the plain functions
+//! of this crate. The `vm` and `templatevm` crates call these with their [`Flavour`].
+
+use proxops_kind_sdk::check::Diag;
+use proxops_kind_sdk::model::{self, Observation, diags_into_wit};
+use proxops_kind_sdk::types::{Call, Diagnostic};
+use proxops_kind_sdk::wit;
+use serde_json::Value;
+
+use crate::desired::{Desired, Flavour};
+
+fn parse_desired(desired: &str) -> Result<Desired, Vec<Diag>> {
+    serde_json::from_str(desired).map_err(|e| {
+        vec![Diag::error(
+            "",
+            format!(
+                "desired state is not a {} desired state: {e}",
+                "VM/TemplateVM"
+            ),
+        )]
+    })
+}
+
+/// `describe`.
+pub fn describe(flavour: Flavour) -> wit::KindInfo {
+    let k = crate::describe(flavour);
+    wit::KindInfo {
+        kind: k.kind,
+        api_version: k.api_version,
+        folder: k.folder,
+        schema: k.schema.to_string(),
+        api_paths: k.api_paths,
+        references_kinds: k.references_kinds,
+    }
+}
+
+/// `validate`.
+pub fn validate(flavour: Flavour, manifest: String) -> Result<wit::Validated, Vec<Diagnostic>> {
+    match crate::validate_json(flavour, &manifest) {
+        Ok(v) => match serde_json::to_string(&v.desired) {
+            Ok(desired) => Ok(wit::Validated {
+                desired,
+                warnings: diags_into_wit(v.warnings),
+            }),
+            Err(e) => Err(diags_into_wit(vec![Diag::error(
+                "",
+                format!("internal: desired state not serialisable: {e}"),
+            )])),
+        },
+        Err(d) => Err(diags_into_wit(d)),
+    }
+}
+
+/// `references`.
+pub fn references(desired: String) -> Vec<wit::Reference> {
+    let Ok(d) = parse_desired(&desired) else {
+        return Vec::new();
+    };
+    crate::references(&d)
+        .into_iter()
+        .map(|r| wit::Reference {
+            kind: r.kind,
+            name: r.name,
+            path: r.path,
+        })
+        .collect()
+}
+
+/// `check-references`.
+pub fn check_references(desired: String, resolved: Vec<wit::Resolved>) -> Vec<Diagnostic> {
+    let d = match parse_desired(&desired) {
+        Ok(d) => d,
+        Err(e) => return diags_into_wit(e),
+    };
+    let resolved: Vec<(crate::Reference, String)> = resolved
+        .into_iter()
+        .map(|r| {
+            let reference = crate::Reference {
+                kind: r.reference.kind,
+                name: r.reference.name,
+                path: r.reference.path,
+            };
+            (reference, r.desired)
+        })
+        .collect();
+    diags_into_wit(crate::check_references(&d, &resolved))
+}
+
+/// `identity`. A desired state that cannot be read gets an identity in the space `invalid`, which
+/// collides with nothing and names the problem.
+pub fn identity(desired: String) -> wit::ObjectKey {
+    match parse_desired(&desired) {
+        Ok(d) => {
+            let k = crate::identity(&d);
+            wit::ObjectKey {
+                node: k.node,
+                space: k.space,
+                key: k.key,
+                resource_id: k.resource_id,
+            }
+        }
+        Err(e) => wit::ObjectKey {
+            node: None,
+            space: "invalid".into(),
+            key: e.first().map(|d| d.message.clone()).unwrap_or_default(),
+            resource_id: None,
+        },
+    }
+}
+
+/// `observe`.
+pub fn observe(desired: Option<String>, live: Option<String>) -> Vec<Call> {
+    let desired = desired.and_then(|d| parse_desired(&d).ok());
+    let live = live.and_then(|l| serde_json::from_str::<Value>(&l).ok());
+    crate::observe(desired.as_ref(), live.as_ref())
+        .into_iter()
+        .map(model::Call::into_wit)
+        .collect()
+}
+
+/// `plan`.
+pub fn plan(
+    flavour: Flavour,
+    desired: Option<String>,
+    observed: wit::Observation,
+) -> Result<wit::Proposal, Vec<Diagnostic>> {
+    let desired = match desired {
+        Some(d) => Some(parse_desired(&d).map_err(diags_into_wit)?),
+        None => None,
+    };
+    crate::plan(flavour, desired.as_ref(), &Observation::from_wit(observed))
+        .map(model::Proposal::into_wit)
+        .map_err(diags_into_wit)
+}
+
+/// `claims`.
+pub fn claims(flavour: Flavour, live: String) -> bool {
+    serde_json::from_str::<Value>(&live).is_ok_and(|v| crate::claims(flavour, &v))
+}
+
+/// `adopt`: not implemented by this crate yet (owned by another issue).
+pub fn adopt(flavour: Flavour, _observed: wit::Observation) -> Result<String, String> {
+    Err(format!(
+        "adopting a {} is not implemented yet",
+        flavour.kind()
+    ))
+}

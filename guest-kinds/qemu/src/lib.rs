@@ -1,0 +1,225 @@
+//! Shared logic of the VM and TemplateVM kinds: validation, JSON Schema, identity, ownership,
+//! observation and planning, as plain Rust functions over plain types (usable natively, e.g. by
+//! benchmarks), plus a thin [`glue`] layer in WIT types that the `vm` and `templatevm` crates
+//! export with a [`Flavour`].
+//!
+//! Not planned yet (owned by other issues; validated structurally, nothing is planned for them):
+//! provisioning with `spec.clone`, `spec.cloud-init-data`, `spec.disks[].image` (import) and
+//! `spec.hardware.cdrom.iso` naming an ISO (attach), and `adopt`. When a VM that needs one of
+//! them is absent from PVE, `plan` reports an anomaly instead of creating it half-configured; on
+//! a live VM those keys are not compared. In scope: `cdrom.iso: none` and `media`, and the
+//! cloud-init *drive* (`hardware.cloud-init`, claiming `ide2` and moving the CD/DVD to `ide3`).
+
+pub mod desired;
+pub mod glue;
+pub mod keys;
+pub mod live;
+pub mod plan;
+pub mod schema;
+pub mod syntax;
+pub mod validate;
+
+pub use desired::{Desired, Flavour, PowerState};
+pub use plan::plan;
+pub use validate::{Validated, validate, validate_json};
+
+use proxops_kind_sdk::manifest::API_VERSION;
+use proxops_kind_sdk::model::{Call, Method};
+use serde_json::Value;
+
+/// The tag that marks a PVE guest as created (and owned) by proxops.
+pub const OWNERSHIP_TAG: &str = "proxops";
+
+/// API path templates this kind calls (below `/api2/json`).
+pub const API_PATHS: &[&str] = &[
+    "/nodes/{node}/qemu",
+    "/nodes/{node}/qemu/{vmid}",
+    "/nodes/{node}/qemu/{vmid}/config",
+    "/nodes/{node}/qemu/{vmid}/pending",
+    "/nodes/{node}/qemu/{vmid}/resize",
+    "/nodes/{node}/qemu/{vmid}/template",
+    "/nodes/{node}/qemu/{vmid}/status/start",
+    "/nodes/{node}/qemu/{vmid}/status/shutdown",
+    "/nodes/{node}/qemu/{vmid}/status/stop",
+];
+
+/// Static facts about a kind (the plain form of WIT `kind-info`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct KindInfo {
+    /// `kind:` value.
+    pub kind: String,
+    /// `apiVersion:` value.
+    pub api_version: String,
+    /// Repository folder.
+    pub folder: String,
+    /// JSON Schema of the manifest.
+    pub schema: Value,
+    /// API path templates.
+    pub api_paths: Vec<String>,
+    /// Kinds this kind may reference.
+    pub references_kinds: Vec<String>,
+}
+
+/// Describe the kind.
+pub fn describe(flavour: Flavour) -> KindInfo {
+    KindInfo {
+        kind: flavour.kind().into(),
+        api_version: API_VERSION.into(),
+        folder: flavour.folder().into(),
+        schema: schema::manifest_schema(flavour),
+        api_paths: API_PATHS.iter().map(|s| s.to_string()).collect(),
+        references_kinds: vec!["TemplateVM".into(), "DiskImage".into(), "ISO".into()],
+    }
+}
+
+/// Where an object lives (plain form of WIT `object-key`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectKey {
+    /// PVE node.
+    pub node: Option<String>,
+    /// Collision domain.
+    pub space: String,
+    /// Key within the space.
+    pub key: String,
+    /// `/cluster/resources` id.
+    pub resource_id: Option<String>,
+}
+
+/// The identity of a desired VM: `(node, guest-id, vmid)`.
+pub fn identity(d: &Desired) -> ObjectKey {
+    ObjectKey {
+        node: Some(d.node.clone()),
+        space: "guest-id".into(),
+        key: d.vmid.to_string(),
+        resource_id: Some(format!("qemu/{}", d.vmid)),
+    }
+}
+
+/// A reference to another object (plain form of WIT `reference`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reference {
+    /// Target kind.
+    pub kind: String,
+    /// Target `metadata.name`.
+    pub name: String,
+    /// Field holding the reference.
+    pub path: String,
+}
+
+/// The objects a desired VM names: clone source, disk images, ISO.
+pub fn references(d: &Desired) -> Vec<Reference> {
+    let mut out = Vec::new();
+    if let Some(c) = &d.clone {
+        out.push(Reference {
+            kind: "TemplateVM".into(),
+            name: c.clone(),
+            path: "spec.clone".into(),
+        });
+    }
+    for (i, disk) in d.disks.iter().enumerate() {
+        if let Some(img) = &disk.image {
+            out.push(Reference {
+                kind: "DiskImage".into(),
+                name: img.clone(),
+                path: format!("spec.disks[{i}].image"),
+            });
+        }
+    }
+    if let Some(cd) = &d.hardware.cdrom
+        && cd.iso != "none"
+    {
+        out.push(Reference {
+            kind: "ISO".into(),
+            name: cd.iso.clone(),
+            path: "spec.hardware.cdrom.iso".into(),
+        });
+    }
+    out
+}
+
+/// Check resolved references: a clone source must be a TemplateVM on the same node with another
+/// vmid. `resolved` holds `(reference, target desired JSON)`.
+pub fn check_references(
+    d: &Desired,
+    resolved: &[(Reference, String)],
+) -> Vec<proxops_kind_sdk::check::Diag> {
+    use proxops_kind_sdk::check::Diag;
+    let mut out = Vec::new();
+    for (r, target) in resolved {
+        if r.path != "spec.clone" {
+            continue;
+        }
+        if r.kind != "TemplateVM" {
+            out.push(Diag::error(
+                &r.path,
+                format!("`{}` is a {}, not a TemplateVM", r.name, r.kind),
+            ));
+            continue;
+        }
+        let Ok(t) = serde_json::from_str::<Value>(target) else {
+            out.push(Diag::error(
+                &r.path,
+                format!(
+                    "the desired state of TemplateVM `{}` could not be read",
+                    r.name
+                ),
+            ));
+            continue;
+        };
+        if let Some(node) = t.get("node").and_then(Value::as_str)
+            && node != d.node
+        {
+            out.push(Diag::error(
+                    &r.path,
+                    format!("TemplateVM `{}` is on node {node}, this VM on {}; a clone source must be on the same node", r.name, d.node),
+                ));
+        }
+        if t.get("vmid").and_then(Value::as_u64) == Some(u64::from(d.vmid)) {
+            out.push(Diag::error(
+                &r.path,
+                format!(
+                    "TemplateVM `{}` has this VM's own vmid {}; a VM cannot clone onto itself",
+                    r.name, d.vmid
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// Whether a live `/cluster/resources` entry belongs to this kind and carries the ownership tag.
+pub fn claims(flavour: Flavour, entry: &Value) -> bool {
+    let Some(e) = live::Resource::from_value(entry) else {
+        return false;
+    };
+    e.kind == "qemu"
+        && e.template == (flavour == Flavour::Template)
+        && e.tags.iter().any(|t| t == OWNERSHIP_TAG)
+}
+
+/// The reads `plan` needs.
+///
+/// * No live entry: nothing to read (`plan` creates or does nothing).
+/// * `GET .../config?current=1`: the applied config and its `digest`; `/cluster/resources` has
+///   neither the config nor the digest the write needs for optimistic concurrency.
+/// * `GET .../pending`, only for a running VM with a manifest: on a running guest PVE keeps
+///   non-hot-pluggable changes pending, and only `/pending` says which value is pending, so a
+///   change proxops already wrote is reported as pending instead of being written again. A
+///   stopped VM applies every change at once (no pending state), and a prune needs only the
+///   `protection` flag, so neither reads it.
+///
+/// Paths use the LIVE node (where the object is), not the desired one.
+pub fn observe(desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
+    let Some(e) = entry.and_then(live::Resource::from_value) else {
+        return Vec::new();
+    };
+    let base = format!("/nodes/{}/qemu/{}", e.node, e.vmid);
+    let mut calls = vec![Call::new(Method::Get, format!("{base}/config")).param("current", "1")];
+    if desired.is_some() && e.running {
+        calls.push(Call::new(Method::Get, format!("{base}/pending")));
+    }
+    calls
+}
+
+#[cfg(test)]
+mod validate_tests;
