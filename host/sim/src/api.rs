@@ -1,0 +1,62 @@
+//! Handler results and PVE's error envelopes (400 parameter errors, 500 handler dies, 501 unknown methods).
+
+use serde_json::Value;
+
+use crate::schema::Errors;
+
+/// A successful answer: `{"data": ...}` plus `total` where PVE adds it.
+#[derive(Debug)]
+pub(crate) struct Reply {
+    pub data: Value,
+    pub total: Option<u64>,
+}
+
+impl Reply {
+    pub(crate) fn data(data: Value) -> Reply {
+        Reply { data, total: None }
+    }
+}
+
+/// A failed answer.
+#[derive(Debug)]
+pub(crate) enum ApiError {
+    /// 400 "Parameter verification failed." with the errors object.
+    Param(Errors),
+    /// Any other status with a message (the reason phrase is its first line).
+    Status { code: u16, message: String },
+}
+
+impl ApiError {
+    /// A handler `die "text\n"`: 500 with the text, a trailing newline added as Perl's die strings carry one.
+    pub(crate) fn die(message: impl Into<String>) -> ApiError {
+        let mut message = message.into();
+        if !message.ends_with('\n') {
+            message.push('\n');
+        }
+        ApiError::Status { code: 500, message }
+    }
+
+    /// `raise_param_exc({key => msg})`.
+    pub(crate) fn param(key: &str, message: impl Into<String>) -> ApiError {
+        let mut e = Errors::new();
+        e.insert(key.to_string(), message.into());
+        ApiError::Param(e)
+    }
+
+    /// 501 for a method and path without a handler.
+    pub(crate) fn not_implemented(method: &str, path: &str) -> ApiError {
+        ApiError::Status {
+            code: 501,
+            message: format!("Method '{method} {path}' not implemented"),
+        }
+    }
+}
+
+pub(crate) type ApiResult = Result<Reply, ApiError>;
+
+/// The configuration-file-missing error PVE gives for an unknown VMID on a node.
+pub(crate) fn no_such_vm(node: &str, vmid: u32) -> ApiError {
+    ApiError::die(format!(
+        "Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist"
+    ))
+}

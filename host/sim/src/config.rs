@@ -1,0 +1,188 @@
+//! Simulator configuration: the cluster (nodes, storages, pre-populated LXC ids), auth token, TLS, task timing, faults and persistence.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::SimError;
+use crate::faults::FaultRule;
+
+/// One storage as `storage.cfg` would declare it; it exists on every node unless `nodes` restricts it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StorageConfig {
+    /// Storage id, e.g. `local-lvm`.
+    pub name: String,
+    /// Plugin type: `dir`, `lvmthin`, `lvm`, `zfspool`, `nfs`, `cifs`, `rbd`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Content types, e.g. `images`, `rootdir`, `iso`, `import`, `vztmpl`, `snippets`.
+    pub content: Vec<String>,
+    /// Shared storages hold one set of volumes for the whole cluster.
+    #[serde(default)]
+    pub shared: bool,
+    /// Nodes the storage is available on; all nodes when absent.
+    #[serde(default)]
+    pub nodes: Option<Vec<String>>,
+    /// Reported capacity in bytes.
+    #[serde(default = "default_capacity")]
+    pub total: u64,
+}
+
+fn default_capacity() -> u64 {
+    1024 * 1024 * 1024 * 1024
+}
+
+impl StorageConfig {
+    /// A storage with the given id, type and content list, not shared, on all nodes.
+    pub fn new(name: &str, kind: &str, content: &[&str]) -> StorageConfig {
+        StorageConfig {
+            name: name.to_string(),
+            kind: kind.to_string(),
+            content: content.iter().map(|c| c.to_string()).collect(),
+            shared: false,
+            nodes: None,
+            total: default_capacity(),
+        }
+    }
+
+    /// True for directory-like (file based) plugins, whose volumes are files with a format suffix.
+    pub(crate) fn file_based(&self) -> bool {
+        matches!(
+            self.kind.as_str(),
+            "dir" | "nfs" | "cifs" | "cephfs" | "glusterfs" | "btrfs"
+        )
+    }
+
+    pub(crate) fn has_content(&self, content: &str) -> bool {
+        self.content.iter().any(|c| c == content)
+    }
+
+    pub(crate) fn on_node(&self, node: &str) -> bool {
+        match &self.nodes {
+            Some(list) => list.iter().any(|n| n == node),
+            None => true,
+        }
+    }
+}
+
+/// A container that occupies a VMID (the simulator serves LXC read-only).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LxcConfig {
+    pub vmid: u32,
+    pub node: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub running: bool,
+}
+
+/// Everything needed to start a simulator.
+#[derive(Debug, Clone)]
+pub struct SimConfig {
+    pub nodes: Vec<String>,
+    pub storages: Vec<StorageConfig>,
+    pub lxc: Vec<LxcConfig>,
+    /// Full `USER@REALM!ID=SECRET`; generated (user root@pam, id proxops) when absent.
+    pub token: Option<String>,
+    pub tls: bool,
+    /// How long every task stays `running`; zero finishes tasks as soon as possible.
+    pub task_duration: Duration,
+    /// Seeds fault probabilities and generated MACs/UUIDs.
+    pub seed: u64,
+    pub faults: Vec<FaultRule>,
+    pub state_file: Option<PathBuf>,
+    pub listen: SocketAddr,
+}
+
+impl Default for SimConfig {
+    fn default() -> SimConfig {
+        SimConfig {
+            nodes: vec!["pve01".to_string(), "pve02".to_string()],
+            storages: default_storages(),
+            lxc: Vec::new(),
+            token: None,
+            tls: true,
+            task_duration: Duration::ZERO,
+            seed: 0,
+            faults: Vec::new(),
+            state_file: None,
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+        }
+    }
+}
+
+/// `local` (dir: iso, import, vztmpl, snippets) and `local-lvm` (lvmthin: images, rootdir).
+pub fn default_storages() -> Vec<StorageConfig> {
+    vec![
+        StorageConfig::new("local", "dir", &["iso", "import", "vztmpl", "snippets"]),
+        StorageConfig::new("local-lvm", "lvmthin", &["images", "rootdir"]),
+    ]
+}
+
+/// The YAML shape accepted by [`SimConfig::from_yaml_str`].
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClusterYaml {
+    #[serde(default)]
+    nodes: Option<Vec<String>>,
+    #[serde(default)]
+    storages: Option<Vec<StorageConfig>>,
+    #[serde(default)]
+    lxc: Vec<LxcConfig>,
+    #[serde(default)]
+    seed: Option<u64>,
+    #[serde(default)]
+    task_duration_ms: Option<u64>,
+    #[serde(default)]
+    faults: Vec<FaultRule>,
+}
+
+impl SimConfig {
+    /// Reads the small cluster YAML:
+    ///
+    /// ```yaml
+    /// nodes: [pve01, pve02]
+    /// storages:
+    ///   - {name: local, type: dir, content: [iso, import, vztmpl, snippets]}
+    ///   - {name: local-lvm, type: lvmthin, content: [images, rootdir]}
+    /// lxc:
+    ///   - {vmid: 200, node: pve01, name: ct200}
+    /// seed: 7
+    /// task_duration_ms: 50
+    /// ```
+    ///
+    /// Absent keys keep the [`Default`] values.
+    pub fn from_yaml_str(text: &str) -> Result<SimConfig, SimError> {
+        let y: ClusterYaml =
+            serde_yaml::from_str(text).map_err(|e| SimError::Config(e.to_string()))?;
+        let mut c = SimConfig::default();
+        if let Some(nodes) = y.nodes {
+            if nodes.is_empty() {
+                return Err(SimError::Config("nodes must not be empty".into()));
+            }
+            c.nodes = nodes;
+        }
+        if let Some(storages) = y.storages {
+            c.storages = storages;
+        }
+        for ct in &y.lxc {
+            if !c.nodes.contains(&ct.node) {
+                return Err(SimError::Config(format!(
+                    "lxc {} is on unknown node '{}'",
+                    ct.vmid, ct.node
+                )));
+            }
+        }
+        c.lxc = y.lxc;
+        if let Some(seed) = y.seed {
+            c.seed = seed;
+        }
+        if let Some(ms) = y.task_duration_ms {
+            c.task_duration = Duration::from_millis(ms);
+        }
+        c.faults = y.faults;
+        Ok(c)
+    }
+}

@@ -1,0 +1,370 @@
+//! A PVE 9.2 simulator: a fault-injectable stand-in for a Proxmox VE cluster that behaves like PVE on the wire.
+//!
+//! Start it in-process with [`start`] (tests, the `sim:` endpoint) or run it with [`serve`] (`proxops sim serve`).
+//! The API lives under `/api2/json` with PVE's paths, parameters (validated against an embedded copy of PVE's
+//! own schema), envelopes, status codes and error bodies. Authentication is by API token only:
+//! `Authorization: PVEAPIToken=USER@REALM!ID=SECRET`; anything else gets PVE's 401.
+//!
+//! Served endpoints (everything else answers 501 `Method '<M> <path>' not implemented`):
+//! `/version`, `/cluster/resources`, `/cluster/nextid`, `/nodes`, `/nodes/{node}/qemu` (GET, POST),
+//! `/nodes/{node}/qemu/{vmid}` (GET, DELETE), `.../config` (GET, POST, PUT), `.../pending`, `.../clone`,
+//! `.../template`, `.../status`, `.../status/{current,start,stop,shutdown,reboot}`, `.../resize`,
+//! `/nodes/{node}/tasks/{upid}`, `.../status`, `.../log`, `/nodes/{node}/storage`,
+//! `/nodes/{node}/storage/{storage}/content` (GET), `.../content/{volume}` (DELETE),
+//! `/nodes/{node}/storage/{storage}/download-url` (POST) and `/nodes/{node}/lxc` (GET, read-only).
+//!
+//! Admin endpoints outside `/api2`, behind the same token, answering plain JSON `{"data": ...}`:
+//! - `GET /_sim/requests`: the request log, a list of [`RequestRecord`].
+//! - `DELETE /_sim/requests`: clears the log.
+//! - `GET /_sim/counters`: requests per endpoint, keyed `"METHOD /path/{template}"`.
+//! - `GET /_sim/faults` / `PUT /_sim/faults`: the fault rules, a JSON list of [`FaultRule`].
+//! - `GET /_sim/state`: the whole simulated state (VMs, containers, volumes) as persisted.
+
+mod api;
+mod cluster;
+mod config;
+mod faults;
+mod formats;
+mod hashes;
+mod qemu;
+mod schema;
+mod server;
+mod sim;
+mod state;
+mod storage;
+mod tasks;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, RwLock};
+
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+
+pub use config::{LxcConfig, SimConfig, StorageConfig, default_storages};
+pub use faults::{FaultKind, FaultRule};
+
+use crate::faults::FaultEngine;
+use crate::sim::Sim;
+use crate::state::{Persister, State};
+
+/// Errors starting or running the simulator.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("invalid simulator configuration: {0}")]
+    Config(String),
+    #[error("simulator state file: {0}")]
+    State(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("TLS setup failed: {0}")]
+    Tls(String),
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// One request as the simulator saw it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RequestRecord {
+    pub seq: u64,
+    pub method: String,
+    /// Path below `/api2/json`, decoded, e.g. `/nodes/pve01/qemu/100/config`.
+    pub path: String,
+    /// Body parameters then query parameters, in order.
+    pub params: Vec<(String, String)>,
+    /// HTTP status answered; 0 when the connection was reset by a fault.
+    pub status: u16,
+}
+
+impl RequestRecord {
+    /// True for anything but GET.
+    pub fn is_mutating(&self) -> bool {
+        self.method != "GET"
+    }
+}
+
+/// Installs ring as the process-wide rustls crypto provider if none is installed yet.
+pub fn ensure_crypto_provider() {
+    if rustls::crypto::CryptoProvider::get_default().is_none() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    }
+}
+
+/// A running simulator; shut down with [`Simulator::shutdown`] or by dropping it.
+pub struct Simulator {
+    sim: Arc<Sim>,
+    base_url: String,
+    token: String,
+    fingerprint: Option<String>,
+    stop: watch::Sender<bool>,
+    addr: SocketAddr,
+}
+
+impl std::fmt::Debug for Simulator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulator")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Simulator {
+    /// `https://127.0.0.1:PORT` (or `http://` with TLS off); clients append `/api2/json`.
+    pub fn base_url(&self) -> String {
+        self.base_url.clone()
+    }
+
+    /// The socket address the simulator listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The full API token, `USER@REALM!ID=SECRET`.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// SHA-256 of the certificate (DER), upper-case hex bytes joined by `:`; `None` over plain HTTP.
+    pub fn fingerprint(&self) -> Option<String> {
+        self.fingerprint.clone()
+    }
+
+    /// The request log.
+    pub fn requests(&self) -> Vec<RequestRecord> {
+        self.sim
+            .log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn clear_requests(&self) {
+        self.sim
+            .log
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Requests per endpoint, keyed `"METHOD /path/{template}"`.
+    pub fn counters(&self) -> BTreeMap<String, u64> {
+        self.sim
+            .counters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces the fault rules (their trigger counts restart).
+    pub fn set_faults(&self, rules: Vec<FaultRule>) {
+        self.sim
+            .faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .set(rules);
+    }
+
+    /// The current (applied) config of a VM as PVE's config file holds it, `digest` excluded.
+    pub fn vm_config(&self, vmid: u32) -> Option<BTreeMap<String, String>> {
+        self.sim.read().vms.get(&vmid).map(|vm| vm.conf.clone())
+    }
+
+    /// `running` or `stopped`.
+    pub fn vm_status(&self, vmid: u32) -> Option<String> {
+        self.sim.read().vms.get(&vmid).map(|vm| {
+            if vm.running {
+                "running".to_string()
+            } else {
+                "stopped".to_string()
+            }
+        })
+    }
+
+    /// Number of VMs in the cluster.
+    pub fn vm_count(&self) -> usize {
+        self.sim.read().vms.len()
+    }
+
+    /// Adds `count` stopped VMs (one 8G disk each, ids from 100, spread over the nodes) without going through the API.
+    /// Meant for scale measurements; tests of behaviour use the API.
+    pub fn populate(&self, count: u32) {
+        let mut st = self.sim.write();
+        crate::sim::populate_for_scale(&mut st, &self.sim.nodes, count);
+    }
+
+    /// Stops accepting connections and closes open ones.
+    pub fn shutdown(&self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+impl Drop for Simulator {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+    }
+}
+
+fn generate_secret() -> String {
+    use rand::Rng;
+    let mut rng = rand::rng();
+    let b: [u8; 16] = rng.random();
+    let h = hex::encode(b);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Splits `USER@REALM!ID=SECRET` on the last `=`, checking the token-id grammar.
+fn parse_token(token: &str) -> Result<(String, String), SimError> {
+    let (id, secret) = token
+        .rsplit_once('=')
+        .ok_or_else(|| SimError::Config(format!("token '{token}' is not USER@REALM!ID=SECRET")))?;
+    let (user, tokenid) = id
+        .split_once('!')
+        .ok_or_else(|| SimError::Config(format!("token id '{id}' has no '!'")))?;
+    if !user.contains('@') || tokenid.is_empty() || secret.is_empty() {
+        return Err(SimError::Config(format!(
+            "token '{token}' is not USER@REALM!ID=SECRET"
+        )));
+    }
+    Ok((id.to_string(), secret.to_string()))
+}
+
+/// A self-signed certificate for 127.0.0.1/localhost and its fingerprint.
+fn tls_acceptor() -> Result<(tokio_rustls::TlsAcceptor, String), SimError> {
+    let certified = rcgen::generate_simple_self_signed(vec![
+        "localhost".to_string(),
+        "127.0.0.1".to_string(),
+        "::1".to_string(),
+    ])
+    .map_err(|e| SimError::Tls(e.to_string()))?;
+    let der = certified.cert.der().clone();
+    let fingerprint = {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(der.as_ref());
+        digest
+            .iter()
+            .map(|b| format!("{b:02X}"))
+            .collect::<Vec<_>>()
+            .join(":")
+    };
+    let key = rustls::pki_types::PrivateKeyDer::Pkcs8(rustls::pki_types::PrivatePkcs8KeyDer::from(
+        certified.signing_key.serialize_der(),
+    ));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| SimError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(vec![der], key)
+        .map_err(|e| SimError::Tls(e.to_string()))?;
+    Ok((
+        tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        fingerprint,
+    ))
+}
+
+/// Starts a simulator on `config.listen` and returns once it accepts connections.
+pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
+    if config.nodes.is_empty() {
+        return Err(SimError::Config("at least one node is required".into()));
+    }
+    let token = match &config.token {
+        Some(t) => t.clone(),
+        None => format!("root@pam!proxops={}", generate_secret()),
+    };
+    let (token_id, token_secret) = parse_token(&token)?;
+    let mut state = match &config.state_file {
+        Some(path) if path.exists() => State::load(path, config.seed)?,
+        _ => State::new(&[], config.seed),
+    };
+    for ct in &config.lxc {
+        if !state.lxc.contains_key(&ct.vmid) && !state.vms.contains_key(&ct.vmid) {
+            state.add_lxc(std::slice::from_ref(ct));
+        }
+    }
+    let (acceptor, fingerprint) = if config.tls {
+        let (a, f) = tls_acceptor()?;
+        (Some(a), Some(f))
+    } else {
+        (None, None)
+    };
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|source| SimError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+    let addr = listener.local_addr()?;
+    let sim = Arc::new(Sim {
+        state: RwLock::new(state),
+        nodes: config.nodes.clone(),
+        storages: config.storages.clone(),
+        token_id,
+        token_secret,
+        task_duration: config.task_duration,
+        faults: Mutex::new(FaultEngine::new(config.faults.clone(), config.seed)),
+        log: Mutex::new(Vec::new()),
+        seq: AtomicU64::new(0),
+        counters: Mutex::new(BTreeMap::new()),
+        persister: Persister::new(config.state_file.clone()),
+        fingerprint: fingerprint.clone(),
+        boot_time: state::now(),
+    });
+    sim.persist();
+    let (stop, stop_rx) = watch::channel(false);
+    tokio::spawn(server::run(listener, acceptor, Arc::clone(&sim), stop_rx));
+    let scheme = if config.tls { "https" } else { "http" };
+    Ok(Simulator {
+        sim,
+        base_url: format!("{scheme}://{addr}"),
+        token,
+        fingerprint,
+        stop,
+        addr,
+    })
+}
+
+/// Options of `proxops sim serve`.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub nodes: Vec<String>,
+    pub listen: SocketAddr,
+    pub state_file: Option<PathBuf>,
+    /// Full `USER@REALM!ID=SECRET`; generated when absent.
+    pub token: Option<String>,
+    /// Plain HTTP instead of HTTPS.
+    pub http: bool,
+}
+
+/// Starts the simulator, prints base URL, token and fingerprint (one per line) and runs until Ctrl-C.
+pub async fn serve(opts: ServeOptions) -> Result<(), SimError> {
+    let config = SimConfig {
+        nodes: opts.nodes,
+        listen: opts.listen,
+        state_file: opts.state_file,
+        token: opts.token,
+        tls: !opts.http,
+        ..SimConfig::default()
+    };
+    let sim = start(config).await?;
+    println!("{}", sim.base_url());
+    println!("{}", sim.token());
+    println!("{}", sim.fingerprint().unwrap_or_default());
+    tokio::signal::ctrl_c().await?;
+    sim.shutdown();
+    Ok(())
+}

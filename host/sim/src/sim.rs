@@ -1,0 +1,222 @@
+//! The shared simulator core: cluster definition, state behind one lock, request log, counters, faults and the task runner.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::Duration;
+
+use crate::RequestRecord;
+use crate::config::StorageConfig;
+use crate::faults::FaultEngine;
+use crate::state::{Persister, State, Task, now};
+
+/// Lines and warnings a task writes.
+#[derive(Debug, Default)]
+pub(crate) struct TaskLog {
+    pub lines: Vec<String>,
+    pub warnings: u32,
+}
+
+impl TaskLog {
+    pub(crate) fn line(&mut self, s: impl Into<String>) {
+        self.lines.push(s.into());
+    }
+
+    pub(crate) fn warn(&mut self, s: impl Into<String>) {
+        self.warnings += 1;
+        self.lines.push(format!("WARN: {}", s.into()));
+    }
+}
+
+/// The work a task does when it completes; `injected` carries a fault-injected failure the job must clean up after.
+pub(crate) type Job =
+    Box<dyn FnOnce(&mut State, &mut TaskLog, Option<String>) -> Result<(), String> + Send>;
+
+/// Everything the HTTP layer and the handlers share.
+pub(crate) struct Sim {
+    pub state: RwLock<State>,
+    pub nodes: Vec<String>,
+    pub storages: Vec<StorageConfig>,
+    pub token_id: String,
+    pub token_secret: String,
+    pub task_duration: Duration,
+    pub faults: Mutex<FaultEngine>,
+    pub log: Mutex<Vec<RequestRecord>>,
+    pub seq: AtomicU64,
+    pub counters: Mutex<BTreeMap<String, u64>>,
+    pub persister: Persister,
+    pub fingerprint: Option<String>,
+    pub boot_time: u64,
+}
+
+impl Sim {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, State> {
+        self.state.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn storage(&self, name: &str) -> Option<&StorageConfig> {
+        self.storages.iter().find(|s| s.name == name)
+    }
+
+    pub(crate) fn has_node(&self, node: &str) -> bool {
+        self.nodes.iter().any(|n| n == node)
+    }
+
+    /// Writes the state file if persistence is on. Serialises under the read lock, writes outside it.
+    pub(crate) fn persist(&self) {
+        if !self.persister.enabled() {
+            return;
+        }
+        let (generation, bytes) = {
+            let st = self.read();
+            match serde_json::to_vec(&*st) {
+                Ok(b) => (st.generation, b),
+                Err(e) => {
+                    tracing::error!("serialising simulator state: {e}");
+                    return;
+                }
+            }
+        };
+        if let Err(e) = self.persister.write(generation, &bytes) {
+            tracing::error!("writing simulator state: {e}");
+        }
+    }
+
+    /// Registers a running task and schedules `job` to run when the task duration has elapsed.
+    /// The caller holds the state lock; the job takes it again when it runs.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn start_task(
+        self: &Arc<Self>,
+        st: &mut State,
+        node: &str,
+        kind: &str,
+        id: &str,
+        user: &str,
+        injected: Option<String>,
+        job: Job,
+    ) -> String {
+        let upid = self.register_task(st, node, kind, id, user);
+        let sim = Arc::clone(self);
+        let task_upid = upid.clone();
+        let duration = self.task_duration;
+        tokio::spawn(async move {
+            if duration.is_zero() {
+                tokio::task::yield_now().await;
+            } else {
+                tokio::time::sleep(duration).await;
+            }
+            {
+                let mut st = sim.write();
+                let mut log = TaskLog::default();
+                let result = job(&mut st, &mut log, injected);
+                finish_task(&mut st, &task_upid, log, result);
+                st.touch();
+            }
+            sim.persist();
+        });
+        upid
+    }
+
+    /// Adds a running task to the table and returns its UPID.
+    pub(crate) fn register_task(
+        &self,
+        st: &mut State,
+        node: &str,
+        kind: &str,
+        id: &str,
+        user: &str,
+    ) -> String {
+        let pid = st.next_pid();
+        let starttime = now();
+        let pstart = (starttime.saturating_sub(self.boot_time) * 100) as u32 + 1000;
+        let upid =
+            format!("UPID:{node}:{pid:08X}:{pstart:08X}:{starttime:08X}:{kind}:{id}:{user}:");
+        st.tasks.insert(
+            upid.clone(),
+            Task {
+                upid: upid.clone(),
+                node: node.to_string(),
+                pid,
+                pstart,
+                starttime,
+                kind: kind.to_string(),
+                id: id.to_string(),
+                user: user.to_string(),
+                log: Vec::new(),
+                exitstatus: None,
+            },
+        );
+        upid
+    }
+
+    pub(crate) fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::SeqCst) + 1
+    }
+}
+
+/// Marks a task stopped with PVE's exit status and final log line.
+pub(crate) fn finish_task(st: &mut State, upid: &str, log: TaskLog, result: Result<(), String>) {
+    let Some(task) = st.tasks.get_mut(upid) else {
+        return;
+    };
+    task.log.extend(log.lines);
+    match result {
+        Ok(()) => {
+            if log.warnings > 0 {
+                task.log.push(format!("TASK WARNINGS: {}", log.warnings));
+                task.exitstatus = Some(format!("WARNINGS: {}", log.warnings));
+            } else {
+                task.log.push("TASK OK".to_string());
+                task.exitstatus = Some("OK".to_string());
+            }
+        }
+        Err(msg) => {
+            let flat = msg.trim_end().replace('\n', " ");
+            task.log.push(format!("TASK ERROR: {flat}"));
+            task.exitstatus = Some(flat);
+        }
+    }
+}
+
+/// PVE's lock-timeout text for a VMID.
+pub(crate) fn lock_timeout_message(vmid: u32) -> String {
+    format!("can't lock file '/var/lock/qemu-server/lock-{vmid}.conf' - got timeout")
+}
+
+/// Bulk-creates `count` stopped VMs with one disk each, ids from the first free one, round-robin over `nodes`.
+pub(crate) fn populate_for_scale(st: &mut State, nodes: &[String], count: u32) {
+    let mut vmid = 100u32;
+    for i in 0..count {
+        while st.vmid_owner(vmid).is_some() {
+            vmid += 1;
+        }
+        let node = nodes[i as usize % nodes.len()].clone();
+        let mut conf = std::collections::BTreeMap::new();
+        conf.insert("name".to_string(), format!("vm{vmid}"));
+        conf.insert("memory".to_string(), "2048".to_string());
+        conf.insert("cores".to_string(), "2".to_string());
+        conf.insert(
+            "scsi0".to_string(),
+            format!("local-lvm:vm-{vmid}-disk-0,size=8G"),
+        );
+        conf.insert("boot".to_string(), "order=scsi0".to_string());
+        conf.insert("tags".to_string(), "scale".to_string());
+        st.vms.insert(
+            vmid,
+            crate::state::Vm {
+                node,
+                conf,
+                pending: std::collections::BTreeMap::new(),
+                pending_delete: std::collections::BTreeMap::new(),
+                running: false,
+                started_at: 0,
+                pid: 0,
+            },
+        );
+    }
+    st.touch();
+}

@@ -1,0 +1,1002 @@
+//! Item 5 behaviours: disks, cloud-init, MACs, tags, digests, locks, pending, clone, template, destroy, resize, storage.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{T, enc};
+use crate::SimConfig;
+
+const VM: &str = "/nodes/pve01/qemu/100";
+
+#[tokio::test]
+async fn disks_allocated_in_sorted_key_order_with_pve_sizes() {
+    let t = T::new().await;
+    t.create(
+        100,
+        &[
+            ("virtio0", "local-lvm:1"),
+            ("scsi2", "local-lvm:2"),
+            ("scsi10", "local-lvm:0.5"),
+            ("efidisk0", "local-lvm:1,efitype=4m,pre-enrolled-keys=1"),
+            ("sata0", "local-lvm:3,format=raw,ssd=on"),
+            ("tpmstate0", "local-lvm:1,version=v2.0"),
+        ],
+    )
+    .await;
+    let c = t.config(100).await;
+    assert_eq!(
+        c["efidisk0"],
+        "local-lvm:vm-100-disk-0,efitype=4m,pre-enrolled-keys=1,size=4M"
+    );
+    assert_eq!(c["sata0"], "local-lvm:vm-100-disk-1,size=3G,ssd=1");
+    assert_eq!(c["scsi10"], "local-lvm:vm-100-disk-2,size=512M");
+    assert_eq!(c["scsi2"], "local-lvm:vm-100-disk-3,size=2G");
+    assert_eq!(
+        c["tpmstate0"],
+        "local-lvm:vm-100-disk-4,size=4M,version=v2.0"
+    );
+    assert_eq!(c["virtio0"], "local-lvm:vm-100-disk-5,size=1G");
+    // disks are searched ide, scsi, virtio, sata: scsi2 is the boot disk
+    assert_eq!(c["boot"], "order=scsi2");
+    let content = t.get("/nodes/pve01/storage/local-lvm/content", &[]).await;
+    let volids: Vec<&str> = content
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["volid"].as_str().unwrap())
+        .collect();
+    let mut sorted = volids.clone();
+    sorted.sort();
+    assert_eq!(volids, sorted);
+    assert_eq!(volids.len(), 6);
+    assert_eq!(content[0]["size"], json!(4194304));
+    assert_eq!(content[0]["vmid"], json!(100));
+}
+
+#[tokio::test]
+async fn create_sets_defaults_and_normalises() {
+    let t = T::new().await;
+    t.create(
+        100,
+        &[
+            ("name", "web1"),
+            ("memory", "2048"),
+            ("cores", "2"),
+            ("scsihw", "virtio-scsi-single"),
+            ("scsi0", "local-lvm:32,iothread=1,discard=on"),
+            ("ide2", "local-lvm:cloudinit"),
+            ("net0", "virtio,bridge=vmbr0,firewall=1"),
+            ("net1", "e1000=bc:24:11:aa:bb:cc,bridge=vmbr1,tag=20"),
+            ("agent", "1"),
+            ("tags", "k8s,Prod web;K8S"),
+            ("cipassword", "hunter2"),
+            ("sshkeys", "ssh-ed25519%20AAAAC3Nza%20me%40host"),
+        ],
+    )
+    .await;
+    let c = t.config(100).await;
+    assert_eq!(
+        c["scsi0"],
+        "local-lvm:vm-100-disk-0,discard=on,iothread=1,size=32G"
+    );
+    assert_eq!(c["ide2"], "local-lvm:vm-100-cloudinit,media=cdrom");
+    assert_eq!(c["boot"], "order=scsi0;ide2;net0");
+    assert_eq!(c["tags"], "k8s;prod;web");
+    assert_eq!(c["cipassword"], "**********");
+    assert_eq!(c["sshkeys"], "ssh-ed25519%20AAAAC3Nza%20me%40host");
+    assert_eq!(c["memory"], "2048");
+    assert_eq!(c["cores"], json!(2));
+    assert_eq!(c["agent"], "1");
+    let net0 = c["net0"].as_str().unwrap();
+    assert!(net0.starts_with("virtio=BC:24:11:"), "{net0}");
+    assert!(net0.ends_with(",bridge=vmbr0,firewall=1"), "{net0}");
+    assert_eq!(c["net1"], "e1000=BC:24:11:AA:BB:CC,bridge=vmbr1,tag=20");
+    assert!(c["smbios1"].as_str().unwrap().starts_with("uuid="));
+    assert_eq!(c["vmgenid"].as_str().unwrap().len(), 36);
+    assert!(c["meta"].as_str().unwrap().starts_with("creation-qemu="));
+    assert_eq!(c["digest"].as_str().unwrap().len(), 40);
+    // the stored password is hashed, never the plain text
+    let raw = t.sim.vm_config(100).unwrap();
+    assert_ne!(raw["cipassword"], "hunter2");
+}
+
+#[tokio::test]
+async fn import_from_and_format_not_reported_after_create() {
+    let t = T::with(SimConfig {
+        tls: false,
+        ..SimConfig::default()
+    })
+    .await;
+    let image = qcow2_image(3 * 1024 * 1024 * 1024);
+    let url = serve_once(image.clone()).await;
+    let exit = t
+        .task(
+            "POST",
+            "/nodes/pve01/storage/local/download-url",
+            &[
+                ("url", &url),
+                ("content", "import"),
+                ("filename", "noble.qcow2"),
+            ],
+        )
+        .await;
+    assert_eq!(exit, "OK");
+    t.create(
+        100,
+        &[(
+            "scsi0",
+            "local-lvm:0,import-from=local:import/noble.qcow2,format=qcow2,discard=on",
+        )],
+    )
+    .await;
+    let c = t.config(100).await;
+    assert_eq!(c["scsi0"], "local-lvm:vm-100-disk-0,discard=on,size=3G");
+    t.check(
+        "POST",
+        "/nodes/pve01/qemu",
+        &[
+            ("vmid", "101"),
+            ("scsi0", "local-lvm:5,import-from=local:import/noble.qcow2"),
+        ],
+        400,
+        "'import-from' requires special syntax",
+    )
+    .await;
+    let exit = t
+        .task(
+            "POST",
+            "/nodes/pve01/qemu",
+            &[
+                ("vmid", "102"),
+                (
+                    "scsi0",
+                    "local-lvm:0,import-from=local:import/missing.qcow2",
+                ),
+            ],
+        )
+        .await;
+    assert!(
+        exit.contains("volume 'local:import/missing.qcow2' does not exist"),
+        "{exit}"
+    );
+    t.check(
+        "GET",
+        "/nodes/pve01/qemu/102/config",
+        &[],
+        500,
+        "does not exist",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn cloudinit_drive_resend_fails_task() {
+    let t = T::new().await;
+    t.create(100, &[("ide2", "local-lvm:cloudinit")]).await;
+    let exit = t
+        .task(
+            "POST",
+            &format!("{VM}/config"),
+            &[("ide2", "local-lvm:cloudinit")],
+        )
+        .await;
+    assert_eq!(exit, "Logical Volume vm-100-cloudinit already exists");
+    // re-sending the live value is a no-op
+    let exit = t
+        .task(
+            "POST",
+            &format!("{VM}/config"),
+            &[("ide2", "local-lvm:vm-100-cloudinit,media=cdrom")],
+        )
+        .await;
+    assert_eq!(exit, "OK");
+}
+
+#[tokio::test]
+async fn cloudinit_on_storage_without_images_fails_at_start() {
+    let t = T::new().await;
+    t.create(100, &[("ide2", "local:cloudinit")]).await;
+    let c = t.config(100).await;
+    assert_eq!(c["ide2"], "local:100/vm-100-cloudinit.qcow2,media=cdrom");
+    let exit = t.task("POST", &format!("{VM}/status/start"), &[]).await;
+    assert!(
+        exit.contains("does not support content-type 'images'"),
+        "{exit}"
+    );
+    assert_eq!(t.sim.vm_status(100).unwrap(), "stopped");
+}
+
+#[tokio::test]
+async fn digest_mismatch_is_500() {
+    let t = T::new().await;
+    t.create(100, &[("name", "a")]).await;
+    let digest = t.config(100).await["digest"].as_str().unwrap().to_string();
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("name", "b"), ("digest", &digest)],
+        200,
+        "null",
+    )
+    .await;
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("name", "c"), ("digest", &digest)],
+        500,
+        "checksum mismatch (file change by other user?)",
+    )
+    .await;
+    assert_ne!(t.config(100).await["digest"], json!(digest));
+}
+
+#[tokio::test]
+async fn locks_visible_during_clone_and_destroy() {
+    let t = T::with(SimConfig {
+        task_duration: Duration::from_millis(200),
+        ..SimConfig::default()
+    })
+    .await;
+    t.create(100, &[("scsi0", "local-lvm:1")]).await;
+    let (_, b) = t
+        .req("POST", &format!("{VM}/clone"), &[("newid", "101")])
+        .await;
+    let upid = b["data"].as_str().unwrap().to_string();
+    let target = t.get("/nodes/pve01/qemu/101/config", &[]).await;
+    assert_eq!(target["lock"], "clone");
+    assert_eq!(target["description"], "qmclone temporary file");
+    let res = t.get("/cluster/resources", &[("type", "vm")]).await;
+    let r101 = res
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["vmid"] == 101)
+        .unwrap();
+    assert_eq!(r101["lock"], "clone");
+    t.check(
+        "POST",
+        "/nodes/pve01/qemu/101/template",
+        &[],
+        500,
+        "VM is locked (clone)",
+    )
+    .await;
+    assert_eq!(t.wait(&upid).await, "OK");
+    let (_, b) = t.req("DELETE", "/nodes/pve01/qemu/101", &[]).await;
+    let upid = b["data"].as_str().unwrap().to_string();
+    let st = t.get("/nodes/pve01/qemu/101/status/current", &[]).await;
+    assert_eq!(st["lock"], "destroyed");
+    t.check(
+        "PUT",
+        "/nodes/pve01/qemu/101/config",
+        &[("name", "x")],
+        500,
+        "VM is locked (destroyed)",
+    )
+    .await;
+    assert_eq!(t.wait(&upid).await, "OK");
+}
+
+#[tokio::test]
+async fn pending_changes_on_running_vm() {
+    let t = T::new().await;
+    t.create(100, &[("cores", "1"), ("name", "a"), ("memory", "1024")])
+        .await;
+    assert_eq!(
+        t.task("POST", &format!("{VM}/status/start"), &[]).await,
+        "OK"
+    );
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("cores", "4"), ("name", "b"), ("ipconfig0", "ip=dhcp")],
+        200,
+        "null",
+    )
+    .await;
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("delete", "memory")],
+        200,
+        "null",
+    )
+    .await;
+    let merged = t.config(100).await;
+    assert_eq!(merged["cores"], json!(4));
+    assert_eq!(merged["name"], "b");
+    assert!(merged.get("memory").is_none());
+    let current = t.get(&format!("{VM}/config"), &[("current", "1")]).await;
+    assert_eq!(current["cores"], json!(1));
+    assert_eq!(current["name"], "b");
+    assert_eq!(current["ipconfig0"], "ip=dhcp");
+    assert_eq!(current["memory"], "1024");
+    let pending = t.get(&format!("{VM}/pending"), &[]).await;
+    let cores = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "cores")
+        .unwrap();
+    assert_eq!(cores["value"], json!(1));
+    assert_eq!(cores["pending"], json!(4));
+    let mem = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "memory")
+        .unwrap();
+    assert_eq!(mem["delete"], json!(1));
+    let name = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["key"] == "name")
+        .unwrap();
+    assert!(name.get("pending").is_none());
+    // stop applies pending
+    assert_eq!(
+        t.task("POST", &format!("{VM}/status/stop"), &[]).await,
+        "OK"
+    );
+    let current = t.get(&format!("{VM}/config"), &[("current", "1")]).await;
+    assert_eq!(current["cores"], json!(4));
+    assert!(current.get("memory").is_none());
+    // stopped VMs apply at once
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("cores", "2")],
+        200,
+        "null",
+    )
+    .await;
+    assert_eq!(t.sim.vm_config(100).unwrap()["cores"], "2");
+}
+
+#[tokio::test]
+async fn clone_copies_and_regenerates() {
+    let t = T::new().await;
+    t.create(
+        100,
+        &[
+            ("name", "golden"),
+            ("scsi0", "local-lvm:4,discard=on"),
+            ("ide2", "local-lvm:cloudinit"),
+            ("net0", "virtio,bridge=vmbr0"),
+            ("ciuser", "ops"),
+            ("tags", "tpl"),
+        ],
+    )
+    .await;
+    let src = t.config(100).await;
+    t.check(
+        "POST",
+        &format!("{VM}/clone"),
+        &[("newid", "101"), ("start", "1")],
+        400,
+        "property is not defined in schema",
+    )
+    .await;
+    let exit = t
+        .task(
+            "POST",
+            &format!("{VM}/clone"),
+            &[("newid", "101"), ("name", "app1")],
+        )
+        .await;
+    assert_eq!(exit, "OK");
+    let c = t.get("/nodes/pve01/qemu/101/config", &[]).await;
+    assert_eq!(c["name"], "app1");
+    assert_eq!(c["ciuser"], "ops");
+    assert_eq!(c["tags"], "tpl");
+    assert_eq!(c["scsi0"], "local-lvm:vm-101-disk-0,discard=on,size=4G");
+    assert_eq!(c["ide2"], "local-lvm:vm-101-cloudinit,media=cdrom");
+    assert_ne!(c["net0"], src["net0"]);
+    assert!(c["net0"].as_str().unwrap().ends_with(",bridge=vmbr0"));
+    assert_ne!(c["smbios1"], src["smbios1"]);
+    assert_ne!(c["vmgenid"], src["vmgenid"]);
+    assert!(c.get("template").is_none());
+    t.check(
+        "POST",
+        &format!("{VM}/clone"),
+        &[("newid", "101")],
+        500,
+        "unable to create VM 101: config file already exists",
+    )
+    .await;
+    // template then linked clone by default
+    assert_eq!(t.task("POST", &format!("{VM}/template"), &[]).await, "OK");
+    assert_eq!(
+        t.task("POST", &format!("{VM}/clone"), &[("newid", "102")])
+            .await,
+        "OK"
+    );
+    let c = t.get("/nodes/pve01/qemu/102/config", &[]).await;
+    assert!(c.get("template").is_none());
+    assert_eq!(c["name"], "Copy-of-VM-golden");
+    let content = t
+        .get("/nodes/pve01/storage/local-lvm/content", &[("vmid", "102")])
+        .await;
+    let disk = content
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["volid"] == "local-lvm:vm-102-disk-0")
+        .unwrap();
+    assert_eq!(disk["parent"], "base-100-disk-0");
+}
+
+#[tokio::test]
+async fn template_converts_and_refuses() {
+    let t = T::new().await;
+    t.create(
+        100,
+        &[("scsi0", "local-lvm:2"), ("ide2", "local-lvm:cloudinit")],
+    )
+    .await;
+    assert_eq!(
+        t.task("POST", &format!("{VM}/status/start"), &[]).await,
+        "OK"
+    );
+    t.check(
+        "POST",
+        &format!("{VM}/template"),
+        &[],
+        500,
+        "you can't convert a VM to template if VM is running",
+    )
+    .await;
+    assert_eq!(
+        t.task("POST", &format!("{VM}/status/stop"), &[]).await,
+        "OK"
+    );
+    assert_eq!(t.task("POST", &format!("{VM}/template"), &[]).await, "OK");
+    let c = t.config(100).await;
+    assert_eq!(c["template"], json!(1));
+    assert_eq!(c["scsi0"], "local-lvm:base-100-disk-0,size=2G");
+    assert_eq!(c["ide2"], "local-lvm:vm-100-cloudinit,media=cdrom");
+    t.check(
+        "POST",
+        &format!("{VM}/template"),
+        &[],
+        500,
+        "you can't convert a template to a template",
+    )
+    .await;
+    let exit = t.task("POST", &format!("{VM}/status/start"), &[]).await;
+    assert_eq!(exit, "you can't start a vm if it's a template");
+    let st = t.get(&format!("{VM}/status/current"), &[]).await;
+    assert_eq!(st["template"], json!(1));
+    let res = t.get("/cluster/resources", &[("type", "vm")]).await;
+    assert_eq!(res[0]["template"], json!(1));
+}
+
+#[tokio::test]
+async fn destroy_rules() {
+    let t = T::new().await;
+    t.create(
+        100,
+        &[
+            ("scsi0", "local-lvm:1"),
+            ("protection", "1"),
+            ("ide2", "local:iso/x.iso,media=cdrom"),
+        ],
+    )
+    .await;
+    t.create(101, &[("scsi0", "local-lvm:1")]).await;
+    t.check(
+        "DELETE",
+        VM,
+        &[],
+        500,
+        "can't remove VM 100 - protection mode enabled",
+    )
+    .await;
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("delete", "protection")],
+        200,
+        "null",
+    )
+    .await;
+    assert_eq!(
+        t.task("POST", &format!("{VM}/status/start"), &[]).await,
+        "OK"
+    );
+    t.check("DELETE", VM, &[], 500, "VM 100 is running - destroy failed")
+        .await;
+    assert_eq!(
+        t.task("POST", &format!("{VM}/status/stop"), &[]).await,
+        "OK"
+    );
+    // detach the disk: it becomes unused0 and is still owned
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("delete", "scsi0")],
+        200,
+        "null",
+    )
+    .await;
+    assert_eq!(
+        t.sim.vm_config(100).unwrap()["unused0"],
+        "local-lvm:vm-100-disk-0"
+    );
+    assert_eq!(t.task("DELETE", VM, &[]).await, "OK");
+    let content = t.get("/nodes/pve01/storage/local-lvm/content", &[]).await;
+    let volids: Vec<&str> = content
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["volid"].as_str().unwrap())
+        .collect();
+    assert_eq!(volids, vec!["local-lvm:vm-101-disk-0"]);
+    assert!(t.sim.vm_config(100).is_none());
+}
+
+#[tokio::test]
+async fn resize_grows_only() {
+    let t = T::new().await;
+    t.create(100, &[("scsi0", "local-lvm:2")]).await;
+    assert_eq!(
+        t.task(
+            "PUT",
+            &format!("{VM}/resize"),
+            &[("disk", "scsi0"), ("size", "+252M")]
+        )
+        .await,
+        "OK"
+    );
+    assert_eq!(
+        t.config(100).await["scsi0"],
+        "local-lvm:vm-100-disk-0,size=2300M"
+    );
+    assert_eq!(
+        t.task(
+            "PUT",
+            &format!("{VM}/resize"),
+            &[("disk", "scsi0"), ("size", "4G")]
+        )
+        .await,
+        "OK"
+    );
+    assert_eq!(
+        t.config(100).await["scsi0"],
+        "local-lvm:vm-100-disk-0,size=4G"
+    );
+    let exit = t
+        .task(
+            "PUT",
+            &format!("{VM}/resize"),
+            &[("disk", "scsi0"), ("size", "1G")],
+        )
+        .await;
+    assert_eq!(exit, "shrinking disks is not supported");
+    let exit = t
+        .task(
+            "PUT",
+            &format!("{VM}/resize"),
+            &[("disk", "scsi1"), ("size", "1G")],
+        )
+        .await;
+    assert_eq!(exit, "disk 'scsi1' does not exist");
+    t.check(
+        "PUT",
+        &format!("{VM}/resize"),
+        &[("disk", "scsi0"), ("size", "-1G")],
+        400,
+        "value does not match the regex pattern",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn storage_content_types_enforced() {
+    let t = T::new().await;
+    t.check(
+        "POST",
+        "/nodes/pve01/storage/local-lvm/download-url",
+        &[
+            ("url", "http://127.0.0.1:1/x.qcow2"),
+            ("content", "import"),
+            ("filename", "x.qcow2"),
+        ],
+        500,
+        "not a file based storage",
+    )
+    .await;
+    let t2 = T::with(SimConfig {
+        storages: vec![
+            crate::StorageConfig::new("local", "dir", &["iso"]),
+            crate::StorageConfig::new("local-lvm", "lvmthin", &["images"]),
+        ],
+        ..SimConfig::default()
+    })
+    .await;
+    t2.check(
+        "POST",
+        "/nodes/pve01/storage/local/download-url",
+        &[
+            ("url", "http://127.0.0.1:1/x.qcow2"),
+            ("content", "import"),
+            ("filename", "x.qcow2"),
+        ],
+        500,
+        "storage 'local' is not configured for content-type 'import'",
+    )
+    .await;
+    t2.check(
+        "POST",
+        "/nodes/pve01/qemu",
+        &[
+            ("vmid", "100"),
+            ("scsi0", "local-lvm:0,import-from=local:import/x.qcow2"),
+        ],
+        500,
+        "storage 'local' is not configured for content-type 'import'",
+    )
+    .await;
+    t.check(
+        "POST",
+        "/nodes/pve01/qemu",
+        &[("vmid", "100"), ("scsi0", "local:4")],
+        400,
+        "does not support vm images",
+    )
+    .await;
+    t.check(
+        "POST",
+        "/nodes/pve01/storage/local/download-url",
+        &[
+            ("url", "http://127.0.0.1:1/x.txt"),
+            ("content", "iso"),
+            ("filename", "x.txt"),
+        ],
+        400,
+        "wrong file extension",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn download_verifies_checksum() {
+    let t = T::with(SimConfig {
+        tls: false,
+        ..SimConfig::default()
+    })
+    .await;
+    let body = b"hello iso".to_vec();
+    let url = serve_once(body.clone()).await;
+    let sha = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(&body))
+    };
+    let exit = t
+        .task(
+            "POST",
+            "/nodes/pve01/storage/local/download-url",
+            &[
+                ("url", &url),
+                ("content", "iso"),
+                ("filename", "a.iso"),
+                ("checksum-algorithm", "sha256"),
+                ("checksum", &sha),
+            ],
+        )
+        .await;
+    assert_eq!(exit, "OK");
+    let url = serve_once(body.clone()).await;
+    let exit = t
+        .task(
+            "POST",
+            "/nodes/pve01/storage/local/download-url",
+            &[
+                ("url", &url),
+                ("content", "iso"),
+                ("filename", "b.iso"),
+                ("checksum-algorithm", "md5"),
+                ("checksum", "00"),
+            ],
+        )
+        .await;
+    assert!(exit.starts_with("checksum mismatch"), "{exit}");
+    let content = t.get("/nodes/pve01/storage/local/content", &[]).await;
+    assert_eq!(content.as_array().unwrap().len(), 1);
+    assert_eq!(content[0]["volid"], "local:iso/a.iso");
+    assert_eq!(content[0]["size"], json!(body.len()));
+    assert_eq!(content[0]["format"], "iso");
+    t.check(
+        "POST",
+        "/nodes/pve01/storage/local/download-url",
+        &[
+            ("url", &url),
+            ("content", "iso"),
+            ("filename", "c.iso"),
+            ("checksum", "00"),
+        ],
+        400,
+        "missing property - 'checksum' requires this property",
+    )
+    .await;
+    // delete a volume
+    let volid = "local:iso/a.iso";
+    assert_eq!(
+        t.task(
+            "DELETE",
+            &format!("/nodes/pve01/storage/local/content/{}", enc(volid)),
+            &[]
+        )
+        .await,
+        "OK"
+    );
+    assert!(
+        t.get("/nodes/pve01/storage/local/content", &[])
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn validation_cases() {
+    let t = T::new().await;
+    t.create(100, &[]).await;
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[("virtio0", "local-lvm:1,ssd=1")],
+            "virtio0.ssd: property is not defined in schema",
+        ),
+        (
+            &[("net0", "virtio,bridge=vmbr0,tag=0")],
+            "net0.tag: value must have a minimum value of 1",
+        ),
+        (
+            &[("net0", "virtio,bridge=vmbr0,tag=4095")],
+            "net0.tag: value must have a maximum value of 4094",
+        ),
+        (
+            &[("net0", "virtio,bridge=vmbr0,vlan=5")],
+            "net0.vlan: property is not defined in schema",
+        ),
+        (
+            &[("sshkeys", "ssh-rsa AAAA me@host")],
+            "invalid urlencoded string",
+        ),
+        (
+            &[("onboot", "true")],
+            "type check ('boolean') failed - got 'true'",
+        ),
+        (&[("cores", "x")], "type check ('integer') failed - got 'x'"),
+        (
+            &[("ostype", "dos")],
+            "does not have a value in the enumeration",
+        ),
+        (
+            &[("foo", "1")],
+            "property is not defined in schema and the schema does not allow additional properties",
+        ),
+        (&[("meta", "x")], "property is not defined in schema"),
+        (
+            &[("efidisk0", "local-lvm:1,efitype=3m")],
+            "efidisk0.efitype",
+        ),
+        (
+            &[("tpmstate0", "local-lvm:1,version=v3")],
+            "tpmstate0.version",
+        ),
+        (
+            &[("hostpci0", "zz:00")],
+            "hostpci0.host: value does not match the regex pattern",
+        ),
+        (
+            &[("ipconfig0", "ip=dhcp,gw=10.0.0.1")],
+            "gateways are only supported with an explicit IP address",
+        ),
+        (&[("ipconfig0", "ip=10.0.0.300/24")], "ipconfig0.ip"),
+        (&[("boot", "order=scsi0;bogus")], "boot.order"),
+        (&[("tags", "bad!tag")], "invalid characters in tag"),
+        (&[("scsi31", "local-lvm:1")], "scsi31"),
+        (&[("net0", "virtio=01:00:00:00:00:01")], "unicast MAC"),
+    ];
+    for (params, fragment) in cases {
+        t.check("PUT", &format!("{VM}/config"), params, 400, fragment)
+            .await;
+    }
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[],
+        500,
+        "no options specified",
+    )
+    .await;
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("delete", "foo")],
+        400,
+        "unknown option 'foo'",
+    )
+    .await;
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("name", "a"), ("delete", "name")],
+        400,
+        "at the same time",
+    )
+    .await;
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("boot", "order=scsi0")],
+        400,
+        "invalid bootorder: device 'scsi0' does not exist",
+    )
+    .await;
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("hostpci0", "0000:01:00.0,pcie=1")],
+        500,
+        "only root can set 'hostpci0' config for non-mapped devices",
+    )
+    .await;
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("skiplock", "1"), ("name", "x")],
+        400,
+        "Only root may use this option.",
+    )
+    .await;
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("ide2", "local:iso/x.iso")],
+        400,
+        "explicit 'media=cdrom' is required for iso images",
+    )
+    .await;
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[("virtio1", "none,media=cdrom")],
+        400,
+        "unable to parse drive options",
+    )
+    .await;
+    t.check(
+        "PUT",
+        &format!("{VM}/config"),
+        &[
+            ("scsi1", "local-lvm:1,ssd=1"),
+            ("net0", "virtio,bridge=vmbr0,tag=100"),
+        ],
+        200,
+        "null",
+    )
+    .await;
+    t.check(
+        "GET",
+        "/nodes/pve01/qemu/abc/config",
+        &[],
+        400,
+        "type check ('integer') failed - got 'abc'",
+    )
+    .await;
+    t.check(
+        "GET",
+        "/nodes/pve01/qemu/99/config",
+        &[],
+        400,
+        "value must have a minimum value of 100",
+    )
+    .await;
+    t.check(
+        "POST",
+        "/nodes/pve01/qemu",
+        &[],
+        400,
+        "property is missing and it is not optional",
+    )
+    .await;
+    t.check(
+        "POST",
+        "/nodes/pve01/qemu",
+        &[("vmid", "100")],
+        500,
+        "unable to create VM 100 - VM 100 already exists on node 'pve01'",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn cluster_resources_and_lists() {
+    let t = T::new().await;
+    t.create(
+        100,
+        &[
+            ("name", "a"),
+            ("tags", "x"),
+            ("memory", "2048"),
+            ("scsi0", "local-lvm:8"),
+        ],
+    )
+    .await;
+    let res = t.get("/cluster/resources", &[]).await;
+    let arr = res.as_array().unwrap();
+    assert!(
+        arr.iter()
+            .any(|r| r["type"] == "node" && r["node"] == "pve02")
+    );
+    assert!(
+        arr.iter()
+            .any(|r| r["type"] == "storage" && r["storage"] == "local-lvm")
+    );
+    let vm = arr.iter().find(|r| r["type"] == "qemu").unwrap();
+    assert_eq!(vm["id"], "qemu/100");
+    assert_eq!(vm["vmid"], json!(100));
+    assert_eq!(vm["template"], json!(0));
+    assert_eq!(vm["maxmem"], json!(2147483648u64));
+    assert_eq!(vm["maxdisk"], json!(8589934592u64));
+    assert_eq!(vm["tags"], "x");
+    let list = t.get("/nodes/pve01/qemu", &[]).await;
+    assert_eq!(list[0]["vmid"], json!(100));
+    assert_eq!(list[0]["status"], "stopped");
+    assert!(
+        t.get("/nodes/pve02/qemu", &[])
+            .await
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(t.get("/cluster/nextid", &[]).await, json!("101"));
+}
+
+#[tokio::test]
+async fn scale_ten_thousand_vms() {
+    let t = T::with(SimConfig {
+        nodes: (1..=10).map(|i| format!("pve{i:02}")).collect(),
+        tls: false,
+        ..SimConfig::default()
+    })
+    .await;
+    t.sim.populate(10_000);
+    let res = t.get("/cluster/resources", &[("type", "vm")]).await;
+    assert_eq!(res.as_array().unwrap().len(), 10_000);
+}
+
+/// A minimal qcow2 header announcing `virtual_size` bytes.
+fn qcow2_image(virtual_size: u64) -> Vec<u8> {
+    let mut v = vec![0u8; 512];
+    v[0..4].copy_from_slice(&[0x51, 0x46, 0x49, 0xfb]);
+    v[4..8].copy_from_slice(&3u32.to_be_bytes());
+    v[24..32].copy_from_slice(&virtual_size.to_be_bytes());
+    v
+}
+
+/// Serves `body` over plain HTTP on loopback for one request; returns its URL.
+async fn serve_once(body: Vec<u8>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        if let Ok((mut s, _)) = listener.accept().await {
+            let mut buf = [0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = s.write_all(head.as_bytes()).await;
+            let _ = s.write_all(&body).await;
+            let _ = s.shutdown().await;
+        }
+    });
+    format!("http://{addr}/file")
+}
