@@ -1,1 +1,5 @@
-//! End-to-end tests.
+//! End-to-end tests: the real `proxops` binary against fixture repositories and the
+//! simulator. One integration-test binary for the whole workspace.
+
+mod support;
+mod validate;

@@ -1,1 +1,13 @@
-//! placeholder
+//! The PVE API client: the only crate that knows PVE's wire format (token auth, the
+//! `{"data": …}` envelope, error bodies, UPIDs and task polling), over reqwest + rustls with
+//! certificate pinning.
+
+mod client;
+mod error;
+mod tls;
+mod upid;
+
+pub use client::{Client, ClientConfig, Method, Param};
+pub use error::PveError;
+pub use tls::TlsMode;
+pub use upid::{TaskOutcome, Upid};

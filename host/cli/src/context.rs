@@ -1,0 +1,27 @@
+//! What every command needs: the WebAssembly runtime and the loaded kinds.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use proxops_reconcile::KindRegistry;
+use proxops_runtime::{Runtime, RuntimeConfig};
+
+pub struct Context {
+    pub runtime: Arc<Runtime>,
+    pub kinds: KindRegistry,
+}
+
+impl Context {
+    pub fn new(cache_dir: Option<PathBuf>, no_cache: bool) -> anyhow::Result<Self> {
+        let cache_dir = if no_cache {
+            None
+        } else {
+            cache_dir.or_else(proxops_runtime::default_cache_dir)
+        };
+        let runtime = Runtime::new(RuntimeConfig { cache_dir })
+            .context("starting the WebAssembly runtime")?;
+        let kinds = KindRegistry::bundled(&runtime, None).context("loading the bundled kinds")?;
+        Ok(Context { runtime, kinds })
+    }
+}

@@ -1,0 +1,256 @@
+//! Everything that can be checked without PVE: routing manifests to kinds, each kind's
+//! `validate`, references between manifests and identity collisions. Any error here stops
+//! the cluster's cycle before the first PVE call.
+
+use std::collections::{BTreeMap, HashMap};
+
+use proxops_core::{API_VERSION, Diagnostic, Manifest, Repo};
+use proxops_runtime::kind::{self, ObjectKey, Reference, Resolved, Severity};
+
+use crate::KindRegistry;
+use crate::workers::par_map;
+
+/// A manifest that passed its kind's validation.
+#[derive(Debug, Clone)]
+pub struct Object {
+    pub cluster: String,
+    /// Index of the kind in the registry.
+    pub kind: usize,
+    pub kind_name: String,
+    pub name: String,
+    pub file: String,
+    /// Normalised desired state (JSON) from the kind.
+    pub desired: String,
+    pub key: ObjectKey,
+    pub references: Vec<Reference>,
+}
+
+/// The validated objects of a repository.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub objects: Vec<Object>,
+}
+
+impl Catalog {
+    /// Clusters with at least one object.
+    pub fn clusters(&self) -> Vec<String> {
+        let mut c: Vec<String> = self.objects.iter().map(|o| o.cluster.clone()).collect();
+        c.dedup();
+        c.sort();
+        c.dedup();
+        c
+    }
+}
+
+fn guest_diag(file: &str, d: &kind::Diagnostic) -> Diagnostic {
+    match d.severity {
+        Severity::Error => Diagnostic::error(file, d.path.clone(), d.message.clone()),
+        Severity::Warning => Diagnostic::warning(file, d.path.clone(), d.message.clone()),
+    }
+}
+
+/// Route a manifest to its kind, or say why it cannot be routed.
+fn route(registry: &KindRegistry, m: &Manifest) -> Result<usize, Diagnostic> {
+    let api_version = m.document.get("apiVersion").and_then(|v| v.as_str());
+    let Some(api_version) = api_version else {
+        return Err(Diagnostic::error(
+            &m.file,
+            "apiVersion",
+            format!("required field is missing; expected `{API_VERSION}`"),
+        ));
+    };
+    let Some(kind) = m.kind() else {
+        return Err(Diagnostic::error(
+            &m.file,
+            "kind",
+            format!(
+                "required field is missing; expected one of: {}",
+                registry.kind_names()
+            ),
+        ));
+    };
+    let Some(index) = registry.route(api_version, kind) else {
+        if registry.by_kind(kind).is_some() {
+            return Err(Diagnostic::error(
+                &m.file,
+                "apiVersion",
+                format!("`{api_version}` is not served for kind {kind}; expected `{API_VERSION}`"),
+            ));
+        }
+        return Err(Diagnostic::error(
+            &m.file,
+            "kind",
+            format!(
+                "unknown kind `{kind}`; expected one of: {}",
+                registry.kind_names()
+            ),
+        ));
+    };
+    let folder = &registry.get(index).info().folder;
+    if *folder != m.folder {
+        return Err(Diagnostic::error(
+            &m.file,
+            "kind",
+            format!(
+                "a {kind} manifest belongs in {folder}/{}/, not in {}/{}/",
+                m.cluster, m.folder, m.cluster
+            ),
+        ));
+    }
+    Ok(index)
+}
+
+/// Validate every manifest of `repo`: returns the objects that passed and every diagnostic.
+pub fn validate_repo(registry: &KindRegistry, repo: &Repo) -> (Catalog, Vec<Diagnostic>) {
+    let results = par_map(
+        registry,
+        &repo.manifests,
+        |instances, m| -> Result<(Object, Vec<Diagnostic>), Vec<Diagnostic>> {
+            let index = route(registry, m).map_err(|d| vec![d])?;
+            let internal = |e: proxops_runtime::GuestError| {
+                vec![Diagnostic::error(
+                    &m.file,
+                    "",
+                    format!("internal error: {e}"),
+                )]
+            };
+            let instance = instances.get(index).map_err(internal)?;
+            let manifest = m.document.to_string();
+            let validated = instance
+                .validate(&manifest)
+                .map_err(internal)?
+                .map_err(|diags| {
+                    diags
+                        .iter()
+                        .map(|d| guest_diag(&m.file, d))
+                        .collect::<Vec<_>>()
+                })?;
+            let references = instance.references(&validated.desired).map_err(internal)?;
+            let key = instance.identity(&validated.desired).map_err(internal)?;
+            let warnings = validated
+                .warnings
+                .iter()
+                .map(|d| guest_diag(&m.file, d))
+                .collect();
+            let object = Object {
+                cluster: m.cluster.clone(),
+                kind: index,
+                kind_name: registry.get(index).info().kind.clone(),
+                name: m.name.clone(),
+                file: m.file.clone(),
+                desired: validated.desired,
+                key,
+                references,
+            };
+            Ok((object, warnings))
+        },
+    );
+
+    let mut diags = Vec::new();
+    let mut objects = Vec::new();
+    for r in results {
+        match r {
+            Ok((object, mut warnings)) => {
+                diags.append(&mut warnings);
+                objects.push(object);
+            }
+            Err(mut errors) => diags.append(&mut errors),
+        }
+    }
+
+    check_references(registry, &objects, &mut diags);
+    check_identities(&objects, &mut diags);
+    diags.sort();
+    (Catalog { objects }, diags)
+}
+
+/// Resolve every reference by (cluster, kind, name) and let the referring kind check the
+/// targets (e.g. a clone template on the same node).
+fn check_references(registry: &KindRegistry, objects: &[Object], diags: &mut Vec<Diagnostic>) {
+    let mut by_name: HashMap<(&str, &str), Vec<&Object>> = HashMap::new();
+    for o in objects {
+        by_name
+            .entry((o.cluster.as_str(), o.name.as_str()))
+            .or_default()
+            .push(o);
+    }
+    let with_refs: Vec<(&Object, Vec<Resolved>)> = objects
+        .iter()
+        .filter(|o| !o.references.is_empty())
+        .filter_map(|o| {
+            let mut resolved = Vec::new();
+            let mut ok = true;
+            for r in &o.references {
+                let candidates = by_name
+                    .get(&(o.cluster.as_str(), r.name.as_str()))
+                    .cloned()
+                    .unwrap_or_default();
+                match candidates.iter().find(|t| t.kind_name == r.kind) {
+                    Some(target) => resolved.push(Resolved {
+                        reference: r.clone(),
+                        desired: target.desired.clone(),
+                    }),
+                    None => {
+                        ok = false;
+                        let message = match candidates.first() {
+                            Some(other) => format!(
+                                "`{}` is a {} ({}), not a {}",
+                                r.name, other.kind_name, other.file, r.kind
+                            ),
+                            None => {
+                                format!("no {} named `{}` in cluster {}", r.kind, r.name, o.cluster)
+                            }
+                        };
+                        diags.push(Diagnostic::error(&o.file, r.path.clone(), message));
+                    }
+                }
+            }
+            ok.then_some((o, resolved))
+        })
+        .collect();
+    let results = par_map(registry, &with_refs, |instances, (o, resolved)| {
+        let instance = match instances.get(o.kind) {
+            Ok(i) => i,
+            Err(e) => {
+                return vec![Diagnostic::error(
+                    &o.file,
+                    "",
+                    format!("internal error: {e}"),
+                )];
+            }
+        };
+        match instance.check_references(&o.desired, resolved) {
+            Ok(found) => found.iter().map(|d| guest_diag(&o.file, d)).collect(),
+            Err(e) => vec![Diagnostic::error(
+                &o.file,
+                "",
+                format!("internal error: {e}"),
+            )],
+        }
+    });
+    diags.extend(results.into_iter().flatten());
+}
+
+/// Two objects of one cluster with the same `(space, key)` collide (VMs, templates and
+/// containers share PVE's guest id pool across the whole cluster).
+fn check_identities(objects: &[Object], diags: &mut Vec<Diagnostic>) {
+    let mut seen: BTreeMap<(&str, &str, &str), &Object> = BTreeMap::new();
+    for o in objects {
+        let k = (o.cluster.as_str(), o.key.space.as_str(), o.key.key.as_str());
+        match seen.get(&k) {
+            Some(first) => {
+                diags.push(Diagnostic::error(
+                    &o.file,
+                    "",
+                    format!(
+                        "collides with {} ({} `{}`): both claim {} {} in cluster {}",
+                        first.file, first.kind_name, first.name, o.key.space, o.key.key, o.cluster
+                    ),
+                ));
+            }
+            None => {
+                seen.insert(k, o);
+            }
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! `proxops validate`, `kinds` and `schema`: diagnostics, the component cache, schemas.
+
+use crate::support::{proxops, proxops_in, workspace};
+
+#[test]
+fn validate_reports_every_problem_with_file_and_field() {
+    let run = proxops(&["validate", "tests/fixtures/invalid"]);
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    insta::assert_snapshot!(run.stdout);
+}
+
+#[test]
+fn validate_json_is_machine_readable() {
+    let run = proxops(&["validate", "--json", "tests/fixtures/invalid"]);
+    assert_eq!(run.code, 1);
+    let diags: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let first = &diags.as_array().unwrap()[0];
+    for field in ["file", "path", "severity", "message"] {
+        assert!(first.get(field).is_some(), "missing {field} in {first}");
+    }
+}
+
+#[test]
+fn a_second_process_loads_components_from_the_cache() {
+    let cache = tempfile::tempdir().unwrap();
+    let caches = |run: &crate::support::Run| -> Vec<String> {
+        let rows: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["cache"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let first = proxops_in(&workspace(), cache.path(), &["kinds", "--json"]);
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(
+        caches(&first).iter().all(|c| c == "miss"),
+        "{}",
+        first.stdout
+    );
+    let second = proxops_in(&workspace(), cache.path(), &["kinds", "--json"]);
+    assert!(
+        caches(&second).iter().all(|c| c == "hit"),
+        "{}",
+        second.stdout
+    );
+    let kinds: serde_json::Value = serde_json::from_str(&second.stdout).unwrap();
+    let names: Vec<&str> = kinds
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["DiskImage", "ISO", "TemplateVM", "VM"]);
+}
+
+#[test]
+fn schema_is_a_json_schema_for_the_kind() {
+    let run = proxops(&["schema", "VM"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let schema: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    assert!(
+        schema["$schema"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("json-schema.org"),
+        "{schema}"
+    );
+    assert!(
+        schema
+            .pointer("/properties/spec/properties/disks")
+            .is_some(),
+        "{schema}"
+    );
+
+    let unknown = proxops(&["schema", "Toaster"]);
+    assert_eq!(unknown.code, 1);
+    assert!(
+        unknown
+            .stderr
+            .contains("unknown kind `Toaster`; known kinds:"),
+        "{}",
+        unknown.stderr
+    );
+}
