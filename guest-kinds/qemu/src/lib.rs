@@ -18,6 +18,7 @@ pub mod plan;
 pub mod schema;
 pub mod syntax;
 pub mod validate;
+pub mod wire;
 
 pub use desired::{Desired, Flavour, PowerState};
 pub use plan::plan;
@@ -221,5 +222,7 @@ pub fn observe(desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
     calls
 }
 
+#[cfg(test)]
+mod plan_tests;
 #[cfg(test)]
 mod validate_tests;

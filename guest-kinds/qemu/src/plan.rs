@@ -1,18 +1,1247 @@
 //! `plan`: desired state + observation -> actions, drift, pending and anomalies.
+//!
+//! Decisions (see the crate report for the full list):
+//! * Stopping for a stop-required change (`machine`, `bios`, `hostpciN`), for `state: stopped`,
+//!   and before marking a template uses `POST status/shutdown` with `forceStop=1` and
+//!   `timeout=180`: the guest gets an ACPI shutdown so it can flush its filesystems, and PVE
+//!   hard-stops it when the timeout passes, so the task ends with the VM stopped and the next
+//!   call (a config write, `template`) never races a running guest. A prune uses `status/stop`:
+//!   the guest is destroyed right after, so a graceful shutdown protects nothing.
+//! * Delete sends `purge=1` (drop the vmid from backup/replication/HA jobs, which would
+//!   otherwise keep pointing at a vmid proxops may hand out again) and NOT
+//!   `destroy-unreferenced-disks`: PVE frees the volumes the config references; a `vm-<id>-*`
+//!   volume the config does not reference is not provably ours, so it is left alone.
+//! * The config write carries the `digest` of the config read, except when a stop precedes it
+//!   in the same proposal on a VM with pending changes (the stop applies them and changes the
+//!   digest). Resizes follow the config write and carry no digest (they are grow-only).
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use proxops_kind_sdk::check::Diag;
-use proxops_kind_sdk::model::{Anomaly, Observation, Proposal};
+use proxops_kind_sdk::model::{
+    Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Proposal,
+};
+use proxops_kind_sdk::propstring::{PropString, parse_bool};
+use proxops_kind_sdk::size::{self, GIB};
+use serde_json::Value;
 
-use crate::desired::{Desired, Flavour};
+use crate::desired::*;
+use crate::live::{Config, PendingEntry, Resource, pending_from_value};
+use crate::validate::parse_hotplug;
+use crate::wire;
 
-/// Plan one object.
+/// Plan one object. `desired` none means a claimed live object with no manifest (prune).
 pub fn plan(
-    _flavour: Flavour,
-    _desired: Option<&Desired>,
-    _obs: &Observation,
+    flavour: Flavour,
+    desired: Option<&Desired>,
+    obs: &Observation,
 ) -> Result<Proposal, Vec<Diag>> {
-    Ok(Proposal {
-        anomalies: vec![Anomaly::new("", "planning is not implemented yet")],
-        ..Proposal::default()
+    let entry = match &obs.live {
+        Some(text) => {
+            let v: Value = serde_json::from_str(text).map_err(|e| {
+                vec![Diag::error(
+                    "",
+                    format!("the /cluster/resources entry is not JSON: {e}"),
+                )]
+            })?;
+            Some(Resource::from_value(&v).ok_or_else(|| {
+                vec![Diag::error(
+                    "",
+                    "the /cluster/resources entry has no node or vmid".to_string(),
+                )]
+            })?)
+        }
+        None => None,
+    };
+    match (desired, entry) {
+        (None, None) => Ok(Proposal::default()),
+        (Some(d), None) => Ok(create(d)),
+        (None, Some(r)) => prune(flavour, &r, obs),
+        (Some(d), Some(r)) => update(d, &r, obs),
+    }
+}
+
+fn base_path(node: &str, vmid: u32) -> String {
+    format!("/nodes/{node}/qemu/{vmid}")
+}
+
+/// Find the answer to the read whose path ends with `suffix`.
+fn read_body(obs: &Observation, suffix: &str) -> Result<Option<Value>, Vec<Diag>> {
+    let Some(r) = obs.reads.iter().find(|r| r.call.path.ends_with(suffix)) else {
+        return Ok(None);
+    };
+    if r.status != 200 {
+        let body: String = r.body.chars().take(300).collect();
+        return Err(vec![Diag::error(
+            "",
+            format!(
+                "reading {} failed with HTTP {}: {}",
+                r.call.path,
+                r.status,
+                body.trim()
+            ),
+        )]);
+    }
+    serde_json::from_str(&r.body).map(Some).map_err(|e| {
+        vec![Diag::error(
+            "",
+            format!("the answer to {} is not JSON: {e}", r.call.path),
+        )]
     })
+}
+
+fn config_of(obs: &Observation) -> Result<Config, Vec<Diag>> {
+    let body = read_body(obs, "/config")?.ok_or_else(|| {
+        vec![Diag::error(
+            "",
+            "the config read is missing from the observation",
+        )]
+    })?;
+    Config::from_value(&body)
+        .ok_or_else(|| vec![Diag::error("", "the config read is not a JSON object")])
+}
+
+fn power_call(node: &str, vmid: u32, verb: &str) -> Call {
+    let c = Call::new(
+        Method::Post,
+        format!("{}/status/{verb}", base_path(node, vmid)),
+    );
+    if verb == "shutdown" {
+        c.param("forceStop", "1").param("timeout", "180")
+    } else {
+        c
+    }
+}
+
+fn power_action(d: &Desired, node: &str, start: bool) -> Action {
+    let (verb, old, new, word) = if start {
+        ("start", "stopped", "running", "start")
+    } else {
+        ("shutdown", "running", "stopped", "shut down")
+    };
+    Action {
+        operation: Operation::Power,
+        summary: format!("{word} {} {} on {node}", d.kind.noun(), d.vmid),
+        calls: vec![power_call(node, d.vmid, verb)],
+        changes: vec![Change::new("status", Some(old.into()), Some(new.into()))],
+        requires_stop: !start,
+        destructive: false,
+    }
+}
+
+/// The owned keys of a new VM, in a fixed order, as `(key, value)`.
+pub fn create_params(d: &Desired) -> Vec<(String, String)> {
+    let mut p: Vec<(String, String)> = Vec::new();
+    let mut put = |k: &str, v: String| p.push((k.to_string(), v));
+    put("name", d.pve_name.clone());
+    if let Some(desc) = &d.pve_description {
+        put("description", desc.clone());
+    }
+    put("tags", d.tags.join(";"));
+    put("memory", d.memory_mib.to_string());
+    put("cores", d.cpu.cores.to_string());
+    put("cpu", wire::cpu_value(d, None));
+    let hw = &d.hardware;
+    if let Some(s) = hw.sockets {
+        put("sockets", s.to_string());
+    }
+    if let Some(n) = hw.numa {
+        put("numa", wire::b(n));
+    }
+    if let Some(m) = &hw.machine {
+        put("machine", wire::machine_type(m).to_string());
+    }
+    if let Some(b) = &hw.bios {
+        put("bios", b.clone());
+    }
+    if let Some(v) = &hw.display {
+        put("vga", v.clone());
+    }
+    if let Some(s) = &hw.serial0 {
+        put("serial0", s.clone());
+    }
+    if let Some(s) = &d.scsihw {
+        put("scsihw", s.clone());
+    }
+    for disk in &d.disks {
+        put(&disk.slot, wire::new_disk(disk));
+    }
+    if let Some(e) = &hw.efi_disk {
+        put("efidisk0", wire::new_efidisk(e));
+    }
+    if let Some(t) = &hw.tpm {
+        put("tpmstate0", wire::new_tpm(t));
+    }
+    if let Some(ci) = &hw.cloud_init {
+        put("ide2", format!("{}:cloudinit", ci.storage));
+    }
+    if let Some(cd) = &hw.cdrom
+        && cd.iso == "none"
+    {
+        put(&cd.slot, wire::empty_cdrom(cd));
+    }
+    for n in &d.networks {
+        put(&format!("net{}", n.slot), wire::new_nic(n));
+    }
+    for pci in &hw.pci_devices {
+        put(&format!("hostpci{}", pci.slot), wire::new_pci(pci));
+    }
+    let o = &d.options;
+    for (k, v) in [
+        ("onboot", o.onboot),
+        ("protection", o.protection),
+        ("agent", o.agent),
+        ("acpi", o.acpi),
+        ("tablet", o.tablet),
+    ] {
+        if let Some(v) = v {
+            put(k, wire::b(v));
+        }
+    }
+    if let Some(s) = &o.startup {
+        put("startup", s.clone());
+    }
+    if let Some(h) = &o.hotplug {
+        put(
+            "hotplug",
+            if h.is_empty() {
+                "0".into()
+            } else {
+                h.join(",")
+            },
+        );
+    }
+    if let Some(b) = &o.boot_order {
+        put("boot", format!("order={}", b.join(";")));
+    }
+    for (k, v) in &d.extra {
+        put(k, v.clone());
+    }
+    p
+}
+
+fn create(d: &Desired) -> Proposal {
+    let mut out = Proposal::default();
+    // Provisioning paths owned by other issues: refuse to create half a VM.
+    if d.clone.is_some() {
+        out.anomalies.push(Anomaly::new("spec.clone", "provisioning from a TemplateVM (spec.clone) is not implemented yet; the VM is not created"));
+    }
+    for (i, disk) in d.disks.iter().enumerate() {
+        if disk.image.is_some() {
+            out.anomalies.push(Anomaly::new(
+                format!("spec.disks[{i}].image"),
+                "seeding a disk from a DiskImage is not implemented yet; the VM is not created",
+            ));
+        }
+    }
+    if d.hardware.cdrom.as_ref().is_some_and(|c| c.iso != "none") {
+        out.anomalies.push(Anomaly::new(
+            "spec.hardware.cdrom.iso",
+            "attaching an ISO is not implemented yet; the VM is not created",
+        ));
+    }
+    if !out.anomalies.is_empty() {
+        return out;
+    }
+    let params = create_params(d);
+    let mut call = Call::new(Method::Post, format!("/nodes/{}/qemu", d.node))
+        .param("vmid", d.vmid.to_string());
+    for (k, v) in &params {
+        call = call.param(k, v);
+    }
+    let mut changes = vec![Change::new("vmid", None, Some(d.vmid.to_string()))];
+    changes.extend(
+        params
+            .iter()
+            .map(|(k, v)| Change::new(k, None, Some(v.clone()))),
+    );
+    let mut calls = vec![];
+    if d.kind == Flavour::Template {
+        call = call.param("start", "0");
+        calls.push(call);
+        calls.push(Call::new(
+            Method::Post,
+            format!("{}/template", base_path(&d.node, d.vmid)),
+        ));
+        changes.push(Change::new("template", None, Some("1".into())));
+    } else {
+        calls.push(call);
+    }
+    out.drift.push(Drift::new(
+        "",
+        None,
+        Some(format!("{} {} on {}", d.kind.noun(), d.vmid, d.node)),
+    ));
+    out.actions.push(Action {
+        operation: Operation::Create,
+        summary: format!(
+            "create {} {} ({}) on {}",
+            d.kind.noun(),
+            d.vmid,
+            d.name,
+            d.node
+        ),
+        calls,
+        changes,
+        requires_stop: false,
+        destructive: false,
+    });
+    if d.kind == Flavour::Vm && d.state == PowerState::Started {
+        out.actions.push(power_action(d, &d.node, true));
+    }
+    out
+}
+
+fn prune(flavour: Flavour, r: &Resource, obs: &Observation) -> Result<Proposal, Vec<Diag>> {
+    let mut out = Proposal::default();
+    let what = format!("{} {} on {}", flavour.noun(), r.vmid, r.node);
+    if r.kind != "qemu"
+        || r.template != (flavour == Flavour::Template)
+        || !r.tags.iter().any(|t| t == crate::OWNERSHIP_TAG)
+    {
+        out.anomalies.push(Anomaly::new(
+            "",
+            format!(
+                "{what} is not a proxops-owned {}; not deleting it",
+                flavour.kind()
+            ),
+        ));
+        return Ok(out);
+    }
+    let cfg = config_of(obs)?;
+    if cfg.get("protection").and_then(parse_bool) == Some(true) {
+        out.anomalies.push(Anomaly::new(
+            "",
+            format!("{what} has no manifest but protection=1 is set; not deleting it (clear protection to let proxops prune it)"),
+        ));
+        return Ok(out);
+    }
+    if let Some(lock) = r.lock.as_deref().or(cfg.get("lock")) {
+        out.anomalies.push(Anomaly::new(
+            "",
+            format!("{what} is locked ({lock}); not deleting it this cycle"),
+        ));
+        return Ok(out);
+    }
+    let mut calls = Vec::new();
+    if r.running {
+        calls.push(power_call(&r.node, r.vmid, "stop"));
+    }
+    calls.push(Call::new(Method::Delete, base_path(&r.node, r.vmid)).param("purge", "1"));
+    out.drift.push(Drift::new("", Some(what.clone()), None));
+    out.actions.push(Action {
+        operation: Operation::Delete,
+        summary: format!("delete {what} (no manifest)"),
+        calls,
+        changes: vec![Change::new("vmid", Some(r.vmid.to_string()), None)],
+        requires_stop: r.running,
+        destructive: true,
+    });
+    Ok(out)
+}
+
+/// What comparing one key gave.
+enum Outcome {
+    /// Live satisfies desired.
+    Same,
+    /// Write this value; these drift items explain why.
+    Write(String, Vec<Drift>),
+}
+
+/// Accumulates the config changes of one update.
+struct Diff<'a> {
+    cfg: &'a Config,
+    pending: &'a BTreeMap<String, PendingEntry>,
+    sets: Vec<(String, String)>,
+    deletes: Vec<String>,
+    resizes: Vec<(String, String, Option<String>)>,
+    stop_required: bool,
+    out: Proposal,
+}
+
+impl Diff<'_> {
+    /// Compare key `key` with `cmp` (which sees the live value); a value PVE holds pending that
+    /// already satisfies desired is reported as pending, not written again.
+    fn key(&mut self, key: &str, stop: bool, cmp: impl Fn(Option<&str>) -> Outcome) {
+        match cmp(self.cfg.get(key)) {
+            Outcome::Same => {}
+            Outcome::Write(value, drift) => {
+                if let Some(p) = self.pending.get(key).and_then(|p| p.pending.as_deref())
+                    && matches!(cmp(Some(p)), Outcome::Same)
+                {
+                    self.out.pending.extend(drift);
+                    return;
+                }
+                self.out.drift.extend(drift);
+                self.stop_required |= stop;
+                self.sets.push((key.to_string(), value));
+            }
+        }
+    }
+
+    fn delete(&mut self, key: &str, path: &str) {
+        let live = self.cfg.get(key).map(str::to_string);
+        let drift = Drift::new(path, live, None);
+        if self.pending.get(key).is_some_and(|p| p.delete) {
+            self.out.pending.push(drift);
+            return;
+        }
+        self.out.drift.push(drift);
+        self.deletes.push(key.to_string());
+    }
+}
+
+fn simple(
+    path: &str,
+    desired: String,
+    eq: impl Fn(&str) -> bool,
+    default: Option<&'static str>,
+) -> impl Fn(Option<&str>) -> Outcome {
+    let path = path.to_string();
+    move |live: Option<&str>| match live.or(default) {
+        Some(l) if eq(l) => Outcome::Same,
+        _ => Outcome::Write(
+            desired.clone(),
+            vec![Drift::new(
+                &path,
+                live.map(str::to_string),
+                Some(desired.clone()),
+            )],
+        ),
+    }
+}
+
+fn boolean(path: &str, desired: bool, default: &'static str) -> impl Fn(Option<&str>) -> Outcome {
+    simple(
+        path,
+        wire::b(desired),
+        move |l| parse_bool(l) == Some(desired),
+        Some(default),
+    )
+}
+
+fn update(d: &Desired, r: &Resource, obs: &Observation) -> Result<Proposal, Vec<Diag>> {
+    let mut out = Proposal::default();
+    let what = format!("{} {} on {}", d.kind.noun(), r.vmid, r.node);
+    if r.kind != "qemu" {
+        out.anomalies.push(Anomaly::new(
+            "spec.vmid",
+            format!(
+                "vmid {} on {} is a {} guest, not a VM",
+                r.vmid, r.node, r.kind
+            ),
+        ));
+        return Ok(out);
+    }
+    if r.node != d.node {
+        out.anomalies.push(Anomaly::new(
+            "spec.node",
+            format!("VM {} lives on node {}, the manifest says {}; proxops does not migrate VMs (move it in PVE or fix the manifest)", r.vmid, r.node, d.node),
+        ));
+        return Ok(out);
+    }
+    if d.kind == Flavour::Vm && r.template {
+        out.anomalies.push(Anomaly::new(
+            "kind",
+            format!("{} {} on {} is a PVE template but the manifest is kind: VM; PVE cannot un-template it. Change the manifest to kind: TemplateVM, or demote the template in PVE", "VM", r.vmid, r.node),
+        ));
+        return Ok(out);
+    }
+    let cfg = config_of(obs)?;
+    if let Some(lock) = r.lock.as_deref().or(cfg.get("lock")) {
+        out.anomalies.push(Anomaly::new(
+            "",
+            format!("{what} is locked ({lock}); not changing it this cycle"),
+        ));
+        return Ok(out);
+    }
+    let pending = if r.running {
+        match read_body(obs, "/pending")? {
+            Some(v) => pending_from_value(&v)
+                .ok_or_else(|| vec![Diag::error("", "the pending read is not a JSON list")])?,
+            None => BTreeMap::new(),
+        }
+    } else {
+        BTreeMap::new()
+    };
+    let mut diff = Diff {
+        cfg: &cfg,
+        pending: &pending,
+        sets: vec![],
+        deletes: vec![],
+        resizes: vec![],
+        stop_required: false,
+        out,
+    };
+    diff_config(d, &mut diff);
+
+    let Diff {
+        sets,
+        deletes,
+        resizes,
+        stop_required,
+        mut out,
+        ..
+    } = diff;
+    let node = r.node.as_str();
+    let base = base_path(node, r.vmid);
+    let has_work = !(sets.is_empty() && deletes.is_empty() && resizes.is_empty());
+    let want_running = d.kind == Flavour::Vm && d.state == PowerState::Started;
+    let stop_first = r.running
+        && (!want_running
+            || (stop_required && has_work)
+            || (d.kind == Flavour::Template && !r.template));
+
+    let mut calls = Vec::new();
+    let mut changes = Vec::new();
+    if !sets.is_empty() || !deletes.is_empty() {
+        let mut call = Call::new(Method::Post, format!("{base}/config"));
+        let digest_safe = !stop_first || pending.is_empty();
+        if let (Some(dg), true) = (&cfg.digest, digest_safe) {
+            call = call.param("digest", dg);
+        }
+        for (k, v) in &sets {
+            call = call.param(k, v);
+            changes.push(Change::new(
+                k,
+                cfg.get(k).map(str::to_string),
+                Some(v.clone()),
+            ));
+        }
+        if !deletes.is_empty() {
+            call = call.param("delete", deletes.join(","));
+            for k in &deletes {
+                changes.push(Change::new(k, cfg.get(k).map(str::to_string), None));
+            }
+        }
+        calls.push(call);
+    }
+    for (slot, new, old) in &resizes {
+        calls.push(
+            Call::new(Method::Put, format!("{base}/resize"))
+                .param("disk", slot)
+                .param("size", new),
+        );
+        changes.push(Change::new(
+            format!("{slot}.size"),
+            old.clone(),
+            Some(new.clone()),
+        ));
+    }
+    let keys: Vec<String> = changes.iter().map(|c| c.key.clone()).collect();
+
+    if r.running && !want_running {
+        out.drift.push(Drift::new(
+            "spec.state",
+            Some("running".into()),
+            Some("stopped".into()),
+        ));
+    } else if !r.running && want_running {
+        out.drift.push(Drift::new(
+            "spec.state",
+            Some("stopped".into()),
+            Some("started".into()),
+        ));
+    }
+
+    if r.running && want_running && stop_required && has_work {
+        // One action: shut down, write, start again.
+        let mut all = vec![power_call(node, r.vmid, "shutdown")];
+        all.extend(calls);
+        all.push(power_call(node, r.vmid, "start"));
+        out.actions.push(Action {
+            operation: Operation::Update,
+            summary: format!("update {what} with a restart: {}", keys.join(", ")),
+            calls: all,
+            changes,
+            requires_stop: true,
+            destructive: false,
+        });
+        return Ok(out);
+    }
+    if stop_first {
+        out.actions.push(power_action(d, node, false));
+    }
+    if has_work {
+        out.actions.push(Action {
+            operation: Operation::Update,
+            summary: format!("update {what}: {}", keys.join(", ")),
+            calls,
+            changes,
+            requires_stop: false,
+            destructive: false,
+        });
+    }
+    if d.kind == Flavour::Template && !r.template {
+        out.drift.push(Drift::new(
+            "kind",
+            Some("VM (template=0)".into()),
+            Some("TemplateVM (template=1)".into()),
+        ));
+        out.actions.push(Action {
+            operation: Operation::MarkTemplate,
+            summary: format!("mark VM {} on {node} as a template", r.vmid),
+            calls: vec![Call::new(Method::Post, format!("{base}/template"))],
+            changes: vec![Change::new("template", Some("0".into()), Some("1".into()))],
+            requires_stop: r.running,
+            destructive: false,
+        });
+    } else if !r.running && want_running {
+        out.actions.push(power_action(d, node, true));
+    }
+    Ok(out)
+}
+
+fn diff_config(d: &Desired, x: &mut Diff<'_>) {
+    x.key(
+        "name",
+        false,
+        simple(
+            "spec.pve-name",
+            d.pve_name.clone(),
+            |l| l == d.pve_name,
+            None,
+        ),
+    );
+    if let Some(desc) = &d.pve_description {
+        let want = desc.trim_end().to_string();
+        x.key(
+            "description",
+            false,
+            simple(
+                "spec.pve-description",
+                desc.clone(),
+                move |l| l.trim_end() == want,
+                None,
+            ),
+        );
+    }
+    let tags = d.tags.clone();
+    x.key(
+        "tags",
+        false,
+        simple(
+            "spec.tags",
+            d.tags.join(";"),
+            move |l| wire::tags(Some(l)) == tags,
+            None,
+        ),
+    );
+    let mem = d.memory_mib;
+    x.key(
+        "memory",
+        false,
+        simple(
+            "spec.memory",
+            mem.to_string(),
+            move |l| {
+                PropString::parse_with_default(l, "current")
+                    .ok()
+                    .and_then(|p| p.bare)
+                    .and_then(|v| v.parse::<u64>().ok())
+                    == Some(mem)
+            },
+            Some("512"),
+        ),
+    );
+    let cores = d.cpu.cores.to_string();
+    x.key(
+        "cores",
+        false,
+        simple(
+            "spec.cpu.cores",
+            cores.clone(),
+            move |l| l == cores,
+            Some("1"),
+        ),
+    );
+    x.key("cpu", false, |live| {
+        if wire::cpu_eq(d, live) {
+            Outcome::Same
+        } else {
+            let v = wire::cpu_value(d, live);
+            Outcome::Write(
+                v.clone(),
+                vec![Drift::new(
+                    "spec.cpu.type",
+                    live.map(str::to_string),
+                    Some(v),
+                )],
+            )
+        }
+    });
+    let hw = &d.hardware;
+    if let Some(s) = hw.sockets {
+        x.key(
+            "sockets",
+            false,
+            simple(
+                "spec.hardware.sockets",
+                s.to_string(),
+                move |l| l == s.to_string(),
+                Some("1"),
+            ),
+        );
+    }
+    if let Some(n) = hw.numa {
+        x.key("numa", false, boolean("spec.hardware.numa", n, "0"));
+    }
+    if let Some(m) = &hw.machine {
+        let m = m.clone();
+        x.key("machine", true, move |live| {
+            if wire::machine_family(live) == m {
+                return Outcome::Same;
+            }
+            let mut p = live
+                .and_then(|l| PropString::parse_with_default(l, "type").ok())
+                .unwrap_or_default();
+            p.bare = Some(wire::machine_type(&m).to_string());
+            let v = p.canonical();
+            Outcome::Write(
+                v.clone(),
+                vec![Drift::new(
+                    "spec.hardware.machine",
+                    live.map(str::to_string),
+                    Some(m.clone()),
+                )],
+            )
+        });
+    }
+    if let Some(bios) = &hw.bios {
+        let want = bios.clone();
+        x.key(
+            "bios",
+            true,
+            simple(
+                "spec.hardware.bios",
+                bios.clone(),
+                move |l| l == want,
+                Some("seabios"),
+            ),
+        );
+    }
+    if let Some(vga) = &hw.display {
+        let vga = vga.clone();
+        x.key("vga", false, move |live| {
+            let mut p = live
+                .and_then(|l| PropString::parse_with_default(l, "type").ok())
+                .unwrap_or_default();
+            if p.bare.as_deref().unwrap_or("std") == vga {
+                return Outcome::Same;
+            }
+            p.bare = Some(vga.clone());
+            let v = p.canonical();
+            Outcome::Write(
+                v,
+                vec![Drift::new(
+                    "spec.hardware.display",
+                    live.map(str::to_string),
+                    Some(vga.clone()),
+                )],
+            )
+        });
+    }
+    if let Some(s) = &hw.serial0 {
+        let want = s.clone();
+        x.key(
+            "serial0",
+            false,
+            simple("spec.hardware.serial0", s.clone(), move |l| l == want, None),
+        );
+    }
+    if let Some(s) = &d.scsihw {
+        let want = s.clone();
+        x.key(
+            "scsihw",
+            false,
+            simple(
+                "spec.disks[].controller",
+                s.clone(),
+                move |l| l == want,
+                Some("lsi"),
+            ),
+        );
+    }
+    let o = &d.options;
+    for (k, v, default) in [
+        ("onboot", o.onboot, "0"),
+        ("protection", o.protection, "0"),
+        ("acpi", o.acpi, "1"),
+        ("tablet", o.tablet, "1"),
+    ] {
+        if let Some(v) = v {
+            x.key(k, false, boolean(&format!("spec.options.{k}"), v, default));
+        }
+    }
+    if let Some(agent) = o.agent {
+        x.key("agent", false, move |live| {
+            let mut p = live
+                .and_then(|l| PropString::parse_with_default(l, "enabled").ok())
+                .unwrap_or_default();
+            if p.bare.as_deref().and_then(parse_bool).unwrap_or(false) == agent {
+                return Outcome::Same;
+            }
+            p.bare = Some(wire::b(agent));
+            Outcome::Write(
+                p.canonical(),
+                vec![Drift::new(
+                    "spec.options.agent",
+                    live.map(str::to_string),
+                    Some(wire::b(agent)),
+                )],
+            )
+        });
+    }
+    if let Some(s) = &o.startup {
+        let want = wire::startup(s);
+        x.key(
+            "startup",
+            false,
+            simple(
+                "spec.options.startup",
+                s.clone(),
+                move |l| wire::startup(l) == want,
+                None,
+            ),
+        );
+    }
+    if let Some(h) = &o.hotplug {
+        let want = h.clone();
+        let v = if h.is_empty() {
+            "0".to_string()
+        } else {
+            h.join(",")
+        };
+        x.key(
+            "hotplug",
+            false,
+            simple(
+                "spec.options.hotplug",
+                v,
+                move |l| parse_hotplug(l) == want,
+                Some("network,disk,usb"),
+            ),
+        );
+    }
+    if let Some(bo) = &o.boot_order {
+        let want = bo.clone();
+        x.key(
+            "boot",
+            false,
+            simple(
+                "spec.options.boot-order",
+                format!("order={}", bo.join(";")),
+                move |l| wire::boot_order(Some(l)).as_ref() == Some(&want),
+                None,
+            ),
+        );
+    }
+    for (k, v) in &d.extra {
+        let want = v.clone();
+        x.key(
+            k,
+            false,
+            simple(
+                &format!("spec.extra.{k}"),
+                v.clone(),
+                move |l| l == want,
+                None,
+            ),
+        );
+    }
+    diff_disks(d, x);
+    diff_special_drives(d, x);
+    diff_nics(d, x);
+    diff_pci(d, x);
+}
+
+fn diff_disks(d: &Desired, x: &mut Diff<'_>) {
+    for (i, disk) in d.disks.iter().enumerate() {
+        let path = format!("spec.disks[{i}]");
+        let Some(live) = x.cfg.get(&disk.slot).map(str::to_string) else {
+            if disk.image.is_some() {
+                x.out.anomalies.push(Anomaly::new(
+                    format!("{path}.image"),
+                    format!(
+                        "slot {} is empty and seeding from a DiskImage is not implemented yet",
+                        disk.slot
+                    ),
+                ));
+            } else {
+                let v = wire::new_disk(disk);
+                let storage = disk.storage.clone();
+                x.key(&disk.slot, false, |live| match live {
+                    Some(l) if wire::pool(&wire::drive(l).bare.unwrap_or_default()) == storage => {
+                        Outcome::Same
+                    }
+                    _ => Outcome::Write(v.clone(), vec![Drift::new(&path, None, Some(v.clone()))]),
+                });
+            }
+            continue;
+        };
+        let drv = wire::drive(&live);
+        if wire::is_cdrom(&drv) || wire::is_cloudinit(&drv) {
+            x.out.anomalies.push(Anomaly::new(
+                &path,
+                format!(
+                    "slot {} holds `{live}`, not a disk; proxops does not replace it",
+                    disk.slot
+                ),
+            ));
+            continue;
+        }
+        let vol = drv.bare.clone().unwrap_or_default();
+        if wire::pool(&vol) != disk.storage {
+            x.out.anomalies.push(Anomaly::new(
+                format!("{path}.storage"),
+                format!("disk {} is on storage {} but the manifest says {}; moving a volume is a storage migration, proxops does not do it", disk.slot, wire::pool(&vol), disk.storage),
+            ));
+            continue;
+        }
+        if let (Some(want), Some(have)) = (disk.size_gib, wire::drive_size(&drv)) {
+            let want_b = want * GIB;
+            if have > want_b {
+                x.out.anomalies.push(Anomaly::new(
+                    format!("{path}.size"),
+                    format!(
+                        "disk {} is {} but the manifest says {want}GiB; PVE cannot shrink disks",
+                        disk.slot,
+                        size::format_human(have)
+                    ),
+                ));
+            } else if have < want_b {
+                let old = drv.get("size").map(str::to_string);
+                x.out.drift.push(Drift::new(
+                    format!("{path}.size"),
+                    old.clone(),
+                    Some(format!("{want}G")),
+                ));
+                x.resizes.push((disk.slot.clone(), format!("{want}G"), old));
+            }
+        }
+        let tokens = wire::disk_tokens(disk);
+        let path2 = path.clone();
+        x.key(&disk.slot, false, move |live| {
+            let Some(live) = live else {
+                return Outcome::Same;
+            };
+            let mut p = wire::drive(live);
+            let mut drift = Vec::new();
+            for (k, v) in &tokens {
+                let have = p.get(k).or(wire::disk_token_default(k));
+                if !have.is_some_and(|h| wire::token_eq(h, v)) {
+                    drift.push(Drift::new(
+                        format!("{path2}.{k}"),
+                        p.get(k).map(str::to_string),
+                        Some(v.clone()),
+                    ));
+                    p.set(k, v.clone());
+                }
+            }
+            if drift.is_empty() {
+                Outcome::Same
+            } else {
+                Outcome::Write(p.canonical(), drift)
+            }
+        });
+    }
+    // Live disks the manifest does not declare: reported, never deleted.
+    let owned: BTreeSet<&str> = d.disks.iter().map(|k| k.slot.as_str()).collect();
+    for (k, v) in &x.cfg.keys {
+        if !crate::syntax::is_disk_key(k) || owned.contains(k.as_str()) {
+            continue;
+        }
+        let drv = wire::drive(v);
+        if wire::is_cdrom(&drv) || wire::is_cloudinit(&drv) {
+            continue;
+        }
+        if d.clone.is_some() {
+            continue; // a clone's disks come from its template
+        }
+        x.out.anomalies.push(Anomaly::new("spec.disks", format!("live disk {k} (`{v}`) is not declared in the manifest; proxops never deletes disks it was not asked to")));
+    }
+}
+
+fn diff_special_drives(d: &Desired, x: &mut Diff<'_>) {
+    let hw = &d.hardware;
+    if let Some(ci) = &hw.cloud_init {
+        let storage = ci.storage.clone();
+        let live = x.cfg.get("ide2").map(str::to_string);
+        match live {
+            Some(l) if wire::is_cloudinit(&wire::drive(&l)) => {
+                let vol = wire::drive(&l).bare.unwrap_or_default();
+                if wire::pool(&vol) != storage {
+                    x.out.anomalies.push(Anomaly::new(
+                        "spec.hardware.cloud-init.storage",
+                        format!("the cloud-init drive is on storage {} but the manifest says {storage}; moving it is a storage migration, proxops does not do it", wire::pool(&vol)),
+                    ));
+                }
+            }
+            Some(l) if !wire::is_cdrom(&wire::drive(&l)) => {
+                x.out.anomalies.push(Anomaly::new("spec.hardware.cloud-init", format!("ide2 holds the disk `{l}`; proxops does not replace a disk with the cloud-init drive")));
+            }
+            _ => {
+                let v = format!("{storage}:cloudinit");
+                x.key("ide2", false, |live| match live {
+                    Some(l) if wire::is_cloudinit(&wire::drive(l)) => Outcome::Same,
+                    _ => Outcome::Write(
+                        v.clone(),
+                        vec![Drift::new(
+                            "spec.hardware.cloud-init",
+                            live.map(str::to_string),
+                            Some(v.clone()),
+                        )],
+                    ),
+                });
+            }
+        }
+    }
+    if let Some(cd) = &hw.cdrom {
+        // An ISO by name is attached by another issue's code; only `none` is planned here.
+        if cd.iso == "none" {
+            let want = wire::empty_cdrom(cd);
+            let media = cd.media.clone();
+            let live = x.cfg.get(&cd.slot).map(str::to_string);
+            if let Some(l) = live.as_deref().filter(|l| {
+                let drv = wire::drive(l);
+                !wire::is_cdrom(&drv) && !wire::is_cloudinit(&drv)
+            }) {
+                x.out.anomalies.push(Anomaly::new("spec.hardware.cdrom", format!("{} holds the disk `{l}`; proxops does not replace a disk with a CD/DVD drive", cd.slot)));
+            } else {
+                x.key(&cd.slot, false, move |live| {
+                    if let Some(l) = live {
+                        let drv = wire::drive(l);
+                        if drv.bare.as_deref() == Some("none")
+                            && drv.get("media").unwrap_or("disk") == media
+                        {
+                            return Outcome::Same;
+                        }
+                    }
+                    Outcome::Write(
+                        want.clone(),
+                        vec![Drift::new(
+                            "spec.hardware.cdrom",
+                            live.map(str::to_string),
+                            Some(want.clone()),
+                        )],
+                    )
+                });
+            }
+        }
+    }
+    if let Some(e) = &hw.efi_disk {
+        match x.cfg.get("efidisk0").map(str::to_string) {
+            None => {
+                let v = wire::new_efidisk(e);
+                x.key("efidisk0", false, |live| {
+                    if live.is_some() {
+                        Outcome::Same
+                    } else {
+                        Outcome::Write(
+                            v.clone(),
+                            vec![Drift::new("spec.hardware.efi-disk", None, Some(v.clone()))],
+                        )
+                    }
+                });
+            }
+            Some(l) => {
+                let drv = wire::drive(&l);
+                let vol = drv.bare.clone().unwrap_or_default();
+                let live_type = drv.get("efitype").unwrap_or("2m").to_string();
+                if wire::pool(&vol) != e.storage {
+                    x.out.anomalies.push(Anomaly::new("spec.hardware.efi-disk.storage", format!("the EFI disk is on storage {} but the manifest says {}; proxops does not move volumes", wire::pool(&vol), e.storage)));
+                } else if e.template.as_ref().is_some_and(|t| *t != live_type) {
+                    x.out.anomalies.push(Anomaly::new(
+                        "spec.hardware.efi-disk.template",
+                        format!("the EFI disk has efitype {live_type}, the manifest says {}; PVE cannot convert EFI vars in place (recreate the EFI disk)", e.template.as_deref().unwrap_or_default()),
+                    ));
+                } else if let Some(sb) = e.secure_boot {
+                    // Toggle pre-enrolled-keys on the live form; ms-cert and the volume stay verbatim.
+                    x.key("efidisk0", false, move |live| {
+                        let Some(live) = live else {
+                            return Outcome::Same;
+                        };
+                        let mut p = wire::drive(live);
+                        if p.get("pre-enrolled-keys")
+                            .and_then(parse_bool)
+                            .unwrap_or(false)
+                            == sb
+                        {
+                            return Outcome::Same;
+                        }
+                        let old = p.get("pre-enrolled-keys").map(str::to_string);
+                        p.set("pre-enrolled-keys", wire::b(sb));
+                        Outcome::Write(
+                            p.to_string(),
+                            vec![Drift::new(
+                                "spec.hardware.efi-disk.secure-boot",
+                                old,
+                                Some(if sb { "enabled" } else { "disabled" }.into()),
+                            )],
+                        )
+                    });
+                }
+            }
+        }
+    }
+    if let Some(t) = &hw.tpm {
+        match x.cfg.get("tpmstate0").map(str::to_string) {
+            None => {
+                let v = wire::new_tpm(t);
+                x.key("tpmstate0", false, |live| {
+                    if live.is_some() {
+                        Outcome::Same
+                    } else {
+                        Outcome::Write(
+                            v.clone(),
+                            vec![Drift::new("spec.hardware.tpm", None, Some(v.clone()))],
+                        )
+                    }
+                });
+            }
+            Some(l) => {
+                let drv = wire::drive(&l);
+                let vol = drv.bare.clone().unwrap_or_default();
+                let version = drv.get("version").unwrap_or("v1.2");
+                if wire::pool(&vol) != t.storage {
+                    x.out.anomalies.push(Anomaly::new("spec.hardware.tpm.storage", format!("the TPM state is on storage {} but the manifest says {}; proxops does not move volumes", wire::pool(&vol), t.storage)));
+                } else if version != t.version {
+                    x.out.anomalies.push(Anomaly::new("spec.hardware.tpm.version", format!("the TPM is {version}, the manifest says {}; PVE cannot change a TPM version", t.version)));
+                }
+            }
+        }
+    }
+}
+
+fn diff_nics(d: &Desired, x: &mut Diff<'_>) {
+    for (i, n) in d.networks.iter().enumerate() {
+        let path = format!("spec.networks[{i}]");
+        let key = format!("net{}", n.slot);
+        let n = n.clone();
+        x.key(&key, false, move |live| {
+            let Some(l) = live.and_then(wire::live_nic) else {
+                let v = wire::new_nic(&n);
+                return Outcome::Write(
+                    v.clone(),
+                    vec![Drift::new(&path, live.map(str::to_string), Some(v))],
+                );
+            };
+            let mut drift = Vec::new();
+            if l.model != n.model {
+                drift.push(Drift::new(
+                    format!("{path}.model"),
+                    Some(l.model.clone()),
+                    Some(n.model.clone()),
+                ));
+            }
+            if let Some(mac) = &n.mac
+                && !l
+                    .mac
+                    .as_deref()
+                    .is_some_and(|m| m.eq_ignore_ascii_case(mac))
+            {
+                drift.push(Drift::new(
+                    format!("{path}.mac"),
+                    l.mac.clone(),
+                    Some(mac.clone()),
+                ));
+            }
+            let mut rest = l.rest.clone();
+            for (tok, v) in wire::nic_tokens(&n) {
+                if !wire::nic_token_eq(tok, l.rest.get(tok), &v) {
+                    let field = match tok {
+                        "tag" => "vlan",
+                        "rate" => "rate-limit",
+                        other => other,
+                    };
+                    drift.push(Drift::new(
+                        format!("{path}.{field}"),
+                        l.rest.get(tok).map(str::to_string),
+                        Some(v.clone()),
+                    ));
+                    rest.set(tok, v);
+                }
+            }
+            if drift.is_empty() {
+                return Outcome::Same;
+            }
+            // A PVE-assigned MAC survives the rewrite verbatim.
+            let mac = n.mac.clone().or(l.mac.clone());
+            Outcome::Write(wire::print_nic(&n.model, mac.as_deref(), &rest), drift)
+        });
+    }
+    // The manifest owns the NIC set: an undeclared netN is removed.
+    let owned: BTreeSet<String> = d
+        .networks
+        .iter()
+        .map(|n| format!("net{}", n.slot))
+        .collect();
+    let extra: Vec<String> = x
+        .cfg
+        .keys
+        .keys()
+        .filter(|k| matches!(crate::syntax::split_slot(k), Some(("net", _))) && !owned.contains(*k))
+        .cloned()
+        .collect();
+    for k in extra {
+        x.delete(&k, &format!("spec.networks ({k})"));
+    }
+}
+
+fn diff_pci(d: &Desired, x: &mut Diff<'_>) {
+    for (i, pci) in d.hardware.pci_devices.iter().enumerate() {
+        let path = format!("spec.hardware.pci-devices[{i}]");
+        let key = format!("hostpci{}", pci.slot);
+        let pci = pci.clone();
+        x.key(&key, true, move |live| {
+            let Some(l) = live else {
+                let v = wire::new_pci(&pci);
+                return Outcome::Write(v.clone(), vec![Drift::new(&path, None, Some(v))]);
+            };
+            let mut p = PropString::parse_with_default(l, "host")
+                .unwrap_or_else(|_| PropString::with_bare(l));
+            let mut drift = Vec::new();
+            if !p
+                .bare
+                .as_deref()
+                .is_some_and(|h| wire::pci_eq(h, &pci.device))
+            {
+                drift.push(Drift::new(
+                    format!("{path}.device"),
+                    p.bare.clone(),
+                    Some(pci.device.clone()),
+                ));
+                p.bare = Some(pci.device.clone());
+            }
+            if let Some(e) = pci.pcie
+                && p.get("pcie").and_then(parse_bool).unwrap_or(false) != e
+            {
+                drift.push(Drift::new(
+                    format!("{path}.pcie"),
+                    p.get("pcie").map(str::to_string),
+                    Some(wire::b(e)),
+                ));
+                p.set("pcie", wire::b(e));
+            }
+            if drift.is_empty() {
+                Outcome::Same
+            } else {
+                Outcome::Write(p.canonical(), drift)
+            }
+        });
+    }
+    let owned: BTreeSet<String> = d
+        .hardware
+        .pci_devices
+        .iter()
+        .map(|p| format!("hostpci{}", p.slot))
+        .collect();
+    for (k, v) in &x.cfg.keys {
+        if matches!(crate::syntax::split_slot(k), Some(("hostpci", _))) && !owned.contains(k) {
+            x.out.anomalies.push(Anomaly::new(
+                "spec.hardware.pci-devices",
+                format!("live {k} (`{v}`) is not declared in the manifest; proxops does not remove PCI passthrough it was not asked to"),
+            ));
+        }
+    }
 }
