@@ -9,11 +9,17 @@ use crate::schema::Errors;
 pub(crate) struct Reply {
     pub data: Value,
     pub total: Option<u64>,
+    /// Pre-serialised JSON for `data` (large listings); used instead of `data` when set.
+    pub raw: Option<String>,
 }
 
 impl Reply {
     pub(crate) fn data(data: Value) -> Reply {
-        Reply { data, total: None }
+        Reply {
+            data,
+            total: None,
+            raw: None,
+        }
     }
 }
 

@@ -128,6 +128,13 @@ fn error_response(err: &ApiError) -> Response<Body> {
 }
 
 fn ok_response(reply: &Reply) -> Response<Body> {
+    if let Some(raw) = &reply.raw {
+        let mut text = String::with_capacity(raw.len() + 12);
+        text.push_str("{\"data\":");
+        text.push_str(raw);
+        text.push('}');
+        return response(200, Some("OK"), Some(text));
+    }
     let mut body = serde_json::Map::new();
     body.insert("data".to_string(), reply.data.clone());
     if let Some(total) = reply.total {

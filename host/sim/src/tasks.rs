@@ -85,5 +85,6 @@ pub(crate) fn log(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     Ok(Reply {
         data: Value::Array(lines),
         total: Some(t.log.len() as u64),
+        raw: None,
     })
 }
