@@ -19,10 +19,6 @@ pub fn workspace() -> PathBuf {
         .unwrap()
 }
 
-pub fn fixture(name: &str) -> PathBuf {
-    workspace().join("tests/fixtures").join(name)
-}
-
 /// A component cache shared by the tests of one run, so components compile once.
 pub fn shared_cache() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("proxops-cache")

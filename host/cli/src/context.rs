@@ -8,6 +8,7 @@ use proxops_reconcile::KindRegistry;
 use proxops_runtime::{Runtime, RuntimeConfig};
 
 pub struct Context {
+    #[allow(dead_code)] // kept for policies and third-party kinds
     pub runtime: Arc<Runtime>,
     pub kinds: KindRegistry,
 }

@@ -1,7 +1,10 @@
 //! `proxops`: plan and apply Proxmox VE clusters from a git repository of YAML manifests.
 
+mod connect;
 mod context;
 mod inspect;
+mod reconcile;
+mod render;
 mod validate;
 
 use std::path::PathBuf;
@@ -28,6 +31,8 @@ pub mod exit {
                   Each resource kind is a sandboxed WebAssembly component; site policies are too.",
     after_help = "Examples:\n  \
         proxops validate examples/homelab        check every manifest, report every problem\n  \
+        proxops plan examples/homelab            show what apply would change\n  \
+        proxops apply examples/homelab           converge (sim: endpoints use the embedded simulator)\n  \
         proxops kinds                            list the resource kinds this binary carries\n  \
         proxops schema VM > vm.schema.json       JSON Schema for editors (yaml-language-server)\n  \
         proxops sim serve --nodes pve01,pve02    run a simulated PVE cluster to try things on"
@@ -63,12 +68,72 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Show what apply would change, cluster by cluster, without changing anything.
+    #[command(
+        after_help = "Exit status: 0 success, 1 error; with --detailed-exitcode: 0 no changes, 1 error, 2 changes.\n\n\
+        Example:\n  proxops plan examples/homelab --cluster lab"
+    )]
+    Plan {
+        repo: PathBuf,
+        /// Only this cluster.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Print the plan as JSON (secret values redacted).
+        #[arg(long)]
+        json: bool,
+        /// Exit with 2 when there are changes.
+        #[arg(long)]
+        detailed_exitcode: bool,
+    },
+    /// Converge the clusters to the manifests: plan, execute, observe again until converged.
+    #[command(after_help = "Example:\n  proxops apply examples/homelab")]
+    Apply {
+        repo: PathBuf,
+        /// Only this cluster.
+        #[arg(long)]
+        cluster: Option<String>,
+    },
+    /// Print the dependency graph of the manifests (clone sources, images, ISOs).
+    Graph {
+        repo: PathBuf,
+        #[arg(long, value_enum, default_value = "dot")]
+        format: reconcile::GraphFormat,
+    },
+    /// The PVE 9.2 simulator.
+    Sim {
+        #[command(subcommand)]
+        command: SimCommand,
+    },
     /// Print a kind's JSON Schema (for yaml-language-server and other editors).
     #[command(after_help = "Example, at the top of a manifest:\n  \
         # yaml-language-server: $schema=./vm.schema.json")]
     Schema {
         /// Kind name, e.g. VM or TemplateVM.
         kind: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum SimCommand {
+    /// Run a simulated PVE cluster; prints its base URL, API token and certificate fingerprint.
+    #[command(
+        after_help = "Example:\n  proxops sim serve --nodes pve01,pve02 --listen 127.0.0.1:8006 --state sim.json"
+    )]
+    Serve {
+        /// Node names, comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "pve01,pve02")]
+        nodes: Vec<String>,
+        #[arg(long, default_value = "127.0.0.1:8006")]
+        listen: std::net::SocketAddr,
+        /// Keep the simulated state in this file (atomic writes).
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+        /// Fixed API token `USER@REALM!ID=SECRET` (default: generated).
+        #[arg(long)]
+        token: Option<String>,
+        /// Serve plain HTTP instead of HTTPS.
+        #[arg(long)]
+        http: bool,
     },
 }
 
@@ -100,10 +165,51 @@ fn init_tracing(verbose: u8) {
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    if let Command::Sim {
+        command:
+            SimCommand::Serve {
+                nodes,
+                listen,
+                state,
+                token,
+                http,
+            },
+    } = cli.command
+    {
+        let opts = proxops_sim::ServeOptions {
+            nodes,
+            listen,
+            state_file: state,
+            token,
+            http,
+        };
+        runtime.block_on(proxops_sim::serve(opts))?;
+        return Ok(exit::OK);
+    }
     let ctx = context::Context::new(cli.cache_dir.clone(), cli.no_cache)?;
     match cli.command {
         Command::Validate { repo, json } => validate::run(&ctx, &repo, json),
         Command::Kinds { json } => inspect::kinds(&ctx, json),
         Command::Schema { kind } => inspect::schema(&ctx, &kind),
+        Command::Plan {
+            repo,
+            cluster,
+            json,
+            detailed_exitcode,
+        } => runtime.block_on(reconcile::plan(
+            &ctx,
+            &repo,
+            cluster.as_deref(),
+            json,
+            detailed_exitcode,
+        )),
+        Command::Apply { repo, cluster } => {
+            runtime.block_on(reconcile::apply(&ctx, &repo, cluster.as_deref()))
+        }
+        Command::Graph { repo, format } => reconcile::graph(&ctx, &repo, format),
+        Command::Sim { .. } => unreachable!("handled above"),
     }
 }

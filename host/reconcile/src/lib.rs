@@ -1,9 +1,17 @@
 //! The reconcile engine: route manifests to kinds, validate them, resolve references and
 //! identities, observe PVE, plan, and execute.
 
+pub mod apply;
+pub mod execute;
+pub mod observe;
+pub mod plan;
 pub mod registry;
 pub mod validate;
 pub mod workers;
 
+pub use apply::{ApplyOptions, ApplyReport, apply};
+pub use execute::{Event, Reporter, Silent, Status};
+pub use observe::{ObserveError, plan_cluster};
+pub use plan::{ClusterPlan, ObjectPlan, ObjectRef};
 pub use registry::KindRegistry;
 pub use validate::{Catalog, Object, validate_repo};

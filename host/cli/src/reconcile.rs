@@ -1,0 +1,368 @@
+//! `proxops plan`, `apply` and `graph`.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal as _;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use proxops_core::{ClusterFile, Diagnostic};
+use proxops_reconcile::execute::Limits;
+use proxops_reconcile::{
+    ApplyOptions, Catalog, ClusterPlan, Event, Object, ObserveError, Reporter,
+};
+
+use crate::context::Context;
+use crate::{exit, render, validate};
+
+/// What `plan` and `apply` share: the validated repository, split by cluster.
+struct Prepared {
+    clusters: BTreeMap<String, ClusterFile>,
+    catalog: Catalog,
+    diags: Vec<Diagnostic>,
+}
+
+fn prepare(ctx: &Context, repo: &Path) -> Prepared {
+    let (loaded, catalog, diags) = validate::check(ctx, repo);
+    Prepared {
+        clusters: loaded.clusters,
+        catalog,
+        diags,
+    }
+}
+
+/// Diagnostics that stop `cluster`: errors in its cluster file or its manifests.
+fn cluster_errors<'d>(p: &'d Prepared, cluster: &str) -> Vec<&'d Diagnostic> {
+    p.diags
+        .iter()
+        .filter(|d| d.is_error())
+        .filter(|d| {
+            let mut parts = d.file.split('/');
+            match (parts.next(), parts.next()) {
+                (Some("clusters"), Some(file)) => {
+                    file.strip_suffix(".yaml").or(file.strip_suffix(".yml")) == Some(cluster)
+                }
+                (Some(_), Some(c)) => c == cluster,
+                _ => true,
+            }
+        })
+        .collect()
+}
+
+/// Clusters to work on: every cluster file, plus folders naming a cluster without one
+/// (so their error is reported), filtered by `--cluster`.
+fn selected(p: &Prepared, only: Option<&str>) -> Vec<String> {
+    let mut names: Vec<String> = p.clusters.keys().cloned().collect();
+    for d in p.diags.iter().filter(|d| d.is_error()) {
+        if let Some(c) = d
+            .file
+            .split('/')
+            .nth(1)
+            .filter(|_| !d.file.starts_with("clusters/"))
+        {
+            let c = c.trim_end_matches(".yaml").to_string();
+            if !names.contains(&c) && !c.is_empty() {
+                names.push(c);
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names.retain(|n| only.is_none_or(|o| o == n));
+    names
+}
+
+fn objects_of(catalog: &Catalog, cluster: &str) -> Vec<Object> {
+    catalog
+        .objects
+        .iter()
+        .filter(|o| o.cluster == cluster)
+        .cloned()
+        .collect()
+}
+
+fn print_diags(diags: &[&Diagnostic]) {
+    for d in diags {
+        println!("  {d}");
+    }
+}
+
+fn print_warnings(p: &Prepared) {
+    for d in p.diags.iter().filter(|d| !d.is_error()) {
+        eprintln!("{d}");
+    }
+}
+
+/// Observe and plan one cluster; `None` (with the reason printed) when it cannot be.
+async fn plan_one(
+    ctx: &Context,
+    repo: &Path,
+    p: &Prepared,
+    name: &str,
+) -> Option<(ClusterPlan, crate::connect::Connection, Vec<Object>)> {
+    let errors = cluster_errors(p, name);
+    if !errors.is_empty() {
+        println!("Cluster {name}: not planned; fix these first (no PVE call was made):");
+        print_diags(&errors);
+        return None;
+    }
+    let Some(cluster) = p.clusters.get(name) else {
+        println!("Cluster {name}: no cluster file clusters/{name}.yaml");
+        return None;
+    };
+    let conn = match crate::connect::connect(repo, cluster).await {
+        Ok(c) => c,
+        Err(e) => {
+            println!("Cluster {name}: cannot connect: {e:#}");
+            return None;
+        }
+    };
+    println!("Cluster {name} ({})", conn.label);
+    let objects = objects_of(&p.catalog, name);
+    match proxops_reconcile::plan_cluster(
+        &ctx.kinds,
+        &conn.client,
+        name,
+        &objects,
+        cluster.options.read_concurrency,
+        None,
+    )
+    .await
+    {
+        Ok(plan) => Some((plan, conn, objects)),
+        Err(ObserveError::Conflicts(diags)) => {
+            println!(
+                "  not planned: manifests conflict with live PVE objects (no change was made):"
+            );
+            print_diags(&diags.iter().collect::<Vec<_>>());
+            None
+        }
+        Err(e) => {
+            println!("  cannot plan: {e}");
+            None
+        }
+    }
+}
+
+pub async fn plan(
+    ctx: &Context,
+    repo: &Path,
+    only: Option<&str>,
+    json: bool,
+    detailed: bool,
+) -> anyhow::Result<u8> {
+    let p = prepare(ctx, repo);
+    print_warnings(&p);
+    let mut failed = false;
+    let mut changes = false;
+    let mut views = Vec::new();
+    for name in selected(&p, only) {
+        let Some((plan, _conn, _)) = plan_one(ctx, repo, &p, &name).await else {
+            failed = true;
+            continue;
+        };
+        changes |= plan.has_changes();
+        failed |= plan.counts().errors > 0;
+        if json {
+            views.push(plan.view());
+        } else {
+            print!("{}", render::plan(&plan));
+            println!("{}", render::plan_summary(&plan));
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&views)?);
+    }
+    Ok(if failed {
+        exit::ERROR
+    } else if detailed && changes {
+        exit::CHANGES
+    } else {
+        exit::OK
+    })
+}
+
+/// Progress: a bar on a terminal, plain lines otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    fn new(actions: usize) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(actions as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} [{bar:30}] {pos}/{len} {wide_msg}",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Progress { bar }
+    }
+}
+
+impl Reporter for Progress {
+    fn event(&self, event: Event) {
+        let line = match &event {
+            Event::Pass { pass, actions } => format!("pass {pass}: {actions} actions"),
+            Event::ActionStarted { object, summary } => {
+                format!("… {} {}: {summary}", object.kind, object.name)
+            }
+            Event::ActionDone {
+                object,
+                summary,
+                error: None,
+            } => format!("✓ {} {}: {summary}", object.kind, object.name),
+            Event::ActionDone {
+                object,
+                summary,
+                error: Some(e),
+            } => format!("✗ {} {}: {summary}: {e}", object.kind, object.name),
+            Event::Blocked { object, by } => format!(
+                "✗ {} {}: not attempted, {by} did not converge",
+                object.kind, object.name
+            ),
+        };
+        match &self.bar {
+            Some(bar) => {
+                if let Event::Pass { actions, .. } = event {
+                    bar.set_length(actions as u64);
+                    bar.set_position(0);
+                }
+                if matches!(event, Event::ActionDone { .. }) {
+                    bar.inc(1);
+                }
+                if matches!(event, Event::ActionStarted { .. }) {
+                    bar.set_message(line);
+                } else {
+                    bar.println(line);
+                }
+            }
+            None => {
+                if !matches!(event, Event::ActionStarted { .. }) {
+                    println!("  {line}");
+                }
+            }
+        }
+    }
+}
+
+pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Result<u8> {
+    let p = prepare(ctx, repo);
+    print_warnings(&p);
+    let mut failed = false;
+    for name in selected(&p, only) {
+        let Some((plan, conn, objects)) = plan_one(ctx, repo, &p, &name).await else {
+            failed = true;
+            continue;
+        };
+        print!("{}", render::plan(&plan));
+        println!("{}", render::plan_summary(&plan));
+        if plan.counts().errors > 0 {
+            failed = true;
+        }
+        if !plan.has_changes() {
+            continue;
+        }
+        let options = &p.clusters[&name].options;
+        let apply_options = ApplyOptions {
+            limits: Limits {
+                write_concurrency: options.write_concurrency,
+                task_timeout: Duration::from_secs(options.task_timeout_seconds),
+            },
+            read_concurrency: options.read_concurrency,
+            max_passes: options.max_passes,
+        };
+        let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
+        let progress = Arc::new(Progress::new(actions));
+        let report = proxops_reconcile::apply(
+            &ctx.kinds,
+            &conn.client,
+            &objects,
+            plan,
+            apply_options,
+            progress.clone(),
+        )
+        .await;
+        if let Some(bar) = &progress.bar {
+            bar.finish_and_clear();
+        }
+        match report {
+            Ok(report) => {
+                print!("{}", render::apply_summary(&report));
+                failed |= !report.converged;
+            }
+            Err(e) => {
+                println!("  apply stopped: {e}");
+                failed = true;
+            }
+        }
+        drop(conn);
+    }
+    Ok(if failed { exit::ERROR } else { exit::OK })
+}
+
+/// Output format of `proxops graph`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GraphFormat {
+    Dot,
+    Mermaid,
+}
+
+pub fn graph(ctx: &Context, repo: &Path, format: GraphFormat) -> anyhow::Result<u8> {
+    let p = prepare(ctx, repo);
+    let errors: Vec<&Diagnostic> = p.diags.iter().filter(|d| d.is_error()).collect();
+    if !errors.is_empty() {
+        for d in errors {
+            eprintln!("{d}");
+        }
+        return Ok(exit::ERROR);
+    }
+    let id = |cluster: &str, kind: &str, name: &str| format!("{cluster}/{kind}/{name}");
+    let mut out = String::new();
+    match format {
+        GraphFormat::Dot => out.push_str("digraph proxops {\n  rankdir=LR;\n"),
+        GraphFormat::Mermaid => out.push_str("flowchart LR\n"),
+    }
+    let mut index = BTreeMap::new();
+    for (i, o) in p.catalog.objects.iter().enumerate() {
+        let node = id(&o.cluster, &o.kind_name, &o.name);
+        index.insert(node.clone(), i);
+        match format {
+            GraphFormat::Dot => out.push_str(&format!(
+                "  \"{node}\" [label=\"{} {}\\n{}\"];\n",
+                o.kind_name, o.name, o.cluster
+            )),
+            GraphFormat::Mermaid => out.push_str(&format!(
+                "  n{i}[\"{} {} ({})\"]\n",
+                o.kind_name, o.name, o.cluster
+            )),
+        }
+    }
+    for (i, o) in p.catalog.objects.iter().enumerate() {
+        for r in &o.references {
+            let target = id(&o.cluster, &r.kind, &r.name);
+            match format {
+                GraphFormat::Dot => out.push_str(&format!(
+                    "  \"{target}\" -> \"{}\" [label=\"{}\"];\n",
+                    id(&o.cluster, &o.kind_name, &o.name),
+                    r.path
+                )),
+                GraphFormat::Mermaid => {
+                    if let Some(t) = index.get(&target) {
+                        out.push_str(&format!("  n{t} -->|{}| n{i}\n", r.path));
+                    }
+                }
+            }
+        }
+    }
+    if let GraphFormat::Dot = format {
+        out.push_str("}\n");
+    }
+    print!("{out}");
+    Ok(exit::OK)
+}

@@ -1,0 +1,129 @@
+//! Apply: plan, execute, observe the touched objects again and plan again, until nothing is
+//! left to do or the pass limit is reached (this is how clone -> configure -> start completes).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use proxops_pve::Client;
+
+use crate::execute::{Event, Limits, Reporter, Status, execute};
+use crate::observe::{ObserveError, plan_cluster};
+use crate::plan::{ClusterPlan, ObjectRef};
+use crate::{KindRegistry, Object};
+
+/// The result of an apply.
+#[derive(Debug, Clone)]
+pub struct ApplyReport {
+    /// The first plan (what was intended).
+    pub initial: ClusterPlan,
+    /// The state after the last pass (drift, pending and anomalies left).
+    pub last: ClusterPlan,
+    /// Objects whose actions ran, and how they ended.
+    pub outcomes: Vec<(ObjectRef, Status)>,
+    pub passes: u32,
+    /// Nothing is left to do.
+    pub converged: bool,
+}
+
+impl ApplyReport {
+    pub fn failures(&self) -> impl Iterator<Item = &(ObjectRef, Status)> {
+        self.outcomes.iter().filter(|(_, s)| *s != Status::Done)
+    }
+}
+
+/// Settings of an apply.
+#[derive(Debug, Clone, Copy)]
+pub struct ApplyOptions {
+    pub limits: Limits,
+    pub read_concurrency: usize,
+    pub max_passes: u32,
+}
+
+/// Converge `objects` (one cluster). `first` is a plan already computed (and shown, and
+/// checked by policies); it is executed as is.
+pub async fn apply(
+    registry: &KindRegistry,
+    client: &Client,
+    objects: &[Object],
+    first: ClusterPlan,
+    options: ApplyOptions,
+    reporter: Arc<dyn Reporter>,
+) -> Result<ApplyReport, ObserveError> {
+    let cluster = first.cluster.clone();
+    let mut last = first.clone();
+    let mut outcomes: Vec<(ObjectRef, Status)> = Vec::new();
+    let mut failed: HashSet<String> = HashSet::new();
+    let mut passes = 0;
+    let mut plan = first.clone();
+    loop {
+        let actions: usize = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
+        if actions == 0 || passes >= options.max_passes {
+            break;
+        }
+        passes += 1;
+        reporter.event(Event::Pass {
+            pass: passes,
+            actions,
+        });
+        let results = execute(client, &plan, options.limits, reporter.clone()).await;
+        let mut touched = HashSet::new();
+        for (object, status) in results {
+            if status == Status::Done {
+                touched.insert(object.name.clone());
+            } else {
+                failed.insert(object.name.clone());
+            }
+            match outcomes
+                .iter_mut()
+                .find(|(o, _)| o.name == object.name && o.kind == object.kind)
+            {
+                Some(slot) => slot.1 = status,
+                None => outcomes.push((object, status)),
+            }
+        }
+        touched.retain(|n| !failed.contains(n));
+        if touched.is_empty() {
+            break;
+        }
+        plan = plan_cluster(
+            registry,
+            client,
+            &cluster,
+            objects,
+            options.read_concurrency,
+            Some(&touched),
+        )
+        .await?;
+        for fresh in &plan.objects {
+            if let Some(slot) = last
+                .objects
+                .iter_mut()
+                .find(|o| o.object.name == fresh.object.name && o.object.kind == fresh.object.kind)
+            {
+                *slot = fresh.clone();
+            }
+        }
+        // Objects acted on and gone (pruned) no longer appear in a fresh plan.
+        last.objects.retain(|o| {
+            o.object.file.is_some()
+                || !touched.contains(&o.object.name)
+                || plan.objects.iter().any(|p| p.object.name == o.object.name)
+        });
+    }
+    // An object that failed keeps its planned actions in `last` (they did not happen).
+    let converged = failed.is_empty() && !plan.has_changes();
+    if converged {
+        for o in &mut last.objects {
+            if o.object.file.is_none() {
+                o.proposal.actions.clear();
+            }
+        }
+    }
+    Ok(ApplyReport {
+        initial: first,
+        last,
+        outcomes,
+        passes,
+        converged,
+    })
+}

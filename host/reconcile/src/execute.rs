@@ -1,0 +1,258 @@
+//! Execute a cluster plan: objects as a DAG (an object waits for the objects it references),
+//! each object's actions in order, each call in order; mutating calls take a per-node permit
+//! (write concurrency), async tasks are polled to completion, requests are repeated only
+//! when that is safe, and one object's failure never abandons independent objects.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use proxops_pve::{Client, PveError, Upid};
+use proxops_runtime::kind::{Call, Method, Operation};
+use serde_json::Value;
+use tokio::sync::{Semaphore, watch};
+
+use crate::observe::{resources, to_pve_method, to_pve_params};
+use crate::plan::{ClusterPlan, ObjectRef, method_name};
+
+/// Progress of an apply, for the CLI to render.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// A pass starts with this many actions.
+    Pass {
+        pass: u32,
+        actions: usize,
+    },
+    ActionStarted {
+        object: ObjectRef,
+        summary: String,
+    },
+    ActionDone {
+        object: ObjectRef,
+        summary: String,
+        error: Option<String>,
+    },
+    Blocked {
+        object: ObjectRef,
+        by: String,
+    },
+}
+
+/// Receives progress events; must be cheap.
+pub trait Reporter: Send + Sync {
+    fn event(&self, event: Event);
+}
+
+/// A reporter that drops every event.
+#[derive(Debug, Default)]
+pub struct Silent;
+
+impl Reporter for Silent {
+    fn event(&self, _event: Event) {}
+}
+
+/// How an object's actions ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    Done,
+    Failed(String),
+    Blocked(String),
+}
+
+/// Execution limits.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub write_concurrency: usize,
+    pub task_timeout: Duration,
+}
+
+/// Node a call is about, from its `/nodes/{node}/…` path.
+fn call_node(path: &str) -> Option<&str> {
+    path.strip_prefix("/nodes/")
+        .and_then(|rest| rest.split('/').next())
+}
+
+struct Shared {
+    client: Client,
+    limits: Limits,
+    nodes: HashMap<String, Arc<Semaphore>>,
+    reporter: Arc<dyn Reporter>,
+}
+
+/// Run every object's actions; returns the status of each object that had actions.
+pub async fn execute(
+    client: &Client,
+    plan: &ClusterPlan,
+    limits: Limits,
+    reporter: Arc<dyn Reporter>,
+) -> Vec<(ObjectRef, Status)> {
+    let with_actions: Vec<_> = plan
+        .objects
+        .iter()
+        .filter(|o| o.has_actions() && o.error.is_none())
+        .collect();
+    let mut nodes: HashMap<String, Arc<Semaphore>> = HashMap::new();
+    for o in &with_actions {
+        for c in o.proposal.actions.iter().flat_map(|a| &a.calls) {
+            if let Some(node) = call_node(&c.path) {
+                nodes
+                    .entry(node.to_string())
+                    .or_insert_with(|| Arc::new(Semaphore::new(limits.write_concurrency.max(1))));
+            }
+        }
+    }
+    let shared = Arc::new(Shared {
+        client: client.clone(),
+        limits,
+        nodes,
+        reporter,
+    });
+
+    // One channel per object that acts: None while running, Some(ok) when finished.
+    let mut done: HashMap<String, watch::Sender<Option<bool>>> = HashMap::new();
+    for o in &with_actions {
+        done.insert(o.object.name.clone(), watch::channel(None).0);
+    }
+    let acting: HashSet<&str> = with_actions
+        .iter()
+        .map(|o| o.object.name.as_str())
+        .collect();
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for (index, o) in with_actions.iter().enumerate() {
+        let waits: Vec<(String, watch::Receiver<Option<bool>>)> = o
+            .depends_on
+            .iter()
+            .filter(|d| acting.contains(d.as_str()) && **d != o.object.name)
+            .map(|d| (d.clone(), done[d].subscribe()))
+            .collect();
+        let finished = done[&o.object.name].clone();
+        let object = o.object.clone();
+        let actions = o.proposal.actions.clone();
+        let shared = shared.clone();
+        tasks.spawn(async move {
+            for (dep, mut rx) in waits {
+                let ok = match rx.wait_for(Option::is_some).await {
+                    Ok(v) => v.unwrap_or(false),
+                    Err(_) => false,
+                };
+                if !ok {
+                    let why = format!("{dep} did not converge");
+                    shared.reporter.event(Event::Blocked {
+                        object: object.clone(),
+                        by: dep.clone(),
+                    });
+                    let _ = finished.send(Some(false));
+                    return (index, object, Status::Blocked(why));
+                }
+            }
+            for action in actions {
+                shared.reporter.event(Event::ActionStarted {
+                    object: object.clone(),
+                    summary: action.summary.clone(),
+                });
+                let mut error = None;
+                for call in &action.calls {
+                    if let Err(e) = run_call(&shared, call, action.operation, &object).await {
+                        error = Some(e);
+                        break;
+                    }
+                }
+                shared.reporter.event(Event::ActionDone {
+                    object: object.clone(),
+                    summary: action.summary.clone(),
+                    error: error.clone(),
+                });
+                if let Some(e) = error {
+                    let _ = finished.send(Some(false));
+                    return (
+                        index,
+                        object,
+                        Status::Failed(format!("{}: {e}", action.summary)),
+                    );
+                }
+            }
+            let _ = finished.send(Some(true));
+            (index, object, Status::Done)
+        });
+    }
+    let mut results = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        results.push(r.expect("executor task panicked"));
+    }
+    results.sort_by_key(|(i, _, _)| *i);
+    results.into_iter().map(|(_, o, s)| (o, s)).collect()
+}
+
+async fn run_call(
+    shared: &Shared,
+    call: &Call,
+    operation: Operation,
+    object: &ObjectRef,
+) -> Result<(), String> {
+    let params = to_pve_params(call);
+    if call.method == Method::Get {
+        return shared
+            .client
+            .get(&call.path, &params)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string());
+    }
+    let _permit = match call_node(&call.path).and_then(|n| shared.nodes.get(n)) {
+        Some(s) => Some(s.acquire().await.expect("semaphore open")),
+        None => None,
+    };
+    // A config write guarded by the digest it was planned against is safe to repeat: if the
+    // first attempt landed, the repeat fails with "checksum mismatch" and the next pass
+    // re-plans. Other writes are sent once.
+    let guarded = call.params.iter().any(|p| p.name == "digest");
+    let method = to_pve_method(call.method);
+    let mut result = shared
+        .client
+        .request(method, &call.path, &params, guarded)
+        .await;
+    if let Err(e) = &result
+        && e.is_transient()
+        && operation == Operation::Create
+        && call.method == Method::Post
+    {
+        // Did the create land although its answer was lost? Then it is done; the next
+        // pass observes the new object. Otherwise sending it again is safe.
+        if exists(shared, object).await {
+            return Ok(());
+        }
+        result = shared
+            .client
+            .request(method, &call.path, &params, false)
+            .await;
+    }
+    let data = result.map_err(|e| e.to_string())?;
+    if let Some(upid) = data.as_str().filter(|s| Upid::parse(s).is_some()) {
+        shared
+            .client
+            .wait_task(upid, shared.limits.task_timeout)
+            .await
+            .map_err(|e| match e {
+                PveError::TaskFailed { exitstatus, .. } => format!(
+                    "{} {}: task failed: {exitstatus}",
+                    method_name(call.method),
+                    call.path
+                ),
+                other => other.to_string(),
+            })?;
+    }
+    Ok(())
+}
+
+async fn exists(shared: &Shared, object: &ObjectRef) -> bool {
+    let Some(id) = &object.resource else {
+        return false;
+    };
+    match resources(&shared.client).await {
+        Ok(list) => list
+            .iter()
+            .any(|e| e.get("id").and_then(Value::as_str) == Some(id.as_str())),
+        Err(_) => false,
+    }
+}

@@ -1,0 +1,411 @@
+//! Observe and plan one cluster: one GET /cluster/resources, the reads each kind asks for
+//! (deduplicated, bounded concurrency), then the kinds' plans, in parallel.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+use proxops_core::Diagnostic;
+use proxops_pve::{Client, Param};
+use proxops_runtime::kind::{Call, Method, Observation, Proposal, Read};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef, method_name};
+use crate::workers::par_map;
+use crate::{KindRegistry, Object};
+
+/// Why a cluster could not be planned at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    #[error("reading the cluster: {0}")]
+    Pve(#[from] proxops_pve::PveError),
+    #[error("{} conflicts with live PVE objects", .0.len())]
+    Conflicts(Vec<Diagnostic>),
+}
+
+/// Does `path` match the template (`{x}` matches one non-empty segment)?
+pub fn path_allowed(templates: &[String], path: &str) -> bool {
+    let segments: Vec<&str> = path.split('/').collect();
+    templates.iter().any(|t| {
+        let parts: Vec<&str> = t.split('/').collect();
+        parts.len() == segments.len()
+            && parts
+                .iter()
+                .zip(&segments)
+                .all(|(p, s)| (p.starts_with('{') && p.ends_with('}') && !s.is_empty()) || p == s)
+    })
+}
+
+pub(crate) fn to_pve_method(m: Method) -> proxops_pve::Method {
+    match m {
+        Method::Get => proxops_pve::Method::Get,
+        Method::Post => proxops_pve::Method::Post,
+        Method::Put => proxops_pve::Method::Put,
+        Method::Delete => proxops_pve::Method::Delete,
+    }
+}
+
+pub(crate) fn to_pve_params(call: &Call) -> Vec<Param> {
+    call.params
+        .iter()
+        .map(|p| Param {
+            name: p.name.clone(),
+            value: p.value.clone(),
+            sensitive: p.sensitive,
+        })
+        .collect()
+}
+
+/// One thing to plan: a manifest's object, or a live object a kind claimed (prune).
+struct Item<'a> {
+    object: ObjectRef,
+    kind: usize,
+    desired: Option<&'a str>,
+    live: Option<Value>,
+    depends_on: Vec<String>,
+}
+
+/// Live guests of the cluster, by `/cluster/resources` id.
+pub async fn resources(client: &Client) -> Result<Vec<Value>, proxops_pve::PveError> {
+    let data = client
+        .get("/cluster/resources", &[Param::new("type", "vm")])
+        .await?;
+    Ok(data.as_array().cloned().unwrap_or_default())
+}
+
+/// Plan `objects` (all of one cluster) against the live cluster. With `only`, plan just
+/// those object names (later passes of an apply) and skip prune discovery.
+pub async fn plan_cluster(
+    registry: &KindRegistry,
+    client: &Client,
+    cluster: &str,
+    objects: &[Object],
+    read_concurrency: usize,
+    only: Option<&HashSet<String>>,
+) -> Result<ClusterPlan, ObserveError> {
+    let live = resources(client).await?;
+    let by_id: HashMap<&str, &Value> = live
+        .iter()
+        .filter_map(|e| e.get("id").and_then(Value::as_str).map(|id| (id, e)))
+        .collect();
+
+    check_live_conflicts(objects, &live)?;
+
+    let mut items: Vec<Item<'_>> = Vec::new();
+    let mut matched: HashSet<&str> = HashSet::new();
+    for o in objects {
+        if only.is_some_and(|names| !names.contains(&o.name)) {
+            continue;
+        }
+        let entry = o
+            .key
+            .resource_id
+            .as_deref()
+            .and_then(|id| by_id.get(id).copied());
+        if let Some(id) = &o.key.resource_id {
+            matched.insert(id.as_str());
+        }
+        items.push(Item {
+            object: ObjectRef {
+                kind: o.kind_name.clone(),
+                name: o.name.clone(),
+                file: Some(o.file.clone()),
+                node: o.key.node.clone(),
+                resource: o.key.resource_id.clone(),
+            },
+            kind: o.kind,
+            desired: Some(&o.desired),
+            live: entry.cloned(),
+            depends_on: o.references.iter().map(|r| r.name.clone()).collect(),
+        });
+    }
+    if only.is_none() {
+        for o in objects {
+            if let Some(id) = &o.key.resource_id {
+                matched.insert(id.as_str());
+            }
+        }
+        let unmatched: Vec<&Value> = live
+            .iter()
+            .filter(|e| {
+                e.get("id")
+                    .and_then(Value::as_str)
+                    .is_some_and(|id| !matched.contains(id))
+            })
+            .collect();
+        let claims = tokio::task::block_in_place(|| {
+            par_map(registry, &unmatched, |instances, entry| {
+                let text = entry.to_string();
+                (0..registry.len()).find(|&k| {
+                    instances
+                        .get(k)
+                        .and_then(|i| i.claims(&text))
+                        .unwrap_or(false)
+                })
+            })
+        });
+        for (entry, kind) in unmatched.into_iter().zip(claims) {
+            let Some(kind) = kind else { continue };
+            let id = entry
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            let name = entry
+                .get("name")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| id.clone());
+            items.push(Item {
+                object: ObjectRef {
+                    kind: registry.get(kind).info().kind.clone(),
+                    name,
+                    file: None,
+                    node: entry
+                        .get("node")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    resource: Some(id),
+                },
+                kind,
+                desired: None,
+                live: Some(entry.clone()),
+                depends_on: Vec::new(),
+            });
+        }
+    }
+
+    // Which reads does each item need?
+    let wanted: Vec<Result<Vec<Call>, String>> = tokio::task::block_in_place(|| {
+        par_map(registry, &items, |instances, item| {
+            let live = item.live.as_ref().map(Value::to_string);
+            let calls = instances
+                .get(item.kind)
+                .and_then(|i| i.observe(item.desired, live.as_deref()))
+                .map_err(|e| e.to_string())?;
+            let allowed = &registry.get(item.kind).info().api_paths;
+            for c in &calls {
+                if c.method != Method::Get {
+                    return Err(format!(
+                        "observe() asked for {} {}; only GETs may be observed",
+                        method_name(c.method),
+                        c.path
+                    ));
+                }
+                if !path_allowed(allowed, &c.path) {
+                    return Err(format!(
+                        "observe() asked for GET {}, outside the kind's declared API paths",
+                        c.path
+                    ));
+                }
+            }
+            Ok(calls)
+        })
+    });
+
+    let reads = perform_reads(client, &wanted, read_concurrency).await;
+
+    let inputs: Vec<(usize, Result<Observation, String>)> = wanted
+        .into_iter()
+        .enumerate()
+        .map(|(i, calls)| {
+            let observation = calls.map(|calls| Observation {
+                live: items[i].live.as_ref().map(Value::to_string),
+                reads: calls
+                    .into_iter()
+                    .map(|call| {
+                        let (status, body) = reads
+                            .get(&read_key(&call))
+                            .cloned()
+                            .unwrap_or((0, "null".into()));
+                        Read { call, status, body }
+                    })
+                    .collect(),
+            });
+            (i, observation)
+        })
+        .collect();
+
+    let planned: Vec<(Proposal, Option<String>)> = tokio::task::block_in_place(|| {
+        par_map(registry, &inputs, |instances, (i, observation)| {
+            let item = &items[*i];
+            let empty = || Proposal {
+                actions: Vec::new(),
+                drift: Vec::new(),
+                pending: Vec::new(),
+                anomalies: Vec::new(),
+            };
+            let observation = match observation {
+                Ok(o) => o,
+                Err(e) => return (empty(), Some(e.clone())),
+            };
+            let result = instances
+                .get(item.kind)
+                .and_then(|inst| inst.plan(item.desired, observation));
+            match result {
+                Err(e) => (empty(), Some(e.to_string())),
+                Ok(Err(diags)) => {
+                    let text: Vec<String> = diags
+                        .iter()
+                        .map(|d| format!("{}: {}", d.path, d.message))
+                        .collect();
+                    (empty(), Some(text.join("; ")))
+                }
+                Ok(Ok(proposal)) => {
+                    let allowed = &registry.get(item.kind).info().api_paths;
+                    let refused: Vec<String> = proposal
+                        .actions
+                        .iter()
+                        .flat_map(|a| &a.calls)
+                        .filter(|c| !path_allowed(allowed, &c.path))
+                        .map(|c| format!("{} {}", method_name(c.method), c.path))
+                        .collect();
+                    if refused.is_empty() {
+                        (proposal, None)
+                    } else {
+                        (
+                            empty(),
+                            Some(format!(
+                                "the kind proposed calls outside its declared API paths: {}",
+                                refused.join(", ")
+                            )),
+                        )
+                    }
+                }
+            }
+        })
+    });
+
+    let mut plan = ClusterPlan {
+        cluster: cluster.to_string(),
+        objects: Vec::new(),
+    };
+    for (item, (proposal, error)) in items.into_iter().zip(planned) {
+        let running = item
+            .live
+            .as_ref()
+            .and_then(|l| l.get("status"))
+            .and_then(Value::as_str)
+            == Some("running");
+        plan.objects.push(ObjectPlan {
+            object: item.object,
+            kind_index: item.kind,
+            desired: item.desired.map(str::to_string),
+            running,
+            proposal,
+            depends_on: item.depends_on,
+            error,
+        });
+    }
+    Ok(plan)
+}
+
+/// A VM id that a manifest claims but PVE holds as a container is a conflict: qm and lxc
+/// share one id pool.
+fn check_live_conflicts(objects: &[Object], live: &[Value]) -> Result<(), ObserveError> {
+    let mut by_vmid: BTreeMap<String, &Value> = BTreeMap::new();
+    for e in live {
+        if let Some(vmid) = e.get("vmid").and_then(Value::as_u64) {
+            by_vmid.insert(vmid.to_string(), e);
+        }
+    }
+    let mut conflicts = Vec::new();
+    for o in objects.iter().filter(|o| o.key.space == "guest-id") {
+        let Some(entry) = by_vmid.get(&o.key.key) else {
+            continue;
+        };
+        let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
+        if o.key.resource_id.as_deref() == Some(id) {
+            continue;
+        }
+        let kind = entry.get("type").and_then(Value::as_str).unwrap_or("guest");
+        let node = entry.get("node").and_then(Value::as_str).unwrap_or("?");
+        let what = if kind == "lxc" {
+            "an LXC container"
+        } else {
+            "another guest"
+        };
+        conflicts.push(Diagnostic::error(
+            &o.file,
+            "spec.vmid",
+            format!("vmid {} is taken by {what} ({id}) on node {node}; VMs and containers share one id pool", o.key.key),
+        ));
+    }
+    if conflicts.is_empty() {
+        Ok(())
+    } else {
+        Err(ObserveError::Conflicts(conflicts))
+    }
+}
+
+fn read_key(call: &Call) -> String {
+    let params: Vec<String> = call
+        .params
+        .iter()
+        .map(|p| format!("{}={}", p.name, p.value))
+        .collect();
+    format!("{}?{}", call.path, params.join("&"))
+}
+
+/// Perform every distinct read once, at most `concurrency` at a time. A failed read is
+/// handed to the kind as its status and PVE's message.
+async fn perform_reads(
+    client: &Client,
+    wanted: &[Result<Vec<Call>, String>],
+    concurrency: usize,
+) -> HashMap<String, (u16, String)> {
+    let mut distinct: BTreeMap<String, &Call> = BTreeMap::new();
+    for calls in wanted.iter().flatten() {
+        for c in calls {
+            distinct.entry(read_key(c)).or_insert(c);
+        }
+    }
+    let semaphore = Arc::new(Semaphore::new(concurrency.max(1)));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (key, call) in distinct {
+        let client = client.clone();
+        let path = call.path.clone();
+        let params = to_pve_params(call);
+        let semaphore = semaphore.clone();
+        tasks.spawn(async move {
+            let _permit = semaphore.acquire_owned().await.expect("semaphore open");
+            let answer = match client.get(&path, &params).await {
+                Ok(data) => (200, data.to_string()),
+                Err(e) => (
+                    e.status().unwrap_or(0),
+                    serde_json::json!({ "error": e.to_string() }).to_string(),
+                ),
+            };
+            (key, answer)
+        });
+    }
+    let mut out = HashMap::new();
+    while let Some(done) = tasks.join_next().await {
+        let (key, answer) = done.expect("read task panicked");
+        out.insert(key, answer);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_allowed;
+
+    #[test]
+    fn path_templates_match_one_segment_per_placeholder() {
+        let t = vec![
+            "/nodes/{node}/qemu".to_string(),
+            "/nodes/{node}/qemu/{vmid}/config".to_string(),
+        ];
+        for (path, ok) in [
+            ("/nodes/pve01/qemu", true),
+            ("/nodes/pve01/qemu/100/config", true),
+            ("/nodes/pve01/qemu/100", false),
+            ("/nodes//qemu", false),
+            ("/access/users", false),
+            ("/nodes/pve01/qemu/100/config/extra", false),
+        ] {
+            assert_eq!(path_allowed(&t, path), ok, "{path}");
+        }
+    }
+}

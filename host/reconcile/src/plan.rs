@@ -1,0 +1,254 @@
+//! The plan of one cluster: per object, the kind's proposal, with everything the renderer,
+//! policies and executor need. Secret values never leave this module unredacted: the
+//! serialisable views replace them.
+
+use proxops_runtime::kind::{Action, Anomaly, Drift, Method, Operation, Proposal};
+use serde::Serialize;
+
+/// What an object's plan is about.
+#[derive(Debug, Clone, Serialize)]
+pub struct ObjectRef {
+    pub kind: String,
+    pub name: String,
+    /// Manifest file; `None` for a prune candidate (no manifest).
+    pub file: Option<String>,
+    pub node: Option<String>,
+    /// `/cluster/resources` id, e.g. `qemu/100`.
+    pub resource: Option<String>,
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.kind, self.name)
+    }
+}
+
+/// One object's plan.
+#[derive(Debug, Clone)]
+pub struct ObjectPlan {
+    pub object: ObjectRef,
+    pub kind_index: usize,
+    /// Desired state (JSON); `None` for a prune candidate.
+    pub desired: Option<String>,
+    /// Whether the live object is running.
+    pub running: bool,
+    pub proposal: Proposal,
+    /// Names (same cluster) of objects whose actions must finish first.
+    pub depends_on: Vec<String>,
+    /// Planning failed for this object (guest error, refused call, failed read).
+    pub error: Option<String>,
+}
+
+impl ObjectPlan {
+    pub fn has_actions(&self) -> bool {
+        !self.proposal.actions.is_empty()
+    }
+}
+
+/// The plan of one cluster.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterPlan {
+    pub cluster: String,
+    pub objects: Vec<ObjectPlan>,
+}
+
+/// Counts for the summary line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Counts {
+    pub create: usize,
+    pub update: usize,
+    pub delete: usize,
+    pub power: usize,
+    pub anomalies: usize,
+    pub pending: usize,
+    pub errors: usize,
+}
+
+impl ClusterPlan {
+    pub fn counts(&self) -> Counts {
+        let mut c = Counts::default();
+        for o in &self.objects {
+            for a in &o.proposal.actions {
+                match a.operation {
+                    Operation::Create => c.create += 1,
+                    Operation::Update | Operation::MarkTemplate => c.update += 1,
+                    Operation::Delete => c.delete += 1,
+                    Operation::Power => c.power += 1,
+                }
+            }
+            c.anomalies += o.proposal.anomalies.len();
+            c.pending += o.proposal.pending.len();
+            c.errors += usize::from(o.error.is_some());
+        }
+        c
+    }
+
+    pub fn has_changes(&self) -> bool {
+        self.objects.iter().any(ObjectPlan::has_actions)
+    }
+}
+
+/// A value for display: secrets become `(sensitive)`.
+fn shown(value: &Option<String>, sensitive: bool) -> Option<String> {
+    value.as_ref().map(|v| {
+        if sensitive {
+            "(sensitive)".to_string()
+        } else {
+            v.clone()
+        }
+    })
+}
+
+/// Serialisable, redacted view of a plan (for `--json` and policies).
+#[derive(Debug, Serialize)]
+pub struct PlanView {
+    pub cluster: String,
+    pub counts: Counts,
+    pub objects: Vec<ObjectView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ObjectView {
+    #[serde(flatten)]
+    pub object: ObjectRef,
+    pub running: bool,
+    pub actions: Vec<ActionView>,
+    pub drift: Vec<DriftView>,
+    pub pending: Vec<DriftView>,
+    pub anomalies: Vec<AnomalyView>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ActionView {
+    pub operation: &'static str,
+    pub summary: String,
+    pub destructive: bool,
+    pub requires_stop: bool,
+    pub changes: Vec<ChangeView>,
+    pub calls: Vec<CallView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ChangeView {
+    pub key: String,
+    pub old: Option<String>,
+    pub new: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct CallView {
+    pub method: &'static str,
+    pub path: String,
+    pub params: Vec<(String, String)>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DriftView {
+    pub path: String,
+    pub live: Option<String>,
+    pub desired: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AnomalyView {
+    pub path: String,
+    pub message: String,
+}
+
+pub fn operation_name(op: Operation) -> &'static str {
+    match op {
+        Operation::Create => "create",
+        Operation::Update => "update",
+        Operation::Delete => "delete",
+        Operation::Power => "power",
+        Operation::MarkTemplate => "mark-template",
+    }
+}
+
+pub fn method_name(m: Method) -> &'static str {
+    match m {
+        Method::Get => "GET",
+        Method::Post => "POST",
+        Method::Put => "PUT",
+        Method::Delete => "DELETE",
+    }
+}
+
+fn drift_view(d: &Drift) -> DriftView {
+    DriftView {
+        path: d.path.clone(),
+        live: shown(&d.live, d.sensitive),
+        desired: shown(&d.desired, d.sensitive),
+    }
+}
+
+pub fn action_view(a: &Action) -> ActionView {
+    ActionView {
+        operation: operation_name(a.operation),
+        summary: a.summary.clone(),
+        destructive: a.destructive,
+        requires_stop: a.requires_stop,
+        changes: a
+            .changes
+            .iter()
+            .map(|c| ChangeView {
+                key: c.key.clone(),
+                old: shown(&c.old, c.sensitive),
+                new: shown(&c.new, c.sensitive),
+            })
+            .collect(),
+        calls: a
+            .calls
+            .iter()
+            .map(|c| CallView {
+                method: method_name(c.method),
+                path: c.path.clone(),
+                params: c
+                    .params
+                    .iter()
+                    .map(|p| {
+                        (
+                            p.name.clone(),
+                            if p.sensitive {
+                                "(sensitive)".into()
+                            } else {
+                                p.value.clone()
+                            },
+                        )
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn anomaly_view(a: &Anomaly) -> AnomalyView {
+    AnomalyView {
+        path: a.path.clone(),
+        message: a.message.clone(),
+    }
+}
+
+impl ClusterPlan {
+    pub fn view(&self) -> PlanView {
+        PlanView {
+            cluster: self.cluster.clone(),
+            counts: self.counts(),
+            objects: self
+                .objects
+                .iter()
+                .map(|o| ObjectView {
+                    object: o.object.clone(),
+                    running: o.running,
+                    actions: o.proposal.actions.iter().map(action_view).collect(),
+                    drift: o.proposal.drift.iter().map(drift_view).collect(),
+                    pending: o.proposal.pending.iter().map(drift_view).collect(),
+                    anomalies: o.proposal.anomalies.iter().map(anomaly_view).collect(),
+                    error: o.error.clone(),
+                })
+                .collect(),
+        }
+    }
+}
