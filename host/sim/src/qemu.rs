@@ -1445,6 +1445,9 @@ pub(crate) fn clone_vm(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let description = req.get("description").map(str::to_string);
     let mut st = sim.write();
     let src = get_vm(&st, &node, vmid)?;
+    if let Some(snap) = req.get("snapname") {
+        return Err(ApiError::die(format!("snapshot '{snap}' does not exist")));
+    }
     check_lock(src, false).map_err(ApiError::die)?;
     let full = match req.get("full") {
         Some(f) => f == "1",

@@ -1000,3 +1000,25 @@ async fn serve_once(body: Vec<u8>) -> String {
     });
     format!("http://{addr}/file")
 }
+
+#[tokio::test]
+async fn failed_start_after_create_is_a_warning() {
+    let t = T::new().await;
+    let exit = t
+        .task(
+            "POST",
+            "/nodes/pve01/qemu",
+            &[("vmid", "100"), ("template", "1"), ("start", "1")],
+        )
+        .await;
+    assert_eq!(exit, "WARNINGS: 1");
+    assert_eq!(t.sim.vm_status(100).unwrap(), "stopped");
+    t.check(
+        "POST",
+        "/nodes/pve01/qemu/100/clone",
+        &[("newid", "101"), ("snapname", "s1")],
+        500,
+        "snapshot 's1' does not exist",
+    )
+    .await;
+}
