@@ -260,6 +260,14 @@ fn create_disk(
             map.remove("format");
             map.remove("import-from");
             map.insert("size".into(), format_size(bytes));
+            // PVE >= 9.1 records which Microsoft certificates it enrolled (OVMF.pm).
+            if key == "efidisk0"
+                && map.get("pre-enrolled-keys").is_some_and(|v| v == "1")
+                && map.get("efitype").is_some_and(|t| t == "4m")
+                && !map.contains_key("ms-cert")
+            {
+                map.insert("ms-cert".into(), "2023k".into());
+            }
             let printed = print_drive(&map);
             log.line(format!("{key}: successfully created disk '{printed}'"));
             Ok(printed)
@@ -1488,10 +1496,16 @@ pub(crate) fn clone_vm(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             }
         }
     }
-    if let Some(s) = &storage
-        && storage_for(sim, &target, s).is_none()
-    {
-        return Err(ApiError::die(format!("storage '{s}' does not exist")));
+    if let Some(s) = &storage {
+        let Some(sc) = storage_for(sim, &target, s) else {
+            return Err(ApiError::die(format!("storage '{s}' does not exist")));
+        };
+        if !sc.has_content("images") {
+            return Err(ApiError::param(
+                "storage",
+                format!("storage '{s}' does not support vm images"),
+            ));
+        }
     }
     if st.vmid_owner(newid).is_some() {
         return Err(ApiError::die(format!(

@@ -27,7 +27,7 @@ async fn disks_allocated_in_sorted_key_order_with_pve_sizes() {
     let c = t.config(100).await;
     assert_eq!(
         c["efidisk0"],
-        "local-lvm:vm-100-disk-0,efitype=4m,pre-enrolled-keys=1,size=4M"
+        "local-lvm:vm-100-disk-0,efitype=4m,ms-cert=2023k,pre-enrolled-keys=1,size=4M"
     );
     assert_eq!(c["sata0"], "local-lvm:vm-100-disk-1,size=3G,ssd=1");
     assert_eq!(c["scsi10"], "local-lvm:vm-100-disk-2,size=512M");
@@ -426,6 +426,20 @@ async fn clone_copies_and_regenerates() {
         .find(|v| v["volid"] == "local-lvm:vm-102-disk-0")
         .unwrap();
     assert_eq!(disk["parent"], "base-100-disk-0");
+    let exit = t.task("DELETE", VM, &[]).await;
+    assert_eq!(
+        exit,
+        "base volume 'local-lvm:base-100-disk-0' is still in use by linked cloned"
+    );
+    assert!(t.sim.vm_config(100).unwrap().get("lock").is_none());
+    t.check(
+        "POST",
+        &format!("{VM}/clone"),
+        &[("newid", "103"), ("full", "1"), ("storage", "local")],
+        400,
+        "does not support vm images",
+    )
+    .await;
 }
 
 #[tokio::test]
