@@ -431,7 +431,7 @@ async fn clone_copies_and_regenerates() {
         exit,
         "base volume 'local-lvm:base-100-disk-0' is still in use by linked cloned"
     );
-    assert!(t.sim.vm_config(100).unwrap().get("lock").is_none());
+    assert!(!t.sim.vm_config(100).unwrap().contains_key("lock"));
     t.check(
         "POST",
         &format!("{VM}/clone"),
