@@ -524,8 +524,13 @@ pub(crate) fn pending(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let mut keys: std::collections::BTreeSet<&String> = vm.conf.keys().collect();
     keys.extend(vm.pending.keys());
     keys.extend(vm.pending_delete.keys());
-    let cur = typed_config(&vm.conf);
-    let pend = typed_config(&vm.pending);
+    // The schema types `value` and `pending` as strings: values are printed as the config file holds them.
+    let cur: Map<String, Value> = vm.conf.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+    let pend: Map<String, Value> = vm
+        .pending
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
     let mut out = Vec::new();
     for k in keys {
         let mut m = Map::new();

@@ -319,8 +319,8 @@ async fn pending_changes_on_running_vm() {
         .iter()
         .find(|p| p["key"] == "cores")
         .unwrap();
-    assert_eq!(cores["value"], json!(1));
-    assert_eq!(cores["pending"], json!(4));
+    assert_eq!(cores["value"], json!("1"));
+    assert_eq!(cores["pending"], json!("4"));
     let mem = pending
         .as_array()
         .unwrap()
