@@ -36,7 +36,11 @@ impl Guest for Kind {
         glue::observe()
     }
 
-    fn plan(_desired: Option<String>, _observed: Observation) -> Result<Proposal, Vec<Diagnostic>> {
+    fn plan(
+        _desired: Option<String>,
+        _resolved: Vec<Resolved>,
+        _observed: Observation,
+    ) -> Result<Proposal, Vec<Diagnostic>> {
         Ok(glue::plan(&ISO))
     }
 

@@ -117,7 +117,11 @@ impl Guest for Misbehave {
         Vec::new()
     }
 
-    fn plan(_desired: Option<String>, _observed: Observation) -> Result<Proposal, Vec<Diagnostic>> {
+    fn plan(
+        _desired: Option<String>,
+        _resolved: Vec<Resolved>,
+        _observed: Observation,
+    ) -> Result<Proposal, Vec<Diagnostic>> {
         Ok(Proposal {
             actions: Vec::new(),
             drift: Vec::new(),

@@ -122,6 +122,7 @@ pub fn observe(desired: Option<String>, live: Option<String>) -> Vec<Call> {
 pub fn plan(
     flavour: Flavour,
     desired: Option<String>,
+    _resolved: Vec<wit::Resolved>,
     observed: wit::Observation,
 ) -> Result<wit::Proposal, Vec<Diagnostic>> {
     let desired = match desired {

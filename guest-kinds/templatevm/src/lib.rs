@@ -37,8 +37,12 @@ impl Guest for Kind {
         glue::observe(desired, live)
     }
 
-    fn plan(desired: Option<String>, observed: Observation) -> Result<Proposal, Vec<Diagnostic>> {
-        glue::plan(FLAVOUR, desired, observed)
+    fn plan(
+        desired: Option<String>,
+        resolved: Vec<Resolved>,
+        observed: Observation,
+    ) -> Result<Proposal, Vec<Diagnostic>> {
+        glue::plan(FLAVOUR, desired, resolved, observed)
     }
 
     fn claims(live: String) -> bool {

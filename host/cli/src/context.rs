@@ -22,7 +22,7 @@ impl Context {
         };
         let runtime = Runtime::new(RuntimeConfig { cache_dir })
             .context("starting the WebAssembly runtime")?;
-        let kinds = KindRegistry::bundled(&runtime, None).context("loading the bundled kinds")?;
+        let kinds = KindRegistry::bundled(&runtime).context("loading the bundled kinds")?;
         Ok(Context { runtime, kinds })
     }
 }

@@ -126,6 +126,7 @@ async fn plan_one(
         &objects,
         cluster.options.read_concurrency,
         None,
+        None,
     )
     .await
     {
@@ -276,6 +277,7 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
             },
             read_concurrency: options.read_concurrency,
             max_passes: options.max_passes,
+            secrets: None,
         };
         let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
         let progress = Arc::new(Progress::new(actions));

@@ -19,7 +19,11 @@ pub fn check(
     let folders = ctx.kinds.folders();
     let folders: Vec<&str> = folders.iter().map(String::as_str).collect();
     let (loaded, mut diags) = proxops_core::load(repo, &folders);
-    let (catalog, mut more) = proxops_reconcile::validate_repo(&ctx.kinds, &loaded);
+    let (catalog, mut more) = proxops_reconcile::validate_repo(
+        &ctx.kinds,
+        &loaded,
+        &proxops_reconcile::Secrets::default(),
+    );
     diags.append(&mut more);
     diags.sort();
     (loaded, catalog, diags)

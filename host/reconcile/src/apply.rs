@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use proxops_pve::Client;
+use proxops_runtime::SecretSource;
 
 use crate::execute::{Event, Limits, Reporter, Status, execute};
 use crate::observe::{ObserveError, plan_cluster};
@@ -32,9 +33,11 @@ impl ApplyReport {
 }
 
 /// Settings of an apply.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone)]
 pub struct ApplyOptions {
     pub limits: Limits,
+    /// The cluster's secrets, for kinds granted them.
+    pub secrets: Option<Arc<dyn SecretSource>>,
     pub read_concurrency: usize,
     pub max_passes: u32,
 }
@@ -92,6 +95,7 @@ pub async fn apply(
             objects,
             options.read_concurrency,
             Some(&touched),
+            options.secrets.clone(),
         )
         .await?;
         for fresh in &plan.objects {

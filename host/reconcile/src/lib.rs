@@ -14,4 +14,4 @@ pub use execute::{Event, Reporter, Silent, Status};
 pub use observe::{ObserveError, plan_cluster};
 pub use plan::{ClusterPlan, ObjectPlan, ObjectRef};
 pub use registry::KindRegistry;
-pub use validate::{Catalog, Object, validate_repo};
+pub use validate::{Catalog, Object, Secrets, validate_repo};

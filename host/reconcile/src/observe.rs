@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use proxops_core::Diagnostic;
 use proxops_pve::{Client, Param};
-use proxops_runtime::kind::{Call, Method, Observation, Proposal, Read};
+use proxops_runtime::SecretSource;
+use proxops_runtime::kind::{Call, Method, Observation, Proposal, Read, Resolved};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
@@ -63,6 +64,7 @@ struct Item<'a> {
     desired: Option<&'a str>,
     live: Option<Value>,
     depends_on: Vec<String>,
+    resolved: Vec<Resolved>,
 }
 
 /// Live guests of the cluster, by `/cluster/resources` id.
@@ -82,6 +84,7 @@ pub async fn plan_cluster(
     objects: &[Object],
     read_concurrency: usize,
     only: Option<&HashSet<String>>,
+    secrets: Option<Arc<dyn SecretSource>>,
 ) -> Result<ClusterPlan, ObserveError> {
     let live = resources(client).await?;
     let by_id: HashMap<&str, &Value> = live
@@ -117,6 +120,7 @@ pub async fn plan_cluster(
             desired: Some(&o.desired),
             live: entry.cloned(),
             depends_on: o.references.iter().map(|r| r.name.clone()).collect(),
+            resolved: crate::validate::resolve(o, objects),
         });
     }
     if only.is_none() {
@@ -171,6 +175,7 @@ pub async fn plan_cluster(
                 desired: None,
                 live: Some(entry.clone()),
                 depends_on: Vec::new(),
+                resolved: Vec::new(),
             });
         }
     }
@@ -239,9 +244,10 @@ pub async fn plan_cluster(
                 Ok(o) => o,
                 Err(e) => return (empty(), Some(e.clone())),
             };
-            let result = instances
-                .get(item.kind)
-                .and_then(|inst| inst.plan(item.desired, observation));
+            let result = instances.get(item.kind).and_then(|inst| {
+                inst.set_secrets(secrets.clone());
+                inst.plan(item.desired, &item.resolved, observation)
+            });
             match result {
                 Err(e) => (empty(), Some(e.to_string())),
                 Ok(Err(diags)) => {

@@ -1,10 +1,8 @@
 //! The kinds proxops knows: the bundled ones embedded in the binary, loaded once per
 //! process through the runtime.
 
-use std::sync::Arc;
-
 use proxops_guests::Role;
-use proxops_runtime::{KindComponent, Limits, Runtime, RuntimeError, SecretSource};
+use proxops_runtime::{KindComponent, Limits, Runtime, RuntimeError};
 
 /// Where a kind came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,15 +18,13 @@ pub struct KindRegistry {
 }
 
 impl KindRegistry {
-    /// Load every bundled kind. Bundled kinds are trusted with the secrets source.
-    pub fn bundled(
-        runtime: &Runtime,
-        secrets: Option<Arc<dyn SecretSource>>,
-    ) -> Result<Self, RuntimeError> {
+    /// Load every bundled kind. Bundled kinds are granted secrets (only the VM-like kinds
+    /// ask for any).
+    pub fn bundled(runtime: &Runtime) -> Result<Self, RuntimeError> {
         let mut kinds = Vec::new();
         for b in proxops_guests::bundled(Role::Kind) {
             let name = b.package.trim_start_matches("proxops-kind-");
-            let component = runtime.load_kind(name, b.bytes, Limits::KIND, secrets.clone())?;
+            let component = runtime.load_kind(name, b.bytes, Limits::KIND, true)?;
             kinds.push((component, KindSource::Bundled));
         }
         Ok(KindRegistry { kinds })

@@ -3,8 +3,10 @@
 //! the cluster's cycle before the first PVE call.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use proxops_core::{API_VERSION, Diagnostic, Manifest, Repo};
+use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{self, ObjectKey, Reference, Resolved, Severity};
 
 use crate::KindRegistry;
@@ -100,8 +102,28 @@ fn route(registry: &KindRegistry, m: &Manifest) -> Result<usize, Diagnostic> {
     Ok(index)
 }
 
+/// Secret sources by cluster (the clusters' SOPS documents), for kinds granted secrets.
+#[derive(Clone, Default)]
+pub struct Secrets(pub HashMap<String, Arc<dyn SecretSource>>);
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
+impl Secrets {
+    pub fn for_cluster(&self, cluster: &str) -> Option<Arc<dyn SecretSource>> {
+        self.0.get(cluster).cloned()
+    }
+}
+
 /// Validate every manifest of `repo`: returns the objects that passed and every diagnostic.
-pub fn validate_repo(registry: &KindRegistry, repo: &Repo) -> (Catalog, Vec<Diagnostic>) {
+pub fn validate_repo(
+    registry: &KindRegistry,
+    repo: &Repo,
+    secrets: &Secrets,
+) -> (Catalog, Vec<Diagnostic>) {
     let results = par_map(
         registry,
         &repo.manifests,
@@ -158,7 +180,7 @@ pub fn validate_repo(registry: &KindRegistry, repo: &Repo) -> (Catalog, Vec<Diag
         }
     }
 
-    check_references(registry, &objects, &mut diags);
+    check_references(registry, &objects, secrets, &mut diags);
     check_identities(&objects, &mut diags);
     diags.sort();
     (Catalog { objects }, diags)
@@ -166,7 +188,12 @@ pub fn validate_repo(registry: &KindRegistry, repo: &Repo) -> (Catalog, Vec<Diag
 
 /// Resolve every reference by (cluster, kind, name) and let the referring kind check the
 /// targets (e.g. a clone template on the same node).
-fn check_references(registry: &KindRegistry, objects: &[Object], diags: &mut Vec<Diagnostic>) {
+fn check_references(
+    registry: &KindRegistry,
+    objects: &[Object],
+    secrets: &Secrets,
+    diags: &mut Vec<Diagnostic>,
+) {
     let mut by_name: HashMap<(&str, &str), Vec<&Object>> = HashMap::new();
     for o in objects {
         by_name
@@ -219,6 +246,7 @@ fn check_references(registry: &KindRegistry, objects: &[Object], diags: &mut Vec
                 )];
             }
         };
+        instance.set_secrets(secrets.for_cluster(&o.cluster));
         match instance.check_references(&o.desired, resolved) {
             Ok(found) => found.iter().map(|d| guest_diag(&o.file, d)).collect(),
             Err(e) => vec![Diagnostic::error(
@@ -229,6 +257,23 @@ fn check_references(registry: &KindRegistry, objects: &[Object], diags: &mut Vec
         }
     });
     diags.extend(results.into_iter().flatten());
+}
+
+/// The targets of `o`'s references among `objects` (same cluster), as `check-references`
+/// and `plan` receive them. Unresolvable references were reported by validation.
+pub fn resolve(o: &Object, objects: &[Object]) -> Vec<Resolved> {
+    o.references
+        .iter()
+        .filter_map(|r| {
+            objects
+                .iter()
+                .find(|t| t.cluster == o.cluster && t.name == r.name && t.kind_name == r.kind)
+                .map(|t| Resolved {
+                    reference: r.clone(),
+                    desired: t.desired.clone(),
+                })
+        })
+        .collect()
 }
 
 /// Two objects of one cluster with the same `(space, key)` collide (VMs, templates and

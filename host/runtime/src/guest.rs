@@ -24,7 +24,8 @@ pub(crate) struct Loaded<P> {
     pub(crate) sha256: String,
     pub(crate) size: usize,
     pub(crate) limits: Limits,
-    pub(crate) secrets: Option<Arc<dyn SecretSource>>,
+    /// Whether the operator granted this guest access to secrets.
+    pub(crate) secrets_granted: bool,
     pub(crate) cache: CacheOutcome,
     pub(crate) engine: Engine,
     pub(crate) pre: P,
@@ -37,7 +38,7 @@ impl<P> Loaded<P> {
         component: &Component,
         cache: CacheOutcome,
         limits: Limits,
-        secrets: Option<Arc<dyn SecretSource>>,
+        secrets_granted: bool,
         pre: P,
     ) -> Self {
         use sha2::Digest;
@@ -46,7 +47,7 @@ impl<P> Loaded<P> {
             sha256: hex::encode(sha2::Sha256::digest(wasm)),
             size: wasm.len(),
             limits,
-            secrets,
+            secrets_granted,
             cache,
             engine: component.engine().clone(),
             pre,
@@ -60,6 +61,8 @@ pub(crate) struct Instance<W: World> {
     pub(crate) loaded: Arc<Loaded<W::Pre>>,
     live: Option<(Store<HostState>, W)>,
     log: GuestLog,
+    /// Where granted secret lookups go; `None` answers every lookup `denied`.
+    secrets: Option<Arc<dyn SecretSource>>,
 }
 
 impl<W: World> Instance<W> {
@@ -68,6 +71,7 @@ impl<W: World> Instance<W> {
             loaded,
             live: None,
             log: GuestLog::default(),
+            secrets: None,
         };
         instance.ensure_live()?;
         Ok(instance)
@@ -78,7 +82,7 @@ impl<W: World> Instance<W> {
             return Ok(());
         }
         let loaded = &self.loaded;
-        let state = HostState::new(&loaded.limits, loaded.secrets.clone());
+        let state = HostState::new(&loaded.limits, self.secrets.clone());
         let mut store = Store::new(&loaded.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(loaded.limits.deadline_ticks());
@@ -89,6 +93,16 @@ impl<W: World> Instance<W> {
             })?;
         self.live = Some((store, bindings));
         Ok(())
+    }
+
+    /// Route this instance's secret lookups to `source` (the cluster being worked on). Has
+    /// no effect unless the guest was granted secrets.
+    pub(crate) fn set_secrets(&mut self, source: Option<Arc<dyn SecretSource>>) {
+        let source = source.filter(|_| self.loaded.secrets_granted);
+        if let Some((store, _)) = &mut self.live {
+            store.data_mut().secrets = source.clone();
+        }
+        self.secrets = source;
     }
 
     /// Run one export under the guest's limits.

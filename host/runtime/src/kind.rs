@@ -128,14 +128,14 @@ impl std::fmt::Debug for KindComponent {
 }
 
 impl Runtime {
-    /// Load a kind component. `secrets` is the grant: `None` makes every secret lookup
-    /// answer `denied`.
+    /// Load a kind component. `secrets_granted` is the operator's grant: without it every
+    /// secret lookup answers `denied`, whatever source an instance is given.
     pub fn load_kind(
         &self,
         name: &str,
         wasm: &[u8],
         limits: Limits,
-        secrets: Option<Arc<dyn SecretSource>>,
+        secrets_granted: bool,
     ) -> Result<KindComponent, RuntimeError> {
         limits.check().map_err(|message| RuntimeError::Limits {
             guest: name.to_string(),
@@ -153,7 +153,13 @@ impl Runtime {
             .map_err(world_error)?;
         let pre = bindings::KindPre::new(pre).map_err(world_error)?;
         let loaded = Arc::new(Loaded::new(
-            name, wasm, &component, cache, limits, secrets, pre,
+            name,
+            wasm,
+            &component,
+            cache,
+            limits,
+            secrets_granted,
+            pre,
         ));
         let mut instance = KindInstance {
             inner: Instance::new(loaded.clone())?,
@@ -227,6 +233,12 @@ impl KindInstance {
         self.inner.last_log()
     }
 
+    /// Where this instance's secret lookups go from now on (only if the kind was granted
+    /// secrets; `None` denies every lookup).
+    pub fn set_secrets(&mut self, source: Option<Arc<dyn SecretSource>>) {
+        self.inner.set_secrets(source);
+    }
+
     pub fn describe(&mut self) -> Result<KindInfo, GuestError> {
         self.call("describe", |k, s| {
             k.proxops_kind_reconciler().call_describe(s)
@@ -278,10 +290,12 @@ impl KindInstance {
     pub fn plan(
         &mut self,
         desired: Option<&str>,
+        resolved: &[Resolved],
         observed: &Observation,
     ) -> Result<Result<Proposal, Vec<Diagnostic>>, GuestError> {
         self.call("plan", |k, s| {
-            k.proxops_kind_reconciler().call_plan(s, desired, observed)
+            k.proxops_kind_reconciler()
+                .call_plan(s, desired, resolved, observed)
         })
     }
 

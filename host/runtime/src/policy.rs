@@ -99,7 +99,7 @@ impl Runtime {
             .map_err(world_error)?;
         let pre = bindings::PolicyPre::new(pre).map_err(world_error)?;
         let loaded = Arc::new(Loaded::new(
-            name, wasm, &component, cache, limits, None, pre,
+            name, wasm, &component, cache, limits, false, pre,
         ));
         let mut instance = PolicyInstance {
             inner: Instance::new(loaded.clone())?,

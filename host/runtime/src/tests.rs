@@ -19,7 +19,7 @@ fn misbehave_wasm() -> Vec<u8> {
 
 fn misbehave(limits: Limits) -> KindComponent {
     runtime()
-        .load_kind("misbehave", &misbehave_wasm(), limits, None)
+        .load_kind("misbehave", &misbehave_wasm(), limits, false)
         .expect("load misbehave")
 }
 
@@ -154,7 +154,7 @@ fn limits_above_the_engine_maximum_are_refused() {
 fn a_core_module_is_refused_with_a_clear_error() {
     // The smallest valid core module: magic and version.
     let err = runtime()
-        .load_kind("core", b"\0asm\x01\0\0\0", Limits::KIND, None)
+        .load_kind("core", b"\0asm\x01\0\0\0", Limits::KIND, false)
         .unwrap_err();
     assert!(
         err.to_string()
@@ -171,7 +171,7 @@ fn cache_is_hit_on_a_second_runtime_and_rebuilt_when_tampered() {
     };
     let wasm = misbehave_wasm();
     let load = |rt: &Runtime| {
-        rt.load_kind("misbehave", &wasm, Limits::KIND, None)
+        rt.load_kind("misbehave", &wasm, Limits::KIND, false)
             .unwrap()
     };
 
@@ -213,7 +213,7 @@ fn every_bundled_kind_loads_and_describes_itself() {
     let kinds: Vec<_> = proxops_guests::bundled(proxops_guests::Role::Kind)
         .map(|b| {
             runtime()
-                .load_kind(b.package, b.bytes, Limits::KIND, None)
+                .load_kind(b.package, b.bytes, Limits::KIND, false)
                 .unwrap()
         })
         .map(|k| k.info().kind.clone())
