@@ -177,7 +177,7 @@ async fn tasks_have_pve_upids_and_logs() {
 }
 
 #[tokio::test]
-async fn fault_status_reset_latency_and_counters() {
+async fn fault_status_reset_and_counters() {
     let t = T::new().await;
     t.sim.set_faults(vec![
         FaultRule {
