@@ -32,13 +32,18 @@ impl Guest for Kind {
         glue::identity(&desired)
     }
 
-    fn observe(_desired: Option<String>, _live: Option<String>) -> Vec<Call> {
+    fn observe(
+        _desired: Option<String>,
+        _live: Option<String>,
+        _referrers: Vec<Resolved>,
+    ) -> Vec<Call> {
         glue::observe()
     }
 
     fn plan(
         _desired: Option<String>,
         _resolved: Vec<Resolved>,
+        _referrers: Vec<Resolved>,
         _observed: Observation,
     ) -> Result<Proposal, Vec<Diagnostic>> {
         Ok(glue::plan(&ISO))

@@ -113,6 +113,7 @@ impl Guest for Misbehave {
     fn observe(
         _desired: Option<String>,
         _live: Option<String>,
+        _referrers: Vec<Resolved>,
     ) -> Vec<proxops_kind_sdk::types::Call> {
         Vec::new()
     }
@@ -120,6 +121,7 @@ impl Guest for Misbehave {
     fn plan(
         _desired: Option<String>,
         _resolved: Vec<Resolved>,
+        _referrers: Vec<Resolved>,
         _observed: Observation,
     ) -> Result<Proposal, Vec<Diagnostic>> {
         Ok(Proposal {

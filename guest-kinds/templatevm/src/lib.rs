@@ -33,13 +33,18 @@ impl Guest for Kind {
         glue::identity(desired)
     }
 
-    fn observe(desired: Option<String>, live: Option<String>) -> Vec<Call> {
+    fn observe(
+        desired: Option<String>,
+        live: Option<String>,
+        _referrers: Vec<Resolved>,
+    ) -> Vec<Call> {
         glue::observe(desired, live)
     }
 
     fn plan(
         desired: Option<String>,
         resolved: Vec<Resolved>,
+        _referrers: Vec<Resolved>,
         observed: Observation,
     ) -> Result<Proposal, Vec<Diagnostic>> {
         glue::plan(FLAVOUR, desired, resolved, observed)

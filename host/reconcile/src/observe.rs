@@ -65,6 +65,7 @@ struct Item<'a> {
     live: Option<Value>,
     depends_on: Vec<String>,
     resolved: Vec<Resolved>,
+    referrers: Vec<Resolved>,
 }
 
 /// Live guests of the cluster, by `/cluster/resources` id.
@@ -121,6 +122,7 @@ pub async fn plan_cluster(
             live: entry.cloned(),
             depends_on: o.references.iter().map(|r| r.name.clone()).collect(),
             resolved: crate::validate::resolve(o, objects),
+            referrers: crate::validate::referrers(o, objects),
         });
     }
     if only.is_none() {
@@ -176,6 +178,7 @@ pub async fn plan_cluster(
                 live: Some(entry.clone()),
                 depends_on: Vec::new(),
                 resolved: Vec::new(),
+                referrers: Vec::new(),
             });
         }
     }
@@ -186,7 +189,7 @@ pub async fn plan_cluster(
             let live = item.live.as_ref().map(Value::to_string);
             let calls = instances
                 .get(item.kind)
-                .and_then(|i| i.observe(item.desired, live.as_deref()))
+                .and_then(|i| i.observe(item.desired, live.as_deref(), &item.referrers))
                 .map_err(|e| e.to_string())?;
             let allowed = &registry.get(item.kind).info().api_paths;
             for c in &calls {
@@ -246,7 +249,7 @@ pub async fn plan_cluster(
             };
             let result = instances.get(item.kind).and_then(|inst| {
                 inst.set_secrets(secrets.clone());
-                inst.plan(item.desired, &item.resolved, observation)
+                inst.plan(item.desired, &item.resolved, &item.referrers, observation)
             });
             match result {
                 Err(e) => (empty(), Some(e.to_string())),

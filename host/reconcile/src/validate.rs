@@ -276,6 +276,24 @@ pub fn resolve(o: &Object, objects: &[Object]) -> Vec<Resolved> {
         .collect()
 }
 
+/// The objects among `objects` (same cluster) whose references name `o`, each with the
+/// referring reference and the referrer's desired state.
+pub fn referrers(o: &Object, objects: &[Object]) -> Vec<Resolved> {
+    objects
+        .iter()
+        .filter(|r| r.cluster == o.cluster)
+        .flat_map(|r| {
+            r.references
+                .iter()
+                .filter(|x| x.name == o.name && x.kind == o.kind_name)
+                .map(|x| Resolved {
+                    reference: x.clone(),
+                    desired: r.desired.clone(),
+                })
+        })
+        .collect()
+}
+
 /// Two objects of one cluster with the same `(space, key)` collide (VMs, templates and
 /// containers share PVE's guest id pool across the whole cluster).
 fn check_identities(objects: &[Object], diags: &mut Vec<Diagnostic>) {

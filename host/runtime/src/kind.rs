@@ -281,9 +281,11 @@ impl KindInstance {
         &mut self,
         desired: Option<&str>,
         live: Option<&str>,
+        referrers: &[Resolved],
     ) -> Result<Vec<Call>, GuestError> {
         self.call("observe", |k, s| {
-            k.proxops_kind_reconciler().call_observe(s, desired, live)
+            k.proxops_kind_reconciler()
+                .call_observe(s, desired, live, referrers)
         })
     }
 
