@@ -293,11 +293,12 @@ impl KindInstance {
         &mut self,
         desired: Option<&str>,
         resolved: &[Resolved],
+        referrers: &[Resolved],
         observed: &Observation,
     ) -> Result<Result<Proposal, Vec<Diagnostic>>, GuestError> {
         self.call("plan", |k, s| {
             k.proxops_kind_reconciler()
-                .call_plan(s, desired, resolved, observed)
+                .call_plan(s, desired, resolved, referrers, observed)
         })
     }
 
