@@ -55,11 +55,8 @@ fn main() {
         )
         .unwrap();
     }
-    out.push_str("];\n\n/// Test-only components: (package, path of the built .wasm).\npub static TEST_GUESTS: &[(&str, &str)] = &[\n");
-    for g in guests
-        .iter()
-        .filter(|g| TEST_ONLY.contains(&g.package.as_str()))
-    {
+    out.push_str("];\n\n/// Every built component, test-only ones included: (package, path of the built .wasm).\npub static PATHS: &[(&str, &str)] = &[\n");
+    for g in &guests {
         let path = artifact(&artifacts, &g.package);
         writeln!(
             out,

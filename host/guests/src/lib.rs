@@ -26,11 +26,8 @@ pub fn bundled(role: Role) -> impl Iterator<Item = &'static Bundled> {
     BUNDLED.iter().filter(move |b| b.role == role)
 }
 
-/// Path of a test-only component (such as `proxops-kind-misbehave`) built alongside the
-/// bundled ones.
-pub fn test_guest(package: &str) -> Option<&'static str> {
-    TEST_GUESTS
-        .iter()
-        .find(|(p, _)| *p == package)
-        .map(|(_, path)| *path)
+/// Path of a built component (bundled or test-only, such as `proxops-kind-misbehave`), as
+/// left by the build in `target/guests`; for tests and tools that need a `.wasm` file.
+pub fn artifact_path(package: &str) -> Option<&'static str> {
+    PATHS.iter().find(|(p, _)| *p == package).map(|(_, path)| *path)
 }

@@ -13,7 +13,7 @@ fn runtime() -> &'static Arc<Runtime> {
 
 fn misbehave_wasm() -> Vec<u8> {
     let path =
-        proxops_guests::test_guest("proxops-kind-misbehave").expect("misbehave guest is built");
+        proxops_guests::artifact_path("proxops-kind-misbehave").expect("misbehave guest is built");
     std::fs::read(path).expect("read misbehave.wasm")
 }
 
