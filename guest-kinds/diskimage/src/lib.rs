@@ -1,6 +1,8 @@
-//! The `DiskImage` kind. For now it answers `describe` and the structural part of `validate`
-//! (shared with the other download kind in `proxops_kind_sdk::download`); planning is not
-//! implemented yet and says so as an anomaly, never by failing or panicking.
+//! The `DiskImage` kind: a cloud image PVE downloads (`download-url`, `content=import`) onto a
+//! storage of the nodes that need it, so that VMs can seed a disk from it with
+//! `import-from=<storage>:import/<filename>`. The logic is shared with `ISO` and lives in
+//! `proxops_kind_sdk::download` (its module documentation holds the desired-state shape and the
+//! rules); this crate is the WIT glue.
 
 use proxops_kind_sdk::download::{DISK_IMAGE, glue};
 use proxops_kind_sdk::types::{Call, Diagnostic};
@@ -33,22 +35,24 @@ impl Guest for Kind {
     }
 
     fn observe(
-        _desired: Option<String>,
+        desired: Option<String>,
         _live: Option<String>,
-        _referrers: Vec<Resolved>,
+        referrers: Vec<Resolved>,
     ) -> Vec<Call> {
-        glue::observe()
+        glue::observe(desired, referrers)
     }
 
     fn plan(
-        _desired: Option<String>,
+        desired: Option<String>,
         _resolved: Vec<Resolved>,
-        _referrers: Vec<Resolved>,
-        _observed: Observation,
+        referrers: Vec<Resolved>,
+        observed: Observation,
     ) -> Result<Proposal, Vec<Diagnostic>> {
-        Ok(glue::plan(&DISK_IMAGE))
+        glue::plan(desired, referrers, observed)
     }
 
+    /// Volumes never appear in `/cluster/resources`, and nothing proves proxops created a
+    /// file, so no live entry is ever claimed for pruning.
     fn claims(_live: String) -> bool {
         false
     }
@@ -64,29 +68,4 @@ impl Guest for Kind {
 proxops_kind_sdk::export_kind!(Kind);
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn describes_and_validates() {
-        let info = Kind::describe();
-        assert_eq!(info.kind, "DiskImage");
-        assert!(info.schema.contains("2020-12"));
-        let ok = Kind::validate(
-            r#"{"apiVersion":"proxops/v1alpha1","kind":"DiskImage","metadata":{"name":"x"},"spec":{"node":"pve01","storage":"local","url":"https://example.org/x.qcow2","checksum":"ab","checksum-algorithm":"sha256"}}"#.into(),
-        );
-        assert!(ok.is_ok());
-        let bad = Kind::validate(r#"{"apiVersion":"proxops/v1alpha1","kind":"DiskImage","metadata":{"name":"x"},"spec":{}}"#.into());
-        assert!(bad.is_err());
-        assert!(
-            Kind::plan(
-                None,
-                Observation {
-                    live: None,
-                    reads: vec![]
-                }
-            )
-            .is_ok()
-        );
-    }
-}
+mod tests;
