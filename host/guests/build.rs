@@ -11,7 +11,7 @@ use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
 /// Guests built for tests only: their paths are exported, their bytes are not embedded.
-const TEST_ONLY: &[&str] = &["proxops-kind-misbehave"];
+const TEST_ONLY: &[&str] = &["proxops-kind-misbehave", "proxops-policy-misbehave"];
 
 struct GuestCrate {
     package: String,
@@ -30,8 +30,10 @@ fn main() {
     }
     println!("cargo:rerun-if-env-changed=PROXOPS_GUEST_PROFILE");
 
-    let mut guests = discover(&root.join("guest-kinds"), "kind");
-    guests.extend(discover(&root.join("policies"), "policy"));
+    // Only workspace members are built: a crate folder that is not (yet) a member is skipped.
+    let workspace = std::fs::read_to_string(root.join("Cargo.toml")).expect("read Cargo.toml");
+    let mut guests = discover(&root, "guest-kinds", "kind", &workspace);
+    guests.extend(discover(&root, "policies", "policy", &workspace));
     guests.sort_by(|a, b| a.package.cmp(&b.package));
 
     check_target_installed();
@@ -75,13 +77,17 @@ fn env(name: &str) -> String {
     std::env::var(name).unwrap_or_else(|_| panic!("cargo did not set {name}"))
 }
 
-/// Guest crates below `dir`: folders whose Cargo.toml builds a cdylib.
-fn discover(dir: &Path, role: &'static str) -> Vec<GuestCrate> {
+/// Guest crates below `root/folder`: workspace members whose Cargo.toml builds a cdylib.
+fn discover(root: &Path, folder: &str, role: &'static str, workspace: &str) -> Vec<GuestCrate> {
     let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = std::fs::read_dir(root.join(folder)) else {
         return found;
     };
     for entry in entries.flatten() {
+        let member = format!("\"{folder}/{}\"", entry.file_name().to_string_lossy());
+        if !workspace.contains(&member) {
+            continue;
+        }
         let Ok(text) = std::fs::read_to_string(entry.path().join("Cargo.toml")) else {
             continue;
         };

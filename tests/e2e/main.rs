@@ -1,5 +1,6 @@
 //! End-to-end tests: the real `proxops` binary against fixture repositories and the
 //! simulator. One integration-test binary for the whole workspace.
 
+mod reconcile;
 mod support;
 mod validate;

@@ -45,3 +45,137 @@ pub fn proxops_in(cwd: &Path, cache: &Path, args: &[&str]) -> Run {
 pub fn proxops(args: &[&str]) -> Run {
     proxops_in(&workspace(), &shared_cache(), args)
 }
+
+/// A simulator started in the test process and a repository whose `lab` cluster points at
+/// it over HTTPS with a pinned fingerprint, as a real cluster would be configured.
+pub struct Lab {
+    pub sim: proxops_sim::Simulator,
+    pub repo: tempfile::TempDir,
+    pub client: proxops_pve::Client,
+    secret: String,
+}
+
+pub const TOKEN_VAR: &str = "PROXOPS_TEST_TOKEN";
+
+impl Lab {
+    pub async fn start() -> Lab {
+        Lab::with(proxops_sim::SimConfig::default()).await
+    }
+
+    pub async fn with(config: proxops_sim::SimConfig) -> Lab {
+        let sim = proxops_sim::start(config)
+            .await
+            .expect("start the simulator");
+        let (id, secret) = sim.token().split_once('=').unwrap();
+        let fingerprint = sim.fingerprint().expect("TLS on");
+        let repo = tempfile::tempdir().unwrap();
+        let cluster = format!(
+            "apiVersion: proxops/v1alpha1\nkind: Cluster\nmetadata: {{name: lab}}\nspec:\n  endpoint: {}\n  token: {{id: '{id}', secret: {{env: {TOKEN_VAR}}}}}\n  tls: {{fingerprint: '{fingerprint}'}}\n",
+            sim.base_url()
+        );
+        let client = proxops_pve::Client::new(proxops_pve::ClientConfig {
+            base_url: sim.base_url(),
+            token_id: id.to_string(),
+            token_secret: secret.to_string(),
+            tls: proxops_pve::TlsMode::Fingerprint(fingerprint),
+            timeout: std::time::Duration::from_secs(30),
+        })
+        .unwrap();
+        let lab = Lab {
+            secret: secret.to_string(),
+            sim,
+            repo,
+            client,
+        };
+        lab.write("clusters/lab.yaml", &cluster);
+        lab
+    }
+
+    pub fn write(&self, path: &str, text: &str) {
+        let path = self.repo.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    pub fn remove(&self, path: &str) {
+        std::fs::remove_file(self.repo.path().join(path)).unwrap();
+    }
+
+    /// Run proxops on this lab's repository (the repository path is appended to `args`).
+    pub async fn run(&self, args: &[&str]) -> Run {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+            .arg("--cache-dir")
+            .arg(shared_cache())
+            .args(args)
+            .arg(self.repo.path())
+            .env(TOKEN_VAR, &self.secret)
+            .env_remove("PROXOPS_LOG")
+            .output()
+            .await
+            .expect("run proxops");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// `apply`, asserting success.
+    pub async fn apply(&self) -> Run {
+        let run = self.run(&["apply"]).await;
+        assert_eq!(run.code, 0, "apply failed:\n{}\n{}", run.stdout, run.stderr);
+        run
+    }
+
+    /// Mutating requests the simulator received since the last `clear`.
+    pub fn mutations(&self) -> Vec<String> {
+        self.sim
+            .requests()
+            .into_iter()
+            .filter(|r| r.is_mutating())
+            .map(|r| format!("{} {} -> {}", r.method, r.path, r.status))
+            .collect()
+    }
+
+    pub fn clear(&self) {
+        self.sim.clear_requests();
+    }
+
+    /// A VM's current config as PVE prints it.
+    pub fn config(&self, vmid: u32) -> std::collections::BTreeMap<String, String> {
+        self.sim
+            .vm_config(vmid)
+            .unwrap_or_else(|| panic!("VM {vmid} does not exist"))
+    }
+
+    /// Call the PVE API directly (a change "behind proxops's back"), waiting for its task.
+    pub async fn pve(&self, method: proxops_pve::Method, path: &str, params: &[(&str, &str)]) {
+        let params: Vec<proxops_pve::Param> = params
+            .iter()
+            .map(|(k, v)| proxops_pve::Param::new(*k, *v))
+            .collect();
+        let data = self
+            .client
+            .request(method, path, &params, false)
+            .await
+            .expect("PVE call");
+        if let Some(upid) = data.as_str().filter(|s| s.starts_with("UPID:")) {
+            self.client
+                .wait_task(upid, std::time::Duration::from_secs(30))
+                .await
+                .expect("task");
+        }
+    }
+}
+
+/// A VM manifest with the fields every test needs; `extra` is appended under `spec:`.
+pub fn vm(name: &str, node: &str, vmid: u32, extra: &str) -> String {
+    format!(
+        "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata: {{name: {name}}}\nspec:\n  node: {node}\n  vmid: {vmid}\n  memory: 1GiB\n  cpu: {{type: host, cores: 1}}\n  disks:\n    - {{storage: local-lvm, size: 4GiB}}\n  networks:\n    - {{model: virtio, bridge: vmbr0}}\n{extra}"
+    )
+}
+
+/// The same shape as a TemplateVM.
+pub fn template(name: &str, node: &str, vmid: u32, extra: &str) -> String {
+    vm(name, node, vmid, extra).replace("kind: VM", "kind: TemplateVM")
+}

@@ -81,9 +81,12 @@ fn objects_of(catalog: &Catalog, cluster: &str) -> Vec<Object> {
         .collect()
 }
 
-fn print_diags(diags: &[&Diagnostic]) {
-    for d in diags {
-        println!("  {d}");
+/// A line for the human: stdout, or stderr when stdout carries JSON.
+fn say(quiet: bool, line: String) {
+    if quiet {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
     }
 }
 
@@ -99,25 +102,36 @@ async fn plan_one(
     repo: &Path,
     p: &Prepared,
     name: &str,
+    quiet: bool,
 ) -> Option<(ClusterPlan, crate::connect::Connection, Vec<Object>)> {
     let errors = cluster_errors(p, name);
     if !errors.is_empty() {
-        println!("Cluster {name}: not planned; fix these first (no PVE call was made):");
-        print_diags(&errors);
+        say(
+            quiet,
+            format!("Cluster {name}: not planned; fix these first (no PVE call was made):"),
+        );
+        for d in &errors {
+            say(quiet, format!("  {d}"));
+        }
         return None;
     }
     let Some(cluster) = p.clusters.get(name) else {
-        println!("Cluster {name}: no cluster file clusters/{name}.yaml");
+        say(
+            quiet,
+            format!("Cluster {name}: no cluster file clusters/{name}.yaml"),
+        );
         return None;
     };
     let conn = match crate::connect::connect(repo, cluster).await {
         Ok(c) => c,
         Err(e) => {
-            println!("Cluster {name}: cannot connect: {e:#}");
+            say(quiet, format!("Cluster {name}: cannot connect: {e:#}"));
             return None;
         }
     };
-    println!("Cluster {name} ({})", conn.label);
+    if !quiet {
+        say(quiet, format!("Cluster {name} ({})", conn.label));
+    }
     let objects = objects_of(&p.catalog, name);
     match proxops_reconcile::plan_cluster(
         &ctx.kinds,
@@ -132,14 +146,19 @@ async fn plan_one(
     {
         Ok(plan) => Some((plan, conn, objects)),
         Err(ObserveError::Conflicts(diags)) => {
-            println!(
-                "  not planned: manifests conflict with live PVE objects (no change was made):"
+            say(
+                quiet,
+                format!(
+                    "  not planned: manifests conflict with live PVE objects (no change was made):"
+                ),
             );
-            print_diags(&diags.iter().collect::<Vec<_>>());
+            for d in &diags {
+                say(quiet, format!("  {d}"));
+            }
             None
         }
         Err(e) => {
-            println!("  cannot plan: {e}");
+            say(quiet, format!("  cannot plan: {e}"));
             None
         }
     }
@@ -158,7 +177,7 @@ pub async fn plan(
     let mut changes = false;
     let mut views = Vec::new();
     for name in selected(&p, only) {
-        let Some((plan, _conn, _)) = plan_one(ctx, repo, &p, &name).await else {
+        let Some((plan, _conn, _)) = plan_one(ctx, repo, &p, &name, json).await else {
             failed = true;
             continue;
         };
@@ -257,7 +276,7 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
     print_warnings(&p);
     let mut failed = false;
     for name in selected(&p, only) {
-        let Some((plan, conn, objects)) = plan_one(ctx, repo, &p, &name).await else {
+        let Some((plan, conn, objects)) = plan_one(ctx, repo, &p, &name, false).await else {
             failed = true;
             continue;
         };

@@ -29,5 +29,8 @@ pub fn bundled(role: Role) -> impl Iterator<Item = &'static Bundled> {
 /// Path of a built component (bundled or test-only, such as `proxops-kind-misbehave`), as
 /// left by the build in `target/guests`; for tests and tools that need a `.wasm` file.
 pub fn artifact_path(package: &str) -> Option<&'static str> {
-    PATHS.iter().find(|(p, _)| *p == package).map(|(_, path)| *path)
+    PATHS
+        .iter()
+        .find(|(p, _)| *p == package)
+        .map(|(_, path)| *path)
 }

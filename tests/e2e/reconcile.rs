@@ -1,0 +1,555 @@
+//! plan and apply against the simulator: creation, idempotence, drift, fail-closed input,
+//! stop-required changes, templates, ownership and prune, task failures, TLS.
+
+use proxops_pve::Method::{Delete, Post, Put};
+
+use crate::support::{Lab, template, vm};
+
+#[tokio::test(flavor = "multi_thread")]
+async fn create_from_empty_then_a_second_apply_changes_nothing() {
+    let lab = Lab::start().await;
+    lab.write(
+        "vm/lab/web.yaml",
+        &vm("web", "pve01", 101, "  tags: [Web]\n"),
+    );
+    lab.write(
+        "vm/lab/db.yaml",
+        &vm("db", "pve02", 201, "  state: stopped\n"),
+    );
+    let run = lab.apply().await;
+    assert!(run.stdout.contains("Apply complete"), "{}", run.stdout);
+
+    let web = lab.config(101);
+    assert_eq!(web["memory"], "1024");
+    assert_eq!(web["tags"], "proxops;web");
+    assert_eq!(web["name"], "web");
+    assert!(
+        web["scsi0"].starts_with("local-lvm:vm-101-disk-0"),
+        "{}",
+        web["scsi0"]
+    );
+    assert_eq!(lab.sim.vm_status(101).as_deref(), Some("running"));
+    assert_eq!(lab.sim.vm_status(201).as_deref(), Some("stopped"));
+
+    lab.clear();
+    let again = lab.apply().await;
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "{}", again.stdout);
+    let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 0, "{}", plan.stdout);
+    assert!(plan.stdout.contains("No changes"), "{}", plan.stdout);
+}
+
+/// One drift class: a change made behind proxops's back shows in the plan as exactly the
+/// expected keys, and apply puts it back.
+async fn check_drift(manifest: &str, behind_the_back: &[(&str, &str)], expected_keys: &[&str]) {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", manifest);
+    lab.apply().await;
+    let before = lab.config(150);
+    lab.pve(Put, "/nodes/pve01/qemu/150/config", behind_the_back)
+        .await;
+
+    let plan = lab.run(&["plan", "--json", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
+    let views: serde_json::Value = serde_json::from_str(&plan.stdout).unwrap();
+    let actions = views[0]["objects"][0]["actions"].as_array().unwrap();
+    let keys: Vec<&str> = actions
+        .iter()
+        .flat_map(|a| a["changes"].as_array().unwrap())
+        .map(|c| c["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, expected_keys, "{}", plan.stdout);
+
+    lab.apply().await;
+    let after = lab.config(150);
+    for key in expected_keys {
+        assert_eq!(after.get(*key), before.get(*key), "{key} not restored");
+    }
+    lab.clear();
+    lab.apply().await;
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+}
+
+const APP: &str = "  options: {onboot: true}\n  pve-description: the app\n  tags: [app]\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drift_memory() {
+    check_drift(
+        &vm("app", "pve01", 150, APP),
+        &[("memory", "4096")],
+        &["memory"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drift_cores_and_onboot() {
+    check_drift(
+        &vm("app", "pve01", 150, APP),
+        &[("cores", "4"), ("onboot", "0")],
+        &["cores", "onboot"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drift_tags_as_a_set() {
+    check_drift(
+        &vm("app", "pve01", 150, APP),
+        &[("tags", "app;proxops;rogue")],
+        &["tags"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drift_description() {
+    check_drift(
+        &vm("app", "pve01", 150, APP),
+        &[("description", "edited by hand")],
+        &["description"],
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn drift_nic_bridge_keeps_the_assigned_mac() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    let net0 = lab.config(150)["net0"].clone();
+    let mac = net0
+        .split(',')
+        .next()
+        .unwrap()
+        .split('=')
+        .nth(1)
+        .unwrap()
+        .to_string();
+    lab.pve(
+        Put,
+        "/nodes/pve01/qemu/150/config",
+        &[("net0", &format!("virtio={mac},bridge=vmbr9"))],
+    )
+    .await;
+    let plan = lab.run(&["plan"]).await;
+    assert!(plan.stdout.contains("net0"), "{}", plan.stdout);
+    lab.apply().await;
+    assert_eq!(
+        lab.config(150)["net0"],
+        net0,
+        "the PVE-assigned MAC must survive the repair"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unowned_keys_and_pve_normalisation_never_show() {
+    let lab = Lab::start().await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "  tags: [B, a]\n"),
+    );
+    lab.apply().await;
+    // Keys the manifest does not own, changed by hand, and PVE's own rewrites of owned ones.
+    lab.pve(
+        Put,
+        "/nodes/pve01/qemu/150/config",
+        &[("keyboard", "de"), ("tablet", "0"), ("tags", "B;proxops;A")],
+    )
+    .await;
+    let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 0, "{}", plan.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_grown_disk_is_resized_and_a_shrink_is_an_anomaly() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "").replace("size: 4GiB", "size: 6GiB"),
+    );
+    lab.apply().await;
+    assert!(
+        lab.config(150)["scsi0"].contains("size=6G"),
+        "{}",
+        lab.config(150)["scsi0"]
+    );
+
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "").replace("size: 4GiB", "size: 2GiB"),
+    );
+    lab.clear();
+    let run = lab.run(&["apply"]).await;
+    assert!(run.stdout.contains("! VM app"), "{}", run.stdout);
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+}
+
+/// Bad input: exit 1, the message names file and field, and PVE sees no mutation at all.
+async fn check_fails_closed(files: &[(&str, String)], expected: &str) {
+    let lab = Lab::start().await;
+    for (path, text) in files {
+        lab.write(path, text);
+    }
+    lab.clear();
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains(expected),
+        "expected `{expected}` in:\n{}",
+        run.stdout
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn fail_closed_rules() {
+    let base = |extra: &str| vm("bad", "pve01", 300, extra);
+    let cases: Vec<(Vec<(&str, String)>, &str)> = vec![
+        (
+            vec![(
+                "vm/lab/bad.yaml",
+                base("").replace("size: 4GiB}", "size: 4GiB, interface: virtio0, ssd: true}"),
+            )],
+            "vm/lab/bad.yaml: error: spec.disks[0].ssd",
+        ),
+        (
+            vec![(
+                "vm/lab/bad.yaml",
+                base("").replace("bridge: vmbr0}", "bridge: vmbr0, vlan: 0}"),
+            )],
+            "spec.networks[0].vlan",
+        ),
+        (
+            vec![(
+                "vm/lab/bad.yaml",
+                base("").replace("memory: 1GiB", "memory: 1 gig"),
+            )],
+            "spec.memory",
+        ),
+        (
+            vec![(
+                "vm/lab/bad.yaml",
+                base("  hardware: {efi-disk: {storage: local-lvm}}\n"),
+            )],
+            "spec.hardware.efi-disk",
+        ),
+        (
+            vec![(
+                "vm/lab/bad.yaml",
+                base("  hardware: {bios: ovmf, tpm: {storage: local-lvm}}\n"),
+            )],
+            "spec.hardware.tpm",
+        ),
+        (
+            vec![(
+                "vm/lab/bad.yaml",
+                base("  hardware: {pci-devices: [{slot: 0, device: 'zz:00.0'}]}\n"),
+            )],
+            "spec.hardware.pci-devices[0].device",
+        ),
+        (
+            vec![(
+                "vm/lab/bad.yaml",
+                base(
+                    "  hardware: {pci-devices: [{slot: 1, device: '0000:01:00.0'}, {slot: 1, device: '0000:02:00.0'}]}\n",
+                ),
+            )],
+            "spec.hardware.pci-devices[1].slot",
+        ),
+        (
+            vec![(
+                "templatevm/lab/bad.yaml",
+                template("bad", "pve01", 300, "  state: started\n"),
+            )],
+            "spec.state",
+        ),
+        (
+            vec![
+                ("vm/lab/bad.yaml", base("")),
+                ("vm/lab/twin.yaml", vm("twin", "pve02", 300, "")),
+            ],
+            "collides with vm/lab/bad.yaml",
+        ),
+        (
+            vec![(
+                "vm/lab/bad.yaml",
+                base("").replace("kind: VM", "kind: Toaster"),
+            )],
+            "unknown kind `Toaster`",
+        ),
+        (
+            vec![("vm/lab/bad.yaml", base("  clone: nowhere\n"))],
+            "spec.clone",
+        ),
+        (
+            vec![("vm/lab/bad.yaml", base("  colour: blue\n"))],
+            "spec.colour",
+        ),
+    ];
+    for (files, expected) in cases {
+        // A good manifest beside the bad one must not be applied either: the cluster stops.
+        let mut files = files;
+        files.push(("vm/lab/good.yaml", vm("good", "pve02", 301, "")));
+        check_fails_closed(&files, expected).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vmid_held_by_a_container_fails_closed() {
+    let mut config = proxops_sim::SimConfig::default();
+    config.lxc.push(proxops_sim::LxcConfig {
+        vmid: 300,
+        node: "pve02".into(),
+        name: Some("ct".into()),
+        running: true,
+    });
+    let lab = Lab::with(config).await;
+    lab.write("vm/lab/bad.yaml", &vm("bad", "pve01", 300, ""));
+    lab.clear();
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("vmid 300 is taken by an LXC container"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stop_required_change_on_a_running_vm_stops_changes_and_starts() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "  hardware: {machine: q35}\n"),
+    );
+    let plan = lab.run(&["plan"]).await;
+    assert!(plan.stdout.contains("[stop required]"), "{}", plan.stdout);
+    lab.clear();
+    lab.apply().await;
+    let calls: Vec<String> = lab
+        .mutations()
+        .into_iter()
+        .map(|m| m.split(" -> ").next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "POST /nodes/pve01/qemu/150/status/shutdown",
+            "POST /nodes/pve01/qemu/150/config",
+            "POST /nodes/pve01/qemu/150/status/start"
+        ]
+    );
+    assert_eq!(lab.config(150)["machine"], "q35");
+    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn non_hotpluggable_change_on_a_running_vm_is_reported_pending_until_reboot() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "").replace("memory: 1GiB", "memory: 2GiB"),
+    );
+    let run = lab.apply().await;
+    assert!(
+        run.stdout.contains("memory pending until reboot"),
+        "{}",
+        run.stdout
+    );
+    lab.clear();
+    let again = lab.apply().await;
+    assert!(
+        again.stdout.contains("pending until reboot"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(
+        lab.mutations(),
+        Vec::<String>::new(),
+        "pending must not be rewritten"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn template_is_created_and_marked_in_one_action() {
+    let lab = Lab::start().await;
+    lab.write(
+        "templatevm/lab/golden.yaml",
+        &template("golden", "pve01", 9000, ""),
+    );
+    lab.clear();
+    lab.apply().await;
+    let calls: Vec<String> = lab
+        .mutations()
+        .into_iter()
+        .map(|m| m.split(" -> ").next().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            "POST /nodes/pve01/qemu",
+            "POST /nodes/pve01/qemu/9000/template"
+        ]
+    );
+    let config = lab.config(9000);
+    assert_eq!(config["template"], "1");
+    assert!(
+        config["scsi0"].starts_with("local-lvm:base-9000-disk-0"),
+        "{}",
+        config["scsi0"]
+    );
+    assert_eq!(lab.sim.vm_status(9000).as_deref(), Some("stopped"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_existing_vm_is_marked_as_template() {
+    let lab = Lab::start().await;
+    lab.write(
+        "vm/lab/golden.yaml",
+        &vm("golden", "pve01", 9000, "  state: stopped\n"),
+    );
+    lab.apply().await;
+    lab.remove("vm/lab/golden.yaml");
+    lab.write(
+        "templatevm/lab/golden.yaml",
+        &template("golden", "pve01", 9000, ""),
+    );
+    let plan = lab.run(&["plan"]).await;
+    assert!(
+        plan.stdout.contains("~ TemplateVM golden"),
+        "{}",
+        plan.stdout
+    );
+    lab.apply().await;
+    assert_eq!(lab.config(9000)["template"], "1");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_manifest_matching_a_live_template_is_an_anomaly() {
+    let lab = Lab::start().await;
+    lab.write(
+        "templatevm/lab/golden.yaml",
+        &template("golden", "pve01", 9000, ""),
+    );
+    lab.apply().await;
+    lab.remove("templatevm/lab/golden.yaml");
+    lab.write("vm/lab/golden.yaml", &vm("golden", "pve01", 9000, ""));
+    lab.clear();
+    let run = lab.run(&["apply"]).await;
+    assert!(run.stdout.contains("! VM golden"), "{}", run.stdout);
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+    assert_eq!(lab.config(9000)["template"], "1");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prune_deletes_tagged_vms_only_and_protection_blocks_it() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/old.yaml", &vm("old", "pve01", 160, ""));
+    lab.write(
+        "vm/lab/guarded.yaml",
+        &vm("guarded", "pve01", 161, "  options: {protection: true}\n"),
+    );
+    lab.apply().await;
+    // A VM proxops did not create (no ownership tag).
+    lab.pve(
+        Post,
+        "/nodes/pve02/qemu",
+        &[("vmid", "170"), ("name", "handmade"), ("memory", "512")],
+    )
+    .await;
+
+    lab.remove("vm/lab/old.yaml");
+    lab.remove("vm/lab/guarded.yaml");
+    let plan = lab.run(&["plan"]).await;
+    assert!(
+        plan.stdout.contains("- VM old") && plan.stdout.contains("[destructive]"),
+        "{}",
+        plan.stdout
+    );
+    assert!(plan.stdout.contains("! VM guarded"), "{}", plan.stdout);
+    assert!(!plan.stdout.contains("handmade"), "{}", plan.stdout);
+    lab.apply().await;
+    assert!(lab.sim.vm_config(160).is_none(), "old must be pruned");
+    assert!(
+        lab.sim.vm_config(161).is_some(),
+        "protection must block the prune"
+    );
+    assert!(
+        lab.sim.vm_config(170).is_some(),
+        "an untagged VM is never touched"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_task_is_reported_with_pves_message_and_the_next_apply_converges() {
+    let lab = Lab::start().await;
+    lab.sim.set_faults(vec![proxops_sim::FaultRule {
+        method: "POST".into(),
+        path: "/nodes/{node}/qemu".into(),
+        kind: proxops_sim::FaultKind::FailTask {
+            message: "storage 'local-lvm' is full".into(),
+        },
+        probability: None,
+        times: Some(1),
+    }]);
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.write("vm/lab/other.yaml", &vm("other", "pve02", 151, ""));
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(
+        run.stdout.contains("storage 'local-lvm' is full"),
+        "{}",
+        run.stdout
+    );
+    // The independent VM went ahead.
+    let created = [150, 151]
+        .iter()
+        .filter(|id| lab.sim.vm_config(**id).is_some())
+        .count();
+    assert_eq!(created, 1, "exactly one VM was created");
+    lab.apply().await;
+    assert!(lab.sim.vm_config(150).is_some() && lab.sim.vm_config(151).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tls_wrong_fingerprint_is_refused_right_one_accepted() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    let cluster = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
+    let right = lab.sim.fingerprint().unwrap();
+    let wrong_pin = format!("{}AB", "AB:".repeat(31));
+    lab.write("clusters/lab.yaml", &cluster.replace(&right, &wrong_pin));
+    let wrong = lab.run(&["plan"]).await;
+    assert_eq!(wrong.code, 1);
+    assert!(
+        wrong.stdout.contains("not the pinned one"),
+        "{}",
+        wrong.stdout
+    );
+    lab.write("clusters/lab.yaml", &cluster);
+    let ok = lab.run(&["plan"]).await;
+    assert_eq!(ok.code, 0, "{}", ok.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn delete_of_an_unknown_vm_is_never_attempted() {
+    // A manifest that is removed for a VM that is already gone plans nothing.
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.pve(Post, "/nodes/pve01/qemu/150/status/stop", &[])
+        .await;
+    lab.pve(Delete, "/nodes/pve01/qemu/150", &[]).await;
+    lab.remove("vm/lab/app.yaml");
+    lab.clear();
+    lab.apply().await;
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+}
