@@ -617,3 +617,18 @@ fn component_functions() {
         .is_err()
     );
 }
+
+#[test]
+fn referrer_without_a_node_is_an_anomaly() {
+    let mut odd = vm("odd", "pve01");
+    odd.desired = json!({"kind": "VM", "name": "odd"}).to_string();
+    check(
+        &desired(json!({})),
+        &[odd],
+        &World::default(),
+        &[],
+        &[
+            "anomaly : the desired state of VM `odd` (spec.disks[0].image) names no node; no node is provisioned for it",
+        ],
+    );
+}
