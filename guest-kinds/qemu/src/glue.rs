@@ -8,6 +8,21 @@ use proxops_kind_sdk::wit;
 use serde_json::Value;
 
 use crate::desired::{Desired, Flavour};
+use crate::secrets::HostSecrets;
+
+fn resolved_pairs(resolved: Vec<wit::Resolved>) -> Vec<(crate::Reference, String)> {
+    resolved
+        .into_iter()
+        .map(|r| {
+            let reference = crate::Reference {
+                kind: r.reference.kind,
+                name: r.reference.name,
+                path: r.reference.path,
+            };
+            (reference, r.desired)
+        })
+        .collect()
+}
 
 fn parse_desired(desired: &str) -> Result<Desired, Vec<Diag>> {
     serde_json::from_str(desired).map_err(|e| {
@@ -36,7 +51,7 @@ pub fn describe(flavour: Flavour) -> wit::KindInfo {
 
 /// `validate`.
 pub fn validate(flavour: Flavour, manifest: String) -> Result<wit::Validated, Vec<Diagnostic>> {
-    match crate::validate_json(flavour, &manifest) {
+    match crate::validate_json(flavour, &manifest, &HostSecrets) {
         Ok(v) => match serde_json::to_string(&v.desired) {
             Ok(desired) => Ok(wit::Validated {
                 desired,
@@ -72,18 +87,7 @@ pub fn check_references(desired: String, resolved: Vec<wit::Resolved>) -> Vec<Di
         Ok(d) => d,
         Err(e) => return diags_into_wit(e),
     };
-    let resolved: Vec<(crate::Reference, String)> = resolved
-        .into_iter()
-        .map(|r| {
-            let reference = crate::Reference {
-                kind: r.reference.kind,
-                name: r.reference.name,
-                path: r.reference.path,
-            };
-            (reference, r.desired)
-        })
-        .collect();
-    diags_into_wit(crate::check_references(&d, &resolved))
+    diags_into_wit(crate::check_references(&d, &resolved_pairs(resolved)))
 }
 
 /// `identity`. A desired state that cannot be read gets an identity in the space `invalid`, which
@@ -122,16 +126,22 @@ pub fn observe(desired: Option<String>, live: Option<String>) -> Vec<Call> {
 pub fn plan(
     flavour: Flavour,
     desired: Option<String>,
-    _resolved: Vec<wit::Resolved>,
+    resolved: Vec<wit::Resolved>,
     observed: wit::Observation,
 ) -> Result<wit::Proposal, Vec<Diagnostic>> {
     let desired = match desired {
         Some(d) => Some(parse_desired(&d).map_err(diags_into_wit)?),
         None => None,
     };
-    crate::plan(flavour, desired.as_ref(), &Observation::from_wit(observed))
-        .map(model::Proposal::into_wit)
-        .map_err(diags_into_wit)
+    crate::plan(
+        flavour,
+        desired.as_ref(),
+        &resolved_pairs(resolved),
+        &HostSecrets,
+        &Observation::from_wit(observed),
+    )
+    .map(model::Proposal::into_wit)
+    .map_err(diags_into_wit)
 }
 
 /// `claims`.

@@ -3,25 +3,29 @@
 //! benchmarks), plus a thin [`glue`] layer in WIT types that the `vm` and `templatevm` crates
 //! export with a [`Flavour`].
 //!
-//! Not planned yet (owned by other issues; validated structurally, nothing is planned for them):
-//! provisioning with `spec.clone`, `spec.cloud-init-data`, `spec.disks[].image` (import) and
-//! `spec.hardware.cdrom.iso` naming an ISO (attach), and `adopt`. When a VM that needs one of
-//! them is absent from PVE, `plan` reports an anomaly instead of creating it half-configured; on
-//! a live VM those keys are not compared. In scope: `cdrom.iso: none` and `media`, and the
-//! cloud-init *drive* (`hardware.cloud-init`, claiming `ide2` and moving the CD/DVD to `ide3`).
+//! Planned here: fresh creates, provisioning from a TemplateVM (`spec.clone`: one full clone,
+//! then the VM's own configuration through the normal update path, see [`plan`]), cloud-init
+//! data with its SOPS references ([`cloudinit`], [`secrets`]), image-seeded disks
+//! (`import-from`), the CD/DVD drive (`none` or an attached ISO) and the cloud-init drive. The
+//! targets of references come from the host's `resolved` list ([`refs`]). Not implemented:
+//! `adopt`.
 
+pub mod cloudinit;
 pub mod desired;
 pub mod glue;
 pub mod keys;
 pub mod live;
 pub mod plan;
+pub mod refs;
 pub mod schema;
+pub mod secrets;
 pub mod syntax;
 pub mod validate;
 pub mod wire;
 
 pub use desired::{Desired, Flavour, PowerState};
 pub use plan::plan;
+pub use secrets::{HostSecrets, MapSecrets, NoSecrets, Secret, SecretError, Secrets};
 pub use validate::{Validated, validate, validate_json};
 
 use proxops_kind_sdk::manifest::API_VERSION;
@@ -39,6 +43,7 @@ pub const API_PATHS: &[&str] = &[
     "/nodes/{node}/qemu/{vmid}/pending",
     "/nodes/{node}/qemu/{vmid}/resize",
     "/nodes/{node}/qemu/{vmid}/template",
+    "/nodes/{node}/qemu/{vmid}/clone",
     "/nodes/{node}/qemu/{vmid}/status/start",
     "/nodes/{node}/qemu/{vmid}/status/shutdown",
     "/nodes/{node}/qemu/{vmid}/status/stop",
@@ -139,53 +144,13 @@ pub fn references(d: &Desired) -> Vec<Reference> {
 }
 
 /// Check resolved references: a clone source must be a TemplateVM on the same node with another
-/// vmid. `resolved` holds `(reference, target desired JSON)`.
+/// vmid; a disk image a DiskImage and a CD/DVD ISO an ISO, each with a storage and file name.
+/// `resolved` holds `(reference, target desired JSON)`.
 pub fn check_references(
     d: &Desired,
     resolved: &[(Reference, String)],
 ) -> Vec<proxops_kind_sdk::check::Diag> {
-    use proxops_kind_sdk::check::Diag;
-    let mut out = Vec::new();
-    for (r, target) in resolved {
-        if r.path != "spec.clone" {
-            continue;
-        }
-        if r.kind != "TemplateVM" {
-            out.push(Diag::error(
-                &r.path,
-                format!("`{}` is a {}, not a TemplateVM", r.name, r.kind),
-            ));
-            continue;
-        }
-        let Ok(t) = serde_json::from_str::<Value>(target) else {
-            out.push(Diag::error(
-                &r.path,
-                format!(
-                    "the desired state of TemplateVM `{}` could not be read",
-                    r.name
-                ),
-            ));
-            continue;
-        };
-        if let Some(node) = t.get("node").and_then(Value::as_str)
-            && node != d.node
-        {
-            out.push(Diag::error(
-                    &r.path,
-                    format!("TemplateVM `{}` is on node {node}, this VM on {}; a clone source must be on the same node", r.name, d.node),
-                ));
-        }
-        if t.get("vmid").and_then(Value::as_u64) == Some(u64::from(d.vmid)) {
-            out.push(Diag::error(
-                &r.path,
-                format!(
-                    "TemplateVM `{}` has this VM's own vmid {}; a VM cannot clone onto itself",
-                    r.name, d.vmid
-                ),
-            ));
-        }
-    }
-    out
+    refs::targets(d, resolved).err().unwrap_or_default()
 }
 
 /// Whether a live `/cluster/resources` entry belongs to this kind and carries the ownership tag.

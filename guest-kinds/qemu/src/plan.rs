@@ -25,15 +25,24 @@ use proxops_kind_sdk::propstring::{PropString, parse_bool};
 use proxops_kind_sdk::size::{self, GIB};
 use serde_json::Value;
 
+use crate::Reference;
+use crate::cloudinit::{self, Keys};
 use crate::desired::*;
 use crate::live::{Config, PendingEntry, Resource, pending_from_value};
+use crate::refs::{self, Targets};
+use crate::secrets::Secrets;
 use crate::validate::parse_hotplug;
 use crate::wire;
 
 /// Plan one object. `desired` none means a claimed live object with no manifest (prune).
+/// `resolved` holds the targets of the object's references as `(reference, target desired
+/// JSON)`; `secrets` resolves the SOPS references of the cloud-init data. A missing or
+/// unreadable target and an unresolvable secret fail closed, before any action is proposed.
 pub fn plan(
     flavour: Flavour,
     desired: Option<&Desired>,
+    resolved: &[(Reference, String)],
+    secrets: &dyn Secrets,
     obs: &Observation,
 ) -> Result<Proposal, Vec<Diag>> {
     let entry = match &obs.live {
@@ -53,11 +62,26 @@ pub fn plan(
         }
         None => None,
     };
-    match (desired, entry) {
-        (None, None) => Ok(Proposal::default()),
-        (Some(d), None) => Ok(create(d)),
-        (None, Some(r)) => prune(flavour, &r, obs),
-        (Some(d), Some(r)) => update(d, &r, obs),
+    let Some(d) = desired else {
+        return match entry {
+            None => Ok(Proposal::default()),
+            Some(r) => prune(flavour, &r, obs),
+        };
+    };
+    let targets = refs::targets(d, resolved);
+    let ci = cloudinit::resolve(d.cloud_init_data.as_ref(), secrets);
+    let (targets, ci) = match (targets, ci) {
+        (Ok(t), Ok(c)) => (t, c),
+        (t, c) => {
+            let mut errors = t.err().unwrap_or_default();
+            errors.extend(c.err().unwrap_or_default());
+            return Err(errors);
+        }
+    };
+    let ctx = Ctx { d, targets, ci };
+    match entry {
+        None => Ok(create(&ctx)),
+        Some(r) => update(&ctx, &r, obs),
     }
 }
 
@@ -129,10 +153,21 @@ fn power_action(d: &Desired, node: &str, start: bool) -> Action {
     }
 }
 
-/// The owned keys of a new VM, in a fixed order, as `(key, value)`.
-pub fn create_params(d: &Desired) -> Vec<(String, String)> {
-    let mut p: Vec<(String, String)> = Vec::new();
-    let mut put = |k: &str, v: String| p.push((k.to_string(), v));
+/// Everything `plan` works from: the desired state with its references and secrets resolved.
+pub struct Ctx<'a> {
+    /// Desired state.
+    pub d: &'a Desired,
+    /// Resolved reference targets.
+    pub targets: Targets,
+    /// Cloud-init data with its secrets.
+    pub ci: cloudinit::Resolved,
+}
+
+/// The owned keys of a new VM, in a fixed order, as `(key, value, sensitive)`.
+pub fn create_params(ctx: &Ctx<'_>) -> Vec<(String, String, bool)> {
+    let d = ctx.d;
+    let mut p: Vec<(String, String, bool)> = Vec::new();
+    let mut put = |k: &str, v: String| p.push((k.to_string(), v, false));
     put("name", d.pve_name.clone());
     if let Some(desc) = &d.pve_description {
         put("description", desc.clone());
@@ -163,8 +198,11 @@ pub fn create_params(d: &Desired) -> Vec<(String, String)> {
     if let Some(s) = &d.scsihw {
         put("scsihw", s.clone());
     }
-    for disk in &d.disks {
-        put(&disk.slot, wire::new_disk(disk));
+    for (i, disk) in d.disks.iter().enumerate() {
+        match ctx.targets.images.get(&i) {
+            Some(src) => put(&disk.slot, wire::import_disk(disk, src)),
+            None => put(&disk.slot, wire::new_disk(disk)),
+        }
     }
     if let Some(e) = &hw.efi_disk {
         put("efidisk0", wire::new_efidisk(e));
@@ -175,10 +213,11 @@ pub fn create_params(d: &Desired) -> Vec<(String, String)> {
     if let Some(ci) = &hw.cloud_init {
         put("ide2", format!("{}:cloudinit", ci.storage));
     }
-    if let Some(cd) = &hw.cdrom
-        && cd.iso == "none"
-    {
-        put(&cd.slot, wire::empty_cdrom(cd));
+    if let Some(cd) = &hw.cdrom {
+        match &ctx.targets.iso {
+            Some(volid) => put(&cd.slot, wire::iso_cdrom(volid)),
+            None => put(&cd.slot, wire::empty_cdrom(cd)),
+        }
     }
     for n in &d.networks {
         put(&format!("net{}", n.slot), wire::new_nic(n));
@@ -217,44 +256,69 @@ pub fn create_params(d: &Desired) -> Vec<(String, String)> {
     for (k, v) in &d.extra {
         put(k, v.clone());
     }
+    p.extend(cloudinit::create_params(
+        d.cloud_init_data.as_ref(),
+        &ctx.ci,
+    ));
     p
 }
 
-fn create(d: &Desired) -> Proposal {
+fn clone_create(d: &Desired, source: u32) -> Proposal {
     let mut out = Proposal::default();
-    // Provisioning paths owned by other issues: refuse to create half a VM.
-    if d.clone.is_some() {
-        out.anomalies.push(Anomaly::new("spec.clone", "provisioning from a TemplateVM (spec.clone) is not implemented yet; the VM is not created"));
+    let template = d.clone.as_deref().unwrap_or_default();
+    // PVE's clone has no `start` parameter: the next pass writes the VM's own configuration and
+    // powers it on.
+    let call = Call::new(
+        Method::Post,
+        format!("{}/clone", base_path(&d.node, source)),
+    )
+    .param("newid", d.vmid.to_string())
+    .param("full", "1")
+    .param("name", d.pve_name.clone());
+    out.drift.push(Drift::new(
+        "",
+        None,
+        Some(format!("{} {} on {}", d.kind.noun(), d.vmid, d.node)),
+    ));
+    out.actions.push(Action {
+        operation: Operation::Create,
+        summary: format!(
+            "create {} {} ({}) on {} as a full clone of TemplateVM `{template}` ({source})",
+            d.kind.noun(),
+            d.vmid,
+            d.name,
+            d.node
+        ),
+        calls: vec![call],
+        changes: vec![
+            Change::new("vmid", None, Some(d.vmid.to_string())),
+            Change::new("name", None, Some(d.pve_name.clone())),
+        ],
+        requires_stop: false,
+        destructive: false,
+    });
+    out
+}
+
+fn create(ctx: &Ctx<'_>) -> Proposal {
+    let d = ctx.d;
+    if let Some(source) = ctx.targets.clone_vmid {
+        return clone_create(d, source);
     }
-    for (i, disk) in d.disks.iter().enumerate() {
-        if disk.image.is_some() {
-            out.anomalies.push(Anomaly::new(
-                format!("spec.disks[{i}].image"),
-                "seeding a disk from a DiskImage is not implemented yet; the VM is not created",
-            ));
-        }
-    }
-    if d.hardware.cdrom.as_ref().is_some_and(|c| c.iso != "none") {
-        out.anomalies.push(Anomaly::new(
-            "spec.hardware.cdrom.iso",
-            "attaching an ISO is not implemented yet; the VM is not created",
-        ));
-    }
-    if !out.anomalies.is_empty() {
-        return out;
-    }
-    let params = create_params(d);
+    let mut out = Proposal::default();
+    let params = create_params(ctx);
     let mut call = Call::new(Method::Post, format!("/nodes/{}/qemu", d.node))
         .param("vmid", d.vmid.to_string());
-    for (k, v) in &params {
-        call = call.param(k, v);
-    }
     let mut changes = vec![Change::new("vmid", None, Some(d.vmid.to_string()))];
-    changes.extend(
-        params
-            .iter()
-            .map(|(k, v)| Change::new(k, None, Some(v.clone()))),
-    );
+    for (k, v, sensitive) in &params {
+        call.params.push((k.clone(), v.clone(), *sensitive));
+        changes.push(Change {
+            key: k.clone(),
+            old: None,
+            new: Some(v.clone()),
+            sensitive: *sensitive,
+        });
+    }
     let mut calls = vec![];
     if d.kind == Flavour::Template {
         call = call.param("start", "0");
@@ -355,6 +419,8 @@ struct Diff<'a> {
     sets: Vec<(String, String)>,
     deletes: Vec<String>,
     resizes: Vec<(String, String, Option<String>)>,
+    /// Keys whose values are secret (or derived from one).
+    sensitive: BTreeSet<String>,
     stop_required: bool,
     out: Proposal,
 }
@@ -363,9 +429,27 @@ impl Diff<'_> {
     /// Compare key `key` with `cmp` (which sees the live value); a value PVE holds pending that
     /// already satisfies desired is reported as pending, not written again.
     fn key(&mut self, key: &str, stop: bool, cmp: impl Fn(Option<&str>) -> Outcome) {
+        self.key_with(key, stop, false, cmp);
+    }
+
+    /// [`Diff::key`] for a key whose value may be secret: its drift, change and parameter are
+    /// marked sensitive.
+    fn key_with(
+        &mut self,
+        key: &str,
+        stop: bool,
+        sensitive: bool,
+        cmp: impl Fn(Option<&str>) -> Outcome,
+    ) {
         match cmp(self.cfg.get(key)) {
             Outcome::Same => {}
-            Outcome::Write(value, drift) => {
+            Outcome::Write(value, mut drift) => {
+                for d in &mut drift {
+                    d.sensitive |= sensitive;
+                }
+                if sensitive {
+                    self.sensitive.insert(key.to_string());
+                }
                 if let Some(p) = self.pending.get(key).and_then(|p| p.pending.as_deref())
                     && matches!(cmp(Some(p)), Outcome::Same)
                 {
@@ -380,8 +464,16 @@ impl Diff<'_> {
     }
 
     fn delete(&mut self, key: &str, path: &str) {
+        self.delete_with(key, path, false);
+    }
+
+    fn delete_with(&mut self, key: &str, path: &str, sensitive: bool) {
         let live = self.cfg.get(key).map(str::to_string);
-        let drift = Drift::new(path, live, None);
+        let mut drift = Drift::new(path, live, None);
+        drift.sensitive = sensitive;
+        if sensitive {
+            self.sensitive.insert(key.to_string());
+        }
         if self.pending.get(key).is_some_and(|p| p.delete) {
             self.out.pending.push(drift);
             return;
@@ -420,7 +512,8 @@ fn boolean(path: &str, desired: bool, default: &'static str) -> impl Fn(Option<&
     )
 }
 
-fn update(d: &Desired, r: &Resource, obs: &Observation) -> Result<Proposal, Vec<Diag>> {
+fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Vec<Diag>> {
+    let d = ctx.d;
     let mut out = Proposal::default();
     let what = format!("{} {} on {}", d.kind.noun(), r.vmid, r.node);
     if r.kind != "qemu" {
@@ -470,15 +563,17 @@ fn update(d: &Desired, r: &Resource, obs: &Observation) -> Result<Proposal, Vec<
         sets: vec![],
         deletes: vec![],
         resizes: vec![],
+        sensitive: BTreeSet::new(),
         stop_required: false,
         out,
     };
-    diff_config(d, &mut diff);
+    diff_config(ctx, &mut diff);
 
     let Diff {
         sets,
         deletes,
         resizes,
+        sensitive,
         stop_required,
         mut out,
         ..
@@ -501,17 +596,24 @@ fn update(d: &Desired, r: &Resource, obs: &Observation) -> Result<Proposal, Vec<
             call = call.param("digest", dg);
         }
         for (k, v) in &sets {
-            call = call.param(k, v);
-            changes.push(Change::new(
-                k,
-                cfg.get(k).map(str::to_string),
-                Some(v.clone()),
-            ));
+            let secret = sensitive.contains(k);
+            call.params.push((k.clone(), v.clone(), secret));
+            changes.push(Change {
+                key: k.clone(),
+                old: cfg.get(k).map(str::to_string),
+                new: Some(v.clone()),
+                sensitive: secret,
+            });
         }
         if !deletes.is_empty() {
             call = call.param("delete", deletes.join(","));
             for k in &deletes {
-                changes.push(Change::new(k, cfg.get(k).map(str::to_string), None));
+                changes.push(Change {
+                    key: k.clone(),
+                    old: cfg.get(k).map(str::to_string),
+                    new: None,
+                    sensitive: sensitive.contains(k),
+                });
             }
         }
         calls.push(call);
@@ -592,7 +694,8 @@ fn update(d: &Desired, r: &Resource, obs: &Observation) -> Result<Proposal, Vec<
     Ok(out)
 }
 
-fn diff_config(d: &Desired, x: &mut Diff<'_>) {
+fn diff_config(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
+    let d = ctx.d;
     x.key(
         "name",
         false,
@@ -849,34 +952,31 @@ fn diff_config(d: &Desired, x: &mut Diff<'_>) {
             ),
         );
     }
-    diff_disks(d, x);
-    diff_special_drives(d, x);
+    diff_disks(ctx, x);
+    diff_special_drives(ctx, x);
     diff_nics(d, x);
     diff_pci(d, x);
+    diff_cloud_init_data(ctx, x);
 }
 
-fn diff_disks(d: &Desired, x: &mut Diff<'_>) {
+fn diff_disks(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
+    let d = ctx.d;
     for (i, disk) in d.disks.iter().enumerate() {
         let path = format!("spec.disks[{i}]");
+        let import = ctx.targets.images.get(&i);
         let Some(live) = x.cfg.get(&disk.slot).map(str::to_string) else {
-            if disk.image.is_some() {
-                x.out.anomalies.push(Anomaly::new(
-                    format!("{path}.image"),
-                    format!(
-                        "slot {} is empty and seeding from a DiskImage is not implemented yet",
-                        disk.slot
-                    ),
-                ));
-            } else {
-                let v = wire::new_disk(disk);
-                let storage = disk.storage.clone();
-                x.key(&disk.slot, false, |live| match live {
-                    Some(l) if wire::pool(&wire::drive(l).bare.unwrap_or_default()) == storage => {
-                        Outcome::Same
-                    }
-                    _ => Outcome::Write(v.clone(), vec![Drift::new(&path, None, Some(v.clone()))]),
-                });
-            }
+            // An empty slot gets a new volume; an image-seeded disk is imported into it.
+            let v = match import {
+                Some(src) => wire::import_disk(disk, src),
+                None => wire::new_disk(disk),
+            };
+            let storage = disk.storage.clone();
+            x.key(&disk.slot, false, |live| match live {
+                Some(l) if wire::pool(&wire::drive(l).bare.unwrap_or_default()) == storage => {
+                    Outcome::Same
+                }
+                _ => Outcome::Write(v.clone(), vec![Drift::new(&path, None, Some(v.clone()))]),
+            });
             continue;
         };
         let drv = wire::drive(&live);
@@ -892,10 +992,20 @@ fn diff_disks(d: &Desired, x: &mut Diff<'_>) {
         }
         let vol = drv.bare.clone().unwrap_or_default();
         if wire::pool(&vol) != disk.storage {
+            let why = if disk.image.is_some() {
+                "; an image-seeded disk is imported once and never re-imported"
+            } else {
+                ""
+            };
             x.out.anomalies.push(Anomaly::new(
                 format!("{path}.storage"),
-                format!("disk {} is on storage {} but the manifest says {}; moving a volume is a storage migration, proxops does not do it", disk.slot, wire::pool(&vol), disk.storage),
+                format!("disk {} is on storage {} but the manifest says {}; moving a volume is a storage migration, proxops does not do it{why}", disk.slot, wire::pool(&vol), disk.storage),
             ));
+            continue;
+        }
+        if disk.image.is_some() {
+            // PVE does not report import-from back and the size comes from the image: only the
+            // pool of an image-seeded disk is compared.
             continue;
         }
         if let (Some(want), Some(have)) = (disk.size_gib, wire::drive_size(&drv)) {
@@ -962,9 +1072,19 @@ fn diff_disks(d: &Desired, x: &mut Diff<'_>) {
     }
 }
 
-fn diff_special_drives(d: &Desired, x: &mut Diff<'_>) {
-    let hw = &d.hardware;
-    if let Some(ci) = &hw.cloud_init {
+fn diff_special_drives(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
+    let hw = &ctx.d.hardware;
+    // A cloud-init drive PVE holds on another slot (a template built elsewhere): PVE allows only
+    // one, so it is reported, never moved or doubled.
+    let elsewhere = x.cfg.keys.iter().find(|(k, v)| {
+        k.as_str() != "ide2" && crate::syntax::is_disk_key(k) && wire::is_cloudinit(&wire::drive(v))
+    });
+    if let (Some(_), Some((k, v))) = (&hw.cloud_init, elsewhere) {
+        x.out.anomalies.push(Anomaly::new(
+            "spec.hardware.cloud-init",
+            format!("the cloud-init drive is on {k} (`{v}`), the manifest puts it on ide2; PVE allows one cloud-init drive and proxops does not move it"),
+        ));
+    } else if let Some(ci) = &hw.cloud_init {
         let storage = ci.storage.clone();
         let live = x.cfg.get("ide2").map(str::to_string);
         match live {
@@ -997,36 +1117,54 @@ fn diff_special_drives(d: &Desired, x: &mut Diff<'_>) {
         }
     }
     if let Some(cd) = &hw.cdrom {
-        // An ISO by name is attached by another issue's code; only `none` is planned here.
-        if cd.iso == "none" {
-            let want = wire::empty_cdrom(cd);
-            let media = cd.media.clone();
-            let live = x.cfg.get(&cd.slot).map(str::to_string);
-            if let Some(l) = live.as_deref().filter(|l| {
-                let drv = wire::drive(l);
-                !wire::is_cdrom(&drv) && !wire::is_cloudinit(&drv)
-            }) {
-                x.out.anomalies.push(Anomaly::new("spec.hardware.cdrom", format!("{} holds the disk `{l}`; proxops does not replace a disk with a CD/DVD drive", cd.slot)));
-            } else {
-                x.key(&cd.slot, false, move |live| {
-                    if let Some(l) = live {
-                        let drv = wire::drive(l);
-                        if drv.bare.as_deref() == Some("none")
-                            && drv.get("media").unwrap_or("disk") == media
-                        {
-                            return Outcome::Same;
+        let iso = ctx.targets.iso.clone();
+        let want = match &iso {
+            Some(volid) => wire::iso_cdrom(volid),
+            None => wire::empty_cdrom(cd),
+        };
+        let media = cd.media.clone();
+        let path = if iso.is_some() {
+            "spec.hardware.cdrom.iso"
+        } else {
+            "spec.hardware.cdrom"
+        };
+        let live = x.cfg.get(&cd.slot).map(str::to_string);
+        if let Some(l) = live.as_deref().filter(|l| {
+            let drv = wire::drive(l);
+            !wire::is_cdrom(&drv) && !wire::is_cloudinit(&drv)
+        }) {
+            x.out.anomalies.push(Anomaly::new(
+                "spec.hardware.cdrom",
+                format!(
+                    "{} holds the disk `{l}`; proxops does not replace a disk with a CD/DVD drive",
+                    cd.slot
+                ),
+            ));
+        } else {
+            x.key(&cd.slot, false, move |live| {
+                if let Some(l) = live {
+                    let drv = wire::drive(l);
+                    let bare = drv.bare.as_deref();
+                    let same = match &iso {
+                        Some(volid) => {
+                            bare == Some(volid.as_str())
+                                && drv.get("media").unwrap_or("disk") == "cdrom"
                         }
+                        None => bare == Some("none") && drv.get("media").unwrap_or("disk") == media,
+                    };
+                    if same {
+                        return Outcome::Same;
                     }
-                    Outcome::Write(
-                        want.clone(),
-                        vec![Drift::new(
-                            "spec.hardware.cdrom",
-                            live.map(str::to_string),
-                            Some(want.clone()),
-                        )],
-                    )
-                });
-            }
+                }
+                Outcome::Write(
+                    want.clone(),
+                    vec![Drift::new(
+                        path,
+                        live.map(str::to_string),
+                        Some(want.clone()),
+                    )],
+                )
+            });
         }
     }
     if let Some(e) = &hw.efi_disk {
@@ -1242,6 +1380,138 @@ fn diff_pci(d: &Desired, x: &mut Diff<'_>) {
                 "spec.hardware.pci-devices",
                 format!("live {k} (`{v}`) is not declared in the manifest; proxops does not remove PCI passthrough it was not asked to"),
             ));
+        }
+    }
+}
+
+/// Cloud-init data: declared keys are owned (set-compared where the spec says so); undeclared
+/// keys are not owned, except on a clone-backed VM, where an inherited identity key
+/// (`ciuser`, `sshkeys`, `nameserver`, `searchdomain`, `ipconfig<N>`) the manifest does not
+/// declare is the template's and is cleared. `cipassword` is written only when absent and is
+/// never compared or deleted.
+fn diff_cloud_init_data(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
+    let d = ctx.d;
+    let data = d.cloud_init_data.clone().unwrap_or_default();
+    let clear = d.clone.is_some();
+    let p = cloudinit::PATH;
+    let path = |f: &str| format!("{p}.{f}");
+
+    match &data.ci_user {
+        Some(u) => {
+            let want = u.clone();
+            x.key(
+                "ciuser",
+                false,
+                simple(&path("ci-user"), u.clone(), move |l| l == want, None),
+            );
+        }
+        None if clear && x.cfg.get("ciuser").is_some() => x.delete("ciuser", &path("ci-user")),
+        None => {}
+    }
+
+    match &ctx.ci.keys {
+        Keys::PveOwned => {}
+        Keys::NotOwned => {
+            if clear && x.cfg.get("sshkeys").is_some() {
+                // The template's keys: their provenance is unknown, so they are not shown.
+                x.delete_with("sshkeys", &path("ssh-keys"), true);
+            }
+        }
+        keys => {
+            let lines = keys.lines().unwrap_or_default();
+            let want: BTreeSet<String> = lines.iter().cloned().collect();
+            let value = cloudinit::sshkeys_value(&lines);
+            let sensitive = keys.sensitive();
+            let (field, shown) = if sensitive {
+                (path("ssh-key-refs"), data.ssh_key_refs.join(", "))
+            } else {
+                (path("ssh-keys"), value.clone())
+            };
+            x.key_with("sshkeys", false, sensitive, move |live| {
+                if live.is_some_and(|l| cloudinit::live_key_set(l) == want) {
+                    return Outcome::Same;
+                }
+                Outcome::Write(
+                    value.clone(),
+                    vec![Drift::new(
+                        &field,
+                        live.map(str::to_string),
+                        Some(shown.clone()),
+                    )],
+                )
+            });
+        }
+    }
+
+    if let (Some(pw), Some(r)) = (&ctx.ci.password, &data.ci_password_ref) {
+        let value = pw.expose().to_string();
+        let shown = r.clone();
+        let field = path("ci-password-ref");
+        x.key_with("cipassword", false, true, move |live| {
+            if live.is_some() {
+                return Outcome::Same;
+            }
+            Outcome::Write(
+                value.clone(),
+                vec![Drift::new(&field, None, Some(shown.clone()))],
+            )
+        });
+    }
+
+    for (key, field, want) in [
+        ("nameserver", "nameservers", &data.nameservers),
+        ("searchdomain", "search-domains", &data.search_domains),
+    ] {
+        if want.is_empty() {
+            if clear && x.cfg.get(key).is_some() {
+                x.delete(key, &path(field));
+            }
+            continue;
+        }
+        let set: BTreeSet<String> = want.iter().cloned().collect();
+        x.key(
+            key,
+            false,
+            simple(
+                &path(field),
+                want.join(" "),
+                move |l| cloudinit::live_list(l) == set,
+                None,
+            ),
+        );
+    }
+
+    for (i, ip) in data.ipconfigs.iter().enumerate() {
+        let key = format!("ipconfig{}", ip.nic);
+        let ip = ip.clone();
+        x.key(
+            &key,
+            false,
+            simple(
+                &format!("{p}.ipconfigs[{i}]"),
+                cloudinit::ipconfig_value(&ip),
+                move |l| cloudinit::ipconfig_eq(l, &ip),
+                None,
+            ),
+        );
+    }
+    if clear {
+        let owned: BTreeSet<String> = data
+            .ipconfigs
+            .iter()
+            .map(|ip| format!("ipconfig{}", ip.nic))
+            .collect();
+        let inherited: Vec<String> = x
+            .cfg
+            .keys
+            .keys()
+            .filter(|k| {
+                matches!(crate::syntax::split_slot(k), Some(("ipconfig", _))) && !owned.contains(*k)
+            })
+            .cloned()
+            .collect();
+        for k in inherited {
+            x.delete(&k, &format!("{p}.ipconfigs ({k})"));
         }
     }
 }

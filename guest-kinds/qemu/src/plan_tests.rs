@@ -4,8 +4,41 @@
 use proxops_kind_sdk::model::{Call, Method, Observation, Proposal, Read};
 use serde_json::{Value, json};
 
+use crate::Reference;
 use crate::desired::Flavour;
-use crate::validate_tests::{base, patch};
+use crate::validate_tests::{base, patch, secrets};
+
+/// The desired states of the objects the test manifests reference, by name.
+fn catalog(name: &str) -> Option<Value> {
+    Some(match name {
+        "golden" => json!({"kind": "TemplateVM", "name": "golden", "node": "pve01", "vmid": 9000}),
+        "golden-b" => {
+            json!({"kind": "TemplateVM", "name": "golden-b", "node": "pve02", "vmid": 9001})
+        }
+        "noble" => {
+            json!({"kind": "DiskImage", "name": "noble", "node": "pve01", "storage": "local",
+            "url": "https://h/noble.qcow2", "filename": "noble.qcow2", "content": "import",
+            "volid": "local:import/noble.qcow2", "verify-certificates": true})
+        }
+        "debian-13" => {
+            json!({"kind": "ISO", "name": "debian-13", "node": "pve01", "storage": "local",
+            "url": "https://h/debian-13.iso", "filename": "debian-13.iso", "content": "iso",
+            "volid": "local:iso/debian-13.iso", "verify-certificates": true})
+        }
+        _ => return None,
+    })
+}
+
+/// The targets of `d`'s references as the host resolves them (by kind and name).
+fn resolve_all(d: &crate::Desired) -> Vec<(Reference, String)> {
+    crate::references(d)
+        .into_iter()
+        .filter_map(|r| {
+            let t = catalog(&r.name)?;
+            (t["kind"] == r.kind.as_str()).then(|| (r, t.to_string()))
+        })
+        .collect()
+}
 
 /// The live config PVE prints for `base()` after create (sim-faithful shapes: memory as a string,
 /// cores as a number, PVE-assigned upper-case MAC, `size=32G`, `;`-joined tags).
@@ -42,7 +75,9 @@ fn render(p: &Proposal) -> Vec<String> {
             let params: Vec<String> = c
                 .params
                 .iter()
-                .map(|(k, v, _)| format!("{k}={v}"))
+                .map(|(k, v, sensitive)| {
+                    format!("{k}={v}{}", if *sensitive { "[sensitive]" } else { "" })
+                })
                 .collect();
             out.push(
                 format!("  {:?} {} {}", c.method, c.path, params.join(" "))
@@ -53,10 +88,11 @@ fn render(p: &Proposal) -> Vec<String> {
     }
     for d in &p.drift {
         out.push(format!(
-            "drift {}: {} -> {}",
+            "drift {}: {} -> {}{}",
             d.path,
             d.live.as_deref().unwrap_or("-"),
-            d.desired.as_deref().unwrap_or("-")
+            d.desired.as_deref().unwrap_or("-"),
+            if d.sensitive { " [sensitive]" } else { "" }
         ));
     }
     for d in &p.pending {
@@ -81,6 +117,8 @@ struct Case<'a> {
     live: Option<Value>,
     config: &'a [(&'a str, Value)],
     pending: Option<Value>,
+    /// Replaces the config read entirely (e.g. a fresh clone of a template).
+    whole_config: Option<Value>,
 }
 
 impl Default for Case<'_> {
@@ -92,6 +130,7 @@ impl Default for Case<'_> {
             live: Some(entry("stopped", false)),
             config: &[],
             pending: None,
+            whole_config: None,
         }
     }
 }
@@ -107,10 +146,10 @@ fn run(c: Case<'_>) -> Proposal {
     for (p, v) in c.patches {
         patch(&mut doc, p, v.clone());
     }
-    let desired = crate::validate(c.flavour, &doc)
+    let desired = crate::validate(c.flavour, &doc, &secrets())
         .expect("test manifest is valid")
         .desired;
-    let mut cfg = live_config();
+    let mut cfg = c.whole_config.unwrap_or_else(live_config);
     for (k, v) in c.config {
         patch(&mut cfg, k, v.clone());
     }
@@ -130,7 +169,15 @@ fn run(c: Case<'_>) -> Proposal {
         live: c.live.map(|l| l.to_string()),
         reads,
     };
-    crate::plan(c.flavour, c.manifest.then_some(&desired), &obs).expect("plan succeeds")
+    let resolved = resolve_all(&desired);
+    crate::plan(
+        c.flavour,
+        c.manifest.then_some(&desired),
+        &resolved,
+        &secrets(),
+        &obs,
+    )
+    .expect("plan succeeds")
 }
 
 fn check(c: Case<'_>, expected: &[&str]) {
@@ -272,35 +319,284 @@ scsi0=local-lvm:32 tpmstate0=local-lvm:1,version=v2.0 net0=virtio,bridge=vmbr0 s
     );
 }
 
+/// The config PVE prints for a fresh full clone of TemplateVM `golden` onto vmid 100: the
+/// template's values and cloud-init identity, the clone's own name, new MAC and volumes.
+fn fresh_clone() -> Value {
+    json!({
+        "boot": "order=scsi0;ide2;net0", "cores": 1, "cpu": "kvm64", "digest": "c1", "memory": "1024",
+        "meta": "creation-qemu=9.2.0,ctime=1767225600", "name": "web-01",
+        "net0": "virtio=BC:24:11:00:00:77,bridge=vmbr0", "scsi0": "local-lvm:vm-100-disk-0,size=3G",
+        "scsihw": "virtio-scsi-single", "ide2": "local-lvm:vm-100-cloudinit,media=cdrom",
+        "ciuser": "ubuntu", "sshkeys": "ssh-ed25519%20AAAAtpl%20tpl%40h", "ipconfig0": "ip=dhcp",
+        "ipconfig1": "ip=10.9.9.9/24", "nameserver": "9.9.9.9", "searchdomain": "tpl.example",
+        "cipassword": "**********", "tags": "proxops;tpl"
+    })
+}
+
+fn clone_patches(extra: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
+    let mut p = vec![
+        ("spec/clone", json!("golden")),
+        ("spec/disks", Value::Null),
+        (
+            "spec/hardware/cloud-init",
+            json!({"enabled": true, "storage": "local-lvm"}),
+        ),
+    ];
+    p.extend(extra.iter().cloned());
+    p
+}
+
 #[test]
-fn out_of_scope_provisioning_is_an_anomaly() {
-    check(
-        Case {
-            live: None,
-            patches: &[("spec/clone", json!("golden")), ("spec/disks", Value::Null)],
-            ..Case::default()
-        },
-        &["anomaly spec.clone"],
-    );
-    check(
-        Case {
-            live: None,
-            patches: &[
-                ("spec/disks/0/image", json!("noble")),
-                ("spec/disks/0/size", Value::Null),
+fn clone_creates_once_without_start() {
+    for state in ["started", "stopped"] {
+        check(
+            Case {
+                live: None,
+                patches: &clone_patches(&[("spec/state", json!(state))]),
+                ..Case::default()
+            },
+            &[
+                "Create: create VM 100 (web-01) on pve01 as a full clone of TemplateVM `golden` (9000)",
+                "  Post /nodes/pve01/qemu/9000/clone newid=100 full=1 name=web-01",
+                "drift : - -> VM 100 on pve01",
             ],
-            ..Case::default()
-        },
-        &["anomaly spec.disks[0].image"],
-    );
+        );
+    }
+    // A TemplateVM may be cloned from another template; it is marked after its config write.
     check(
         Case {
+            flavour: Flavour::Template,
             live: None,
-            patches: &[("spec/hardware/cdrom", json!({"iso": "debian-13"}))],
+            patches: &clone_patches(&[("spec/pve-name", json!("tpl-02"))]),
             ..Case::default()
         },
-        &["anomaly spec.hardware.cdrom.iso"],
+        &[
+            "Create: create template 100 (web-01) on pve01 as a full clone of TemplateVM `golden` (9000)",
+            "  Post /nodes/pve01/qemu/9000/clone newid=100 full=1 name=tpl-02",
+            "drift : - -> template 100 on pve01",
+        ],
     );
+}
+
+#[test]
+fn clone_is_configured_with_its_own_identity() {
+    // Declared keys are set, inherited identity keys the manifest does not declare are cleared
+    // (sets and deletes disjoint), the inherited cloud-init drive and cipassword are kept, and
+    // the VM is started in the same pass (after its config write).
+    check(
+        Case {
+            whole_config: Some(fresh_clone()),
+            patches: &clone_patches(&[
+                ("spec/state", json!("started")),
+                ("spec/cloud-init-data/ci-user", json!("deploy")),
+                (
+                    "spec/cloud-init-data/ipconfigs",
+                    json!([{"nic": 0, "ip": "192.168.0.50/24", "gateway": "192.168.0.1"}]),
+                ),
+            ]),
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: tags, memory, cores, cpu, ciuser, ipconfig0, sshkeys, nameserver, searchdomain, ipconfig1",
+            "  Post /nodes/pve01/qemu/100/config digest=c1 tags=proxops memory=2048 cores=2 cpu=host ciuser=deploy \
+ipconfig0=ip=192.168.0.50/24,gw=192.168.0.1 delete=sshkeys,nameserver,searchdomain,ipconfig1",
+            "Power: start VM 100 on pve01",
+            "  Post /nodes/pve01/qemu/100/status/start",
+            "drift spec.tags: proxops;tpl -> proxops",
+            "drift spec.memory: 1024 -> 2048",
+            "drift spec.cpu.cores: 1 -> 2",
+            "drift spec.cpu.type: kvm64 -> host",
+            "drift spec.cloud-init-data.ci-user: ubuntu -> deploy",
+            "drift spec.cloud-init-data.ssh-keys: ssh-ed25519%20AAAAtpl%20tpl%40h -> - [sensitive]",
+            "drift spec.cloud-init-data.nameservers: 9.9.9.9 -> -",
+            "drift spec.cloud-init-data.search-domains: tpl.example -> -",
+            "drift spec.cloud-init-data.ipconfigs[0]: ip=dhcp -> ip=192.168.0.50/24,gw=192.168.0.1",
+            "drift spec.cloud-init-data.ipconfigs (ipconfig1): ip=10.9.9.9/24 -> -",
+            "drift spec.state: stopped -> started",
+        ],
+    );
+    // No cloud-init data at all: every inherited identity key goes; the `*` sentinel keeps
+    // PVE's keys.
+    check(
+        Case {
+            whole_config: Some(fresh_clone()),
+            patches: &clone_patches(&[
+                ("spec/memory", json!("1GiB")),
+                ("spec/cpu", json!({"type": "kvm64", "cores": 1})),
+                ("spec/tags", json!(["tpl"])),
+                ("spec/cloud-init-data/ssh-keys", json!(["*"])),
+            ]),
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: ciuser, nameserver, searchdomain, ipconfig0, ipconfig1",
+            "  Post /nodes/pve01/qemu/100/config digest=c1 delete=ciuser,nameserver,searchdomain,ipconfig0,ipconfig1",
+            "drift spec.cloud-init-data.ci-user: ubuntu -> -",
+            "drift spec.cloud-init-data.nameservers: 9.9.9.9 -> -",
+            "drift spec.cloud-init-data.search-domains: tpl.example -> -",
+            "drift spec.cloud-init-data.ipconfigs (ipconfig0): ip=dhcp -> -",
+            "drift spec.cloud-init-data.ipconfigs (ipconfig1): ip=10.9.9.9/24 -> -",
+        ],
+    );
+    // Converged clone: the template's disks and scsihw are not the VM's to judge.
+    let mut converged = fresh_clone();
+    for k in [
+        "ciuser",
+        "sshkeys",
+        "ipconfig0",
+        "ipconfig1",
+        "nameserver",
+        "searchdomain",
+    ] {
+        converged.as_object_mut().unwrap().remove(k);
+    }
+    converged["memory"] = json!("2048");
+    converged["cores"] = json!(2);
+    converged["cpu"] = json!("host");
+    converged["tags"] = json!("proxops");
+    converged["scsi1"] = json!("local-lvm:vm-100-disk-1,size=8G");
+    check(
+        Case {
+            whole_config: Some(converged.clone()),
+            patches: &clone_patches(&[]),
+            ..Case::default()
+        },
+        &[],
+    );
+    // Template without a cloud-init drive: written into the empty slot. A drive on another
+    // pool or another slot is an anomaly, never rewritten.
+    let mut no_drive = converged.clone();
+    no_drive.as_object_mut().unwrap().remove("ide2");
+    check(
+        Case {
+            whole_config: Some(no_drive),
+            patches: &clone_patches(&[]),
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: ide2",
+            "  Post /nodes/pve01/qemu/100/config digest=c1 ide2=local-lvm:cloudinit",
+            "drift spec.hardware.cloud-init: - -> local-lvm:cloudinit",
+        ],
+    );
+    let mut other_pool = converged.clone();
+    other_pool["ide2"] = json!("ceph:vm-100-cloudinit,media=cdrom");
+    check(
+        Case {
+            whole_config: Some(other_pool),
+            patches: &clone_patches(&[]),
+            ..Case::default()
+        },
+        &["anomaly spec.hardware.cloud-init.storage"],
+    );
+    let mut other_slot = converged.clone();
+    other_slot.as_object_mut().unwrap().remove("ide2");
+    other_slot["ide0"] = json!("local-lvm:vm-100-cloudinit,media=cdrom");
+    check(
+        Case {
+            whole_config: Some(other_slot),
+            patches: &clone_patches(&[]),
+            ..Case::default()
+        },
+        &["anomaly spec.hardware.cloud-init"],
+    );
+    // The clone is still being copied: wait.
+    check(
+        Case {
+            whole_config: Some(
+                json!({"description": "qmclone temporary file", "lock": "clone", "digest": "x"}),
+            ),
+            patches: &clone_patches(&[]),
+            ..Case::default()
+        },
+        &["anomaly "],
+    );
+}
+
+#[test]
+fn clone_references_fail_closed() {
+    let mut doc = base();
+    patch(&mut doc, "spec/clone", json!("golden"));
+    patch(&mut doc, "spec/disks", Value::Null);
+    let d = crate::validate(Flavour::Vm, &doc, &secrets())
+        .unwrap()
+        .desired;
+    let r = |kind: &str, name: &str| Reference {
+        kind: kind.into(),
+        name: name.into(),
+        path: "spec.clone".into(),
+    };
+    let show = |diags: Vec<proxops_kind_sdk::check::Diag>| {
+        diags
+            .into_iter()
+            .map(|d| format!("{}: {}", d.path, d.message))
+            .collect::<Vec<_>>()
+    };
+    for (resolved, want) in [
+        (
+            vec![(
+                r("TemplateVM", "golden"),
+                catalog("golden").unwrap().to_string(),
+            )],
+            vec![],
+        ),
+        (
+            vec![],
+            vec!["spec.clone: no TemplateVM named `golden` in this cluster"],
+        ),
+        (
+            vec![(
+                r("VM", "golden"),
+                json!({"kind": "VM", "node": "pve01", "vmid": 9000}).to_string(),
+            )],
+            vec!["spec.clone: `golden` is a VM, not a TemplateVM"],
+        ),
+        (
+            vec![(
+                r("TemplateVM", "golden"),
+                json!({"kind": "VM", "node": "pve01", "vmid": 9000}).to_string(),
+            )],
+            vec!["spec.clone: `golden` is a VM, not a TemplateVM"],
+        ),
+        (
+            vec![(
+                r("TemplateVM", "golden"),
+                catalog("golden-b").unwrap().to_string(),
+            )],
+            vec![
+                "spec.clone: TemplateVM `golden` is on node pve02, this VM on pve01; a clone source must be on the same node",
+            ],
+        ),
+        (
+            vec![(
+                r("TemplateVM", "golden"),
+                json!({"kind": "TemplateVM", "node": "pve01", "vmid": 100}).to_string(),
+            )],
+            vec![
+                "spec.clone: TemplateVM `golden` has this VM's own vmid 100; a VM cannot clone onto itself",
+            ],
+        ),
+        (
+            vec![(
+                r("TemplateVM", "golden"),
+                json!({"kind": "TemplateVM", "node": "pve01"}).to_string(),
+            )],
+            vec!["spec.clone: the desired state of TemplateVM `golden` has no vmid"],
+        ),
+        (
+            vec![(r("TemplateVM", "golden"), "not json".to_string())],
+            vec!["spec.clone: the desired state of TemplateVM `golden` could not be read"],
+        ),
+    ] {
+        let got = show(crate::check_references(&d, &resolved));
+        assert_eq!(got, want);
+        // plan fails closed with the same diagnostics, before proposing anything.
+        let obs = Observation::default();
+        match crate::plan(Flavour::Vm, Some(&d), &resolved, &secrets(), &obs) {
+            Ok(p) => assert!(want.is_empty() && p.actions.len() == 1, "{p:?}"),
+            Err(e) => assert_eq!(show(e), want),
+        }
+    }
 }
 
 #[test]
@@ -715,7 +1011,9 @@ fn special_drives_and_pci() {
 
 #[test]
 fn failed_read_fails_closed() {
-    let desired = crate::validate(Flavour::Vm, &base()).unwrap().desired;
+    let desired = crate::validate(Flavour::Vm, &base(), &secrets())
+        .unwrap()
+        .desired;
     let obs = Observation {
         live: Some(entry("stopped", false).to_string()),
         reads: vec![Read {
@@ -724,7 +1022,7 @@ fn failed_read_fails_closed() {
             body: "{\"message\":\"Configuration file 'nodes/pve01/qemu-server/100.conf' does not exist\\n\"}".into(),
         }],
     };
-    let err = crate::plan(Flavour::Vm, Some(&desired), &obs).unwrap_err();
+    let err = crate::plan(Flavour::Vm, Some(&desired), &[], &secrets(), &obs).unwrap_err();
     assert!(
         err[0]
             .message
@@ -736,7 +1034,9 @@ fn failed_read_fails_closed() {
 
 #[test]
 fn observe_reads() {
-    let d = crate::validate(Flavour::Vm, &base()).unwrap().desired;
+    let d = crate::validate(Flavour::Vm, &base(), &secrets())
+        .unwrap()
+        .desired;
     let show = |calls: Vec<Call>| {
         calls
             .iter()
@@ -789,7 +1089,9 @@ fn claims_and_identity() {
         assert_eq!(crate::claims(Flavour::Vm, &e), vm, "{e}");
         assert_eq!(crate::claims(Flavour::Template, &e), tpl, "{e}");
     }
-    let d = crate::validate(Flavour::Vm, &base()).unwrap().desired;
+    let d = crate::validate(Flavour::Vm, &base(), &secrets())
+        .unwrap()
+        .desired;
     let k = crate::identity(&d);
     assert_eq!(
         (

@@ -9,8 +9,10 @@ use proxops_kind_sdk::sets;
 use proxops_kind_sdk::size::{self, GIB};
 use serde_json::{Map, Value};
 
+use crate::cloudinit;
 use crate::desired::*;
 use crate::keys::*;
+use crate::secrets::Secrets;
 use crate::syntax;
 
 type Obj = Map<String, Value>;
@@ -25,9 +27,13 @@ pub struct Validated {
 }
 
 /// Validate a manifest given as JSON text.
-pub fn validate_json(flavour: Flavour, manifest: &str) -> Result<Validated, Vec<Diag>> {
+pub fn validate_json(
+    flavour: Flavour,
+    manifest: &str,
+    secrets: &dyn Secrets,
+) -> Result<Validated, Vec<Diag>> {
     match serde_json::from_str::<Value>(manifest) {
-        Ok(v) => validate(flavour, &v),
+        Ok(v) => validate(flavour, &v, secrets),
         Err(e) => Err(vec![Diag::error(
             "",
             format!("manifest is not valid JSON: {e}"),
@@ -35,11 +41,26 @@ pub fn validate_json(flavour: Flavour, manifest: &str) -> Result<Validated, Vec<
     }
 }
 
-/// Validate a manifest.
-pub fn validate(flavour: Flavour, doc: &Value) -> Result<Validated, Vec<Diag>> {
+/// Validate a manifest. The SOPS references of the cloud-init data are resolved through
+/// `secrets` (and the values dropped): a missing, empty, denied or malformed reference fails
+/// closed here, before any PVE call. The desired state keeps only the references.
+pub fn validate(
+    flavour: Flavour,
+    doc: &Value,
+    secrets: &dyn Secrets,
+) -> Result<Validated, Vec<Diag>> {
     let mut c = Checker::new();
     let (name, spec) = manifest::envelope(&mut c, doc, flavour.kind());
     let desired = spec.and_then(|spec| check_spec(&mut c, flavour, name.as_deref(), spec));
+    // Resolve only references that are well-formed; malformed ones were reported above.
+    if !c.has_errors()
+        && let Some(d) = &desired
+        && let Err(errors) = cloudinit::resolve(d.cloud_init_data.as_ref(), secrets)
+    {
+        for e in errors {
+            c.error(e.path, e.message);
+        }
+    }
     match (c.finish(), desired) {
         (Ok(warnings), Some(desired)) => Ok(Validated { desired, warnings }),
         (Ok(_), None) => Err(vec![Diag::error("", "manifest could not be read")]),
@@ -480,6 +501,12 @@ fn check_hardware(c: &mut Checker, hw: &Obj) -> Hardware {
         let media = c
             .enumeration(cd, cp, "media", false, &["cdrom", "disk"])
             .unwrap_or_else(|| "cdrom".into());
+        if iso != "none" && media != "cdrom" {
+            c.error(
+                join(cp, "media"),
+                "must be `cdrom` when an ISO is attached (PVE requires media=cdrom for iso volumes)",
+            );
+        }
         Cdrom {
             slot: Desired::cdrom_slot(cloud_init.is_some()).to_string(),
             iso,

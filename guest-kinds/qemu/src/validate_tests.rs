@@ -3,7 +3,29 @@
 use serde_json::{Value, json};
 
 use crate::desired::Flavour;
+use crate::secrets::MapSecrets;
 use crate::validate::validate;
+
+/// A canary secret value: it must never appear outside a sensitive parameter.
+pub const CANARY_PASSWORD: &str = "canary-pw-7f3a";
+/// A canary key (public keys from refs are handled as secrets).
+pub const CANARY_KEY: &str = "ssh-ed25519 AAAAcanaryKEY+/= alice@canary";
+
+/// The cluster's SOPS document in these tests.
+pub fn secrets() -> MapSecrets {
+    MapSecrets::from_pairs(&[
+        ("cloud-init.passwords.root", CANARY_PASSWORD),
+        ("cloud-init.ssh-keys.alice", CANARY_KEY),
+        (
+            "cloud-init.ssh-keys.team",
+            "ssh-rsa AAAAteam1 bob@h\nssh-ed25519 AAAAteam2 carol@h\n",
+        ),
+        ("cloud-init.ssh-keys.blank", "   \n"),
+        ("cloud-init.ssh-keys.empty", ""),
+        ("cloud-init.ssh-keys.notakey", "canary-not-a-key"),
+        ("cloud-init.passwords.empty", ""),
+    ])
+}
 
 /// A valid VM manifest.
 pub fn base() -> Value {
@@ -65,7 +87,7 @@ fn check(flavour: Flavour, patches: &[(&str, Value)], expected: &[(&str, &str)])
     for (p, v) in patches {
         patch(&mut doc, p, v.clone());
     }
-    let diags = match validate(flavour, &doc) {
+    let diags = match validate(flavour, &doc, &secrets()) {
         Ok(v) => v.warnings,
         Err(d) => d,
     };
@@ -739,7 +761,7 @@ fn normalised_desired_state() {
         "spec/hardware/pci-devices",
         json!([{"slot": 1, "device": "0000:0A:00.0", "pcie": true}]),
     );
-    let v = validate(Flavour::Vm, &doc).unwrap();
+    let v = validate(Flavour::Vm, &doc, &secrets()).unwrap();
     let got = serde_json::to_value(&v.desired).unwrap();
     assert_eq!(
         got,

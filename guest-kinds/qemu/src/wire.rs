@@ -111,6 +111,17 @@ pub fn new_disk(d: &Disk) -> String {
     p.canonical()
 }
 
+/// The create form of an image-seeded disk: `<storage>:0,import-from=<source>` plus its options
+/// (PVE takes the size from the image and rejects a non-zero size with `import-from`).
+pub fn import_disk(d: &Disk, source: &str) -> String {
+    let mut p = PropString::with_bare(format!("{}:0", d.storage));
+    p.set("import-from", source.to_string());
+    for (k, v) in disk_tokens(d) {
+        p.set(k, v);
+    }
+    p.canonical()
+}
+
 /// The live size of a drive in bytes, when printed.
 pub fn drive_size(d: &PropString) -> Option<u64> {
     d.get("size").and_then(|s| size::parse_pve(s).ok())
@@ -223,6 +234,11 @@ pub fn new_efidisk(e: &EfiDisk) -> String {
 /// The create form of the TPM state volume.
 pub fn new_tpm(t: &Tpm) -> String {
     format!("{}:1,version={}", t.storage, t.version)
+}
+
+/// The CD/DVD value for an attached ISO volume (PVE requires `media=cdrom` for iso volumes).
+pub fn iso_cdrom(volid: &str) -> String {
+    format!("{volid},media=cdrom")
 }
 
 /// The CD/DVD value for `iso: none`.

@@ -1,0 +1,173 @@
+//! The targets of a VM's references, read from the desired states the host resolved: the clone
+//! source's vmid (`spec.clone` -> TemplateVM), the import volume of an image-seeded disk
+//! (`spec.disks[i].image` -> DiskImage) and the ISO volume of the CD/DVD drive
+//! (`spec.hardware.cdrom.iso` -> ISO).
+//!
+//! `check_references` and `plan` read the targets with the same functions, so a target that
+//! passed the first cannot surprise the second; `plan` still fails closed if a target is
+//! missing or unreadable.
+
+use std::collections::BTreeMap;
+
+use proxops_kind_sdk::check::Diag;
+use serde_json::Value;
+
+use crate::Reference;
+use crate::desired::Desired;
+
+/// Resolved targets of one VM.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Targets {
+    /// vmid of the clone source.
+    pub clone_vmid: Option<u32>,
+    /// Import source (`<storage>:import/<file>`) per disk index.
+    pub images: BTreeMap<usize, String>,
+    /// ISO volume (`<storage>:iso/<file>`).
+    pub iso: Option<String>,
+}
+
+fn target_json(r: &Reference, desired: &str) -> Result<Value, Diag> {
+    serde_json::from_str::<Value>(desired)
+        .ok()
+        .filter(Value::is_object)
+        .ok_or_else(|| {
+            Diag::error(
+                &r.path,
+                format!(
+                    "the desired state of {} `{}` could not be read",
+                    r.kind, r.name
+                ),
+            )
+        })
+}
+
+/// The clone source's vmid, checked against the VM (a TemplateVM, same node, other vmid).
+pub fn clone_source(d: &Desired, r: &Reference, desired: &str) -> Result<u32, Diag> {
+    if r.kind != "TemplateVM" {
+        return Err(Diag::error(
+            &r.path,
+            format!("`{}` is a {}, not a TemplateVM", r.name, r.kind),
+        ));
+    }
+    let t = target_json(r, desired)?;
+    if let Some(kind) = t.get("kind").and_then(Value::as_str)
+        && kind != "TemplateVM"
+    {
+        return Err(Diag::error(
+            &r.path,
+            format!("`{}` is a {kind}, not a TemplateVM", r.name),
+        ));
+    }
+    if let Some(node) = t.get("node").and_then(Value::as_str)
+        && node != d.node
+    {
+        return Err(Diag::error(
+            &r.path,
+            format!(
+                "TemplateVM `{}` is on node {node}, this VM on {}; a clone source must be on the same node",
+                r.name, d.node
+            ),
+        ));
+    }
+    let vmid = t
+        .get("vmid")
+        .and_then(Value::as_u64)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| {
+            Diag::error(
+                &r.path,
+                format!("the desired state of TemplateVM `{}` has no vmid", r.name),
+            )
+        })?;
+    if vmid == d.vmid {
+        return Err(Diag::error(
+            &r.path,
+            format!(
+                "TemplateVM `{}` has this VM's own vmid {}; a VM cannot clone onto itself",
+                r.name, d.vmid
+            ),
+        ));
+    }
+    Ok(vmid)
+}
+
+/// The volume of a download target (`<storage>:<content>/<filename>`), checked to be of the
+/// expected kind and content.
+pub fn download_volume(
+    r: &Reference,
+    desired: &str,
+    kind: &str,
+    content: &str,
+) -> Result<String, Diag> {
+    if r.kind != kind {
+        return Err(Diag::error(
+            &r.path,
+            format!(
+                "`{}` is a {}, not a{} {kind}",
+                r.name,
+                r.kind,
+                if kind == "ISO" { "n" } else { "" }
+            ),
+        ));
+    }
+    let t = target_json(r, desired)?;
+    if let Some(c) = t.get("content").and_then(Value::as_str)
+        && c != content
+    {
+        return Err(Diag::error(
+            &r.path,
+            format!("{kind} `{}` has content {c}, expected {content}", r.name),
+        ));
+    }
+    let field = |k: &str| t.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+    match (field("storage"), field("filename")) {
+        (Some(s), Some(f)) => Ok(format!("{s}:{content}/{f}")),
+        _ => Err(Diag::error(
+            &r.path,
+            format!(
+                "the desired state of {kind} `{}` has no storage or file name",
+                r.name
+            ),
+        )),
+    }
+}
+
+/// Read every target of `d` from `resolved`; a reference without a target is an error (the
+/// host reports unknown names itself; this guards the kind against a partial list).
+pub fn targets(d: &Desired, resolved: &[(Reference, String)]) -> Result<Targets, Vec<Diag>> {
+    let mut out = Targets::default();
+    let mut errors = Vec::new();
+    for want in crate::references(d) {
+        let Some((r, desired)) = resolved.iter().find(|(r, _)| r.path == want.path) else {
+            errors.push(Diag::error(
+                &want.path,
+                format!("no {} named `{}` in this cluster", want.kind, want.name),
+            ));
+            continue;
+        };
+        let got = if want.path == "spec.clone" {
+            clone_source(d, r, desired).map(|v| out.clone_vmid = Some(v))
+        } else if want.path == "spec.hardware.cdrom.iso" {
+            download_volume(r, desired, "ISO", "iso").map(|v| out.iso = Some(v))
+        } else {
+            let i = d
+                .disks
+                .iter()
+                .enumerate()
+                .find(|(i, _)| format!("spec.disks[{i}].image") == want.path)
+                .map(|(i, _)| i)
+                .unwrap_or_default();
+            download_volume(r, desired, "DiskImage", "import").map(|v| {
+                out.images.insert(i, v);
+            })
+        };
+        if let Err(e) = got {
+            errors.push(e);
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}

@@ -1,0 +1,142 @@
+//! SOPS secrets behind a small trait, so that validation and planning are plain functions:
+//! native unit tests resolve from a map, the component calls the WIT import
+//! `proxops:kind/secrets.resolve`.
+//!
+//! A resolved value is held in a [`Secret`], whose `Debug` never prints it; diagnostics built
+//! here name the reference (the dot-path), never the value.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Why a secret could not be given (plain form of WIT `secret-error`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SecretError {
+    /// The kind was not granted access to secrets.
+    Denied,
+    /// No value at that dot-path.
+    Missing,
+    /// The value is empty.
+    Empty,
+    /// The dot-path is malformed or points at a non-string value.
+    Invalid(String),
+    /// Anything else the host reports.
+    Other(String),
+}
+
+impl SecretError {
+    /// What to tell the operator about reference `path` (never a value).
+    pub fn message(&self, path: &str) -> String {
+        match self {
+            SecretError::Denied => format!(
+                "cannot resolve `{path}`: this kind is not granted access to the cluster's SOPS secrets; grant it, or remove the reference"
+            ),
+            SecretError::Missing => {
+                format!(
+                    "`{path}` is not in the cluster's SOPS document; add it, or fix the reference"
+                )
+            }
+            SecretError::Empty => format!(
+                "`{path}` is empty in the cluster's SOPS document; a missing or empty secret is never treated as \"nothing to write\""
+            ),
+            SecretError::Invalid(why) => format!("`{path}` cannot be resolved: {why}"),
+            SecretError::Other(why) => format!("resolving `{path}` failed: {why}"),
+        }
+    }
+}
+
+/// A secret value. `Debug` prints `(sensitive)`; read it with [`Secret::expose`].
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wrap a value.
+    pub fn new(value: impl Into<String>) -> Self {
+        Secret(value.into())
+    }
+
+    /// The value, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("(sensitive)")
+    }
+}
+
+/// A source of secrets.
+pub trait Secrets {
+    /// Resolve a dot-path such as `cloud-init.ssh-keys.alice`.
+    fn resolve(&self, path: &str) -> Result<Secret, SecretError>;
+}
+
+/// Secrets from a map (tests, benchmarks). A path that is absent is `Missing`, an empty value
+/// is `Empty`, like the host.
+#[derive(Default, Clone)]
+pub struct MapSecrets(pub BTreeMap<String, String>);
+
+impl MapSecrets {
+    /// From `(path, value)` pairs.
+    pub fn from_pairs(pairs: &[(&str, &str)]) -> Self {
+        MapSecrets(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
+    }
+}
+
+impl fmt::Debug for MapSecrets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
+}
+
+impl Secrets for MapSecrets {
+    fn resolve(&self, path: &str) -> Result<Secret, SecretError> {
+        match self.0.get(path) {
+            None => Err(SecretError::Missing),
+            Some(v) if v.is_empty() => Err(SecretError::Empty),
+            Some(v) => Ok(Secret::new(v.clone())),
+        }
+    }
+}
+
+/// No access to secrets: every lookup is `Denied`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoSecrets;
+
+impl Secrets for NoSecrets {
+    fn resolve(&self, _path: &str) -> Result<Secret, SecretError> {
+        Err(SecretError::Denied)
+    }
+}
+
+/// The host's secrets (the WIT import). Outside the component there is no host: every lookup
+/// fails with `Other`.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct HostSecrets;
+
+impl Secrets for HostSecrets {
+    #[cfg(target_arch = "wasm32")]
+    fn resolve(&self, path: &str) -> Result<Secret, SecretError> {
+        use proxops_kind_sdk::bindings::proxops::kind::secrets as host;
+        host::resolve(path).map(Secret::new).map_err(|e| match e {
+            host::SecretError::Denied => SecretError::Denied,
+            host::SecretError::Missing => SecretError::Missing,
+            host::SecretError::Empty => SecretError::Empty,
+            host::SecretError::Invalid(m) => SecretError::Invalid(m),
+            host::SecretError::Other(m) => SecretError::Other(m),
+        })
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn resolve(&self, _path: &str) -> Result<Secret, SecretError> {
+        Err(SecretError::Other(
+            "secrets are only available inside the component".into(),
+        ))
+    }
+}
