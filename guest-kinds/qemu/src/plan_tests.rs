@@ -600,6 +600,578 @@ fn clone_references_fail_closed() {
 }
 
 #[test]
+fn cloud_init_data() {
+    // Re-encoding (lower-case hex, `!` kept raw), reordering and DNS order are never drift.
+    check(
+        Case {
+            patches: &[
+                ("spec/cloud-init-data/ci-user", json!("deploy")),
+                (
+                    "spec/cloud-init-data/ssh-keys",
+                    json!(["ssh-ed25519 AAAA1 a@h", "ssh-rsa AAAA2+/= b@h"]),
+                ),
+                (
+                    "spec/cloud-init-data/nameservers",
+                    json!(["1.1.1.1", "9.9.9.9"]),
+                ),
+                (
+                    "spec/cloud-init-data/search-domains",
+                    json!(["b.example", "a.example"]),
+                ),
+                (
+                    "spec/cloud-init-data/ipconfigs",
+                    json!([{"nic": 0, "ip": "10.0.0.5/24", "gateway": "10.0.0.1"}]),
+                ),
+            ],
+            config: &[
+                ("ciuser", json!("deploy")),
+                (
+                    "sshkeys",
+                    json!("ssh-rsa%20AAAA2%2b%2f%3d%20b%40h%0assh-ed25519%20AAAA1%20a%40h%0A"),
+                ),
+                ("nameserver", json!("9.9.9.9 1.1.1.1")),
+                ("searchdomain", json!("a.example b.example")),
+                ("ipconfig0", json!("gw=10.0.0.1,ip=10.0.0.5/24")),
+            ],
+            ..Case::default()
+        },
+        &[],
+    );
+    // Undeclared keys are not owned on a VM that is not a clone: never drift.
+    check(
+        Case {
+            config: &[
+                ("ciuser", json!("someone")),
+                ("sshkeys", json!("ssh-ed25519%20X%20y")),
+                ("ipconfig0", json!("ip=dhcp")),
+                ("nameserver", json!("8.8.8.8")),
+                ("searchdomain", json!("x.example")),
+                ("cipassword", json!("**********")),
+            ],
+            ..Case::default()
+        },
+        &[],
+    );
+    // The `*` sentinel: PVE owns sshkeys; nothing written whatever the live value.
+    for live in [None, Some(json!("ssh-ed25519%20X%20y"))] {
+        let config: Vec<(&str, Value)> = live.into_iter().map(|v| ("sshkeys", v)).collect();
+        check(
+            Case {
+                patches: &[("spec/cloud-init-data/ssh-keys", json!(["*"]))],
+                config: &config,
+                ..Case::default()
+            },
+            &[],
+        );
+    }
+    // Drift is written; the keys in manifest order, joined with %0A, percent-encoded.
+    check(
+        Case {
+            patches: &[
+                ("spec/cloud-init-data/ci-user", json!("deploy")),
+                (
+                    "spec/cloud-init-data/ssh-keys",
+                    json!(["ssh-ed25519 AAAA1 a@h", "ssh-rsa AAAA2+/= b@h"]),
+                ),
+                (
+                    "spec/cloud-init-data/nameservers",
+                    json!(["9.9.9.9", "1.1.1.1"]),
+                ),
+                ("spec/cloud-init-data/search-domains", json!(["a.example"])),
+                (
+                    "spec/cloud-init-data/ipconfigs",
+                    json!([{"nic": 0, "ip": "10.0.0.5/24"}]),
+                ),
+            ],
+            config: &[
+                ("ciuser", json!("ubuntu")),
+                ("sshkeys", json!("ssh-ed25519%20AAAA1%20a%40h")),
+                ("nameserver", json!("1.1.1.1")),
+                ("ipconfig0", json!("ip=10.0.0.5/24,gw=10.0.0.1")),
+            ],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: ciuser, sshkeys, nameserver, searchdomain, ipconfig0",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 ciuser=deploy sshkeys=ssh-ed25519%20AAAA1%20a%40h%0Assh-rsa%20AAAA2%2B%2F%3D%20b%40h \
+nameserver=1.1.1.1 9.9.9.9 searchdomain=a.example ipconfig0=ip=10.0.0.5/24",
+            "drift spec.cloud-init-data.ci-user: ubuntu -> deploy",
+            "drift spec.cloud-init-data.ssh-keys: ssh-ed25519%20AAAA1%20a%40h -> ssh-ed25519%20AAAA1%20a%40h%0Assh-rsa%20AAAA2%2B%2F%3D%20b%40h",
+            "drift spec.cloud-init-data.nameservers: 1.1.1.1 -> 1.1.1.1 9.9.9.9",
+            "drift spec.cloud-init-data.search-domains: - -> a.example",
+            "drift spec.cloud-init-data.ipconfigs[0]: ip=10.0.0.5/24,gw=10.0.0.1 -> ip=10.0.0.5/24",
+        ],
+    );
+    // Created with the VM, in one POST.
+    check(
+        Case {
+            live: None,
+            patches: &[
+                ("spec/cloud-init-data/ci-user", json!("deploy")),
+                (
+                    "spec/cloud-init-data/ssh-keys",
+                    json!(["ssh-ed25519 AAAA1 a@h"]),
+                ),
+                (
+                    "spec/cloud-init-data/ipconfigs",
+                    json!([{"nic": 0, "ip": "10.0.0.5/24", "gateway": "10.0.0.1"}]),
+                ),
+            ],
+            ..Case::default()
+        },
+        &[
+            "Create: create VM 100 (web-01) on pve01",
+            "  Post /nodes/pve01/qemu vmid=100 name=web-01 tags=proxops memory=2048 cores=2 cpu=host scsi0=local-lvm:32 \
+net0=virtio,bridge=vmbr0 ciuser=deploy sshkeys=ssh-ed25519%20AAAA1%20a%40h ipconfig0=ip=10.0.0.5/24,gw=10.0.0.1",
+            "drift : - -> VM 100 on pve01",
+        ],
+    );
+}
+
+#[test]
+fn cloud_init_secrets() {
+    // ssh-key-refs: resolved in manifest order (a ref may hold several lines), sensitive.
+    check(
+        Case {
+            patches: &[(
+                "spec/cloud-init-data/ssh-key-refs",
+                json!(["cloud-init.ssh-keys.team", "cloud-init.ssh-keys.alice"]),
+            )],
+            config: &[("sshkeys", json!("ssh-rsa%20AAAAteam1%20bob%40h"))],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: sshkeys",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 sshkeys=ssh-rsa%20AAAAteam1%20bob%40h%0Assh-ed25519%20AAAAteam2%20carol%40h%0A\
+ssh-ed25519%20AAAAcanaryKEY%2B%2F%3D%20alice%40canary[sensitive]",
+            "drift spec.cloud-init-data.ssh-key-refs: ssh-rsa%20AAAAteam1%20bob%40h -> cloud-init.ssh-keys.team, cloud-init.ssh-keys.alice [sensitive]",
+        ],
+    );
+    // Same key set, other order and encoding: converged.
+    check(
+        Case {
+            patches: &[(
+                "spec/cloud-init-data/ssh-key-refs",
+                json!(["cloud-init.ssh-keys.team"]),
+            )],
+            config: &[(
+                "sshkeys",
+                json!("ssh-ed25519%20AAAAteam2%20carol%40h%0assh-rsa%20AAAAteam1%20bob%40h"),
+            )],
+            ..Case::default()
+        },
+        &[],
+    );
+    // cipassword: written only when absent; present (masked) is satisfied; never deleted.
+    check(
+        Case {
+            patches: &[(
+                "spec/cloud-init-data/ci-password-ref",
+                json!("cloud-init.passwords.root"),
+            )],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: cipassword",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 cipassword=canary-pw-7f3a[sensitive]",
+            "drift spec.cloud-init-data.ci-password-ref: - -> cloud-init.passwords.root [sensitive]",
+        ],
+    );
+    check(
+        Case {
+            patches: &[(
+                "spec/cloud-init-data/ci-password-ref",
+                json!("cloud-init.passwords.root"),
+            )],
+            config: &[("cipassword", json!("**********"))],
+            ..Case::default()
+        },
+        &[],
+    );
+    check(
+        Case {
+            live: None,
+            patches: &[
+                (
+                    "spec/cloud-init-data/ci-password-ref",
+                    json!("cloud-init.passwords.root"),
+                ),
+                (
+                    "spec/cloud-init-data/ssh-key-refs",
+                    json!(["cloud-init.ssh-keys.alice"]),
+                ),
+            ],
+            ..Case::default()
+        },
+        &[
+            "Create: create VM 100 (web-01) on pve01",
+            "  Post /nodes/pve01/qemu vmid=100 name=web-01 tags=proxops memory=2048 cores=2 cpu=host scsi0=local-lvm:32 \
+net0=virtio,bridge=vmbr0 cipassword=canary-pw-7f3a[sensitive] sshkeys=ssh-ed25519%20AAAAcanaryKEY%2B%2F%3D%20alice%40canary[sensitive]",
+            "drift : - -> VM 100 on pve01",
+        ],
+    );
+}
+
+/// A secret value appears in the serialised proposal only inside sensitive params and
+/// sensitive changes; never in a summary, drift value, anomaly or diagnostic.
+#[test]
+fn secrets_never_leak() {
+    use crate::validate_tests::{CANARY_KEY, CANARY_PASSWORD};
+    let encoded_key = crate::cloudinit::urlencode(CANARY_KEY);
+    let canaries = [
+        CANARY_PASSWORD,
+        CANARY_KEY,
+        encoded_key.as_str(),
+        "AAAAcanaryKEY",
+    ];
+    let patches = [
+        (
+            "spec/cloud-init-data/ci-password-ref",
+            json!("cloud-init.passwords.root"),
+        ),
+        (
+            "spec/cloud-init-data/ssh-key-refs",
+            json!(["cloud-init.ssh-keys.alice"]),
+        ),
+    ];
+    for live in [None, Some(entry("stopped", false))] {
+        let mut p = run(Case {
+            live,
+            patches: &patches,
+            ..Case::default()
+        });
+        let mut found = 0;
+        for a in &mut p.actions {
+            for c in &mut a.calls {
+                for (_, v, sensitive) in &mut c.params {
+                    if canaries.iter().any(|k| v.contains(k)) {
+                        assert!(*sensitive, "{v}");
+                        found += 1;
+                        *v = String::new();
+                    }
+                }
+            }
+            for c in &mut a.changes {
+                if c.sensitive {
+                    c.old = None;
+                    c.new = None;
+                }
+            }
+        }
+        assert_eq!(found, 2);
+        let text = format!("{}\n{p:?}", serde_json::to_string(&p).unwrap());
+        for k in canaries {
+            assert!(!text.contains(k), "{k} leaked: {text}");
+        }
+    }
+    // Debug of the resolved state and of a secrets map never prints a value either.
+    let d = crate::validate(
+        Flavour::Vm,
+        &{
+            let mut doc = base();
+            for (k, v) in &patches {
+                patch(&mut doc, k, v.clone());
+            }
+            doc
+        },
+        &secrets(),
+    )
+    .unwrap()
+    .desired;
+    let r = crate::cloudinit::resolve(d.cloud_init_data.as_ref(), &secrets()).unwrap();
+    let text = format!(
+        "{d:?} {r:?} {:?} {}",
+        secrets(),
+        serde_json::to_string(&d).unwrap()
+    );
+    for k in canaries {
+        assert!(!text.contains(k), "{k} leaked: {text}");
+    }
+}
+
+#[test]
+fn secret_failures_fail_plan_closed() {
+    use crate::secrets::{MapSecrets, NoSecrets, Secrets};
+    let mut doc = base();
+    patch(
+        &mut doc,
+        "spec/cloud-init-data/ci-password-ref",
+        json!("cloud-init.passwords.root"),
+    );
+    patch(
+        &mut doc,
+        "spec/cloud-init-data/ssh-key-refs",
+        json!(["cloud-init.ssh-keys.alice"]),
+    );
+    let d = crate::validate(Flavour::Vm, &doc, &secrets())
+        .unwrap()
+        .desired;
+    let obs = Observation::default();
+    let plan = |s: &dyn Secrets| {
+        crate::plan(Flavour::Vm, Some(&d), &[], s, &obs)
+            .unwrap_err()
+            .into_iter()
+            .map(|d| format!("{}: {}", d.path, d.message))
+            .collect::<Vec<_>>()
+    };
+    // The SOPS document changed after validation: nothing is created.
+    assert_eq!(
+        plan(&MapSecrets::default()),
+        vec![
+            "spec.cloud-init-data.ssh-key-refs[0]: `cloud-init.ssh-keys.alice` is not in the cluster's SOPS document; add it, or fix the reference",
+            "spec.cloud-init-data.ci-password-ref: `cloud-init.passwords.root` is not in the cluster's SOPS document; add it, or fix the reference",
+        ]
+    );
+    assert_eq!(
+        plan(&NoSecrets),
+        vec![
+            "spec.cloud-init-data.ssh-key-refs[0]: cannot resolve `cloud-init.ssh-keys.alice`: this kind is not granted access to the cluster's SOPS secrets; grant it, or remove the reference",
+            "spec.cloud-init-data.ci-password-ref: cannot resolve `cloud-init.passwords.root`: this kind is not granted access to the cluster's SOPS secrets; grant it, or remove the reference",
+        ]
+    );
+}
+
+#[test]
+fn image_seeded_disks() {
+    let image = [
+        ("spec/disks/0/image", json!("noble")),
+        ("spec/disks/0/size", Value::Null),
+    ];
+    check(
+        Case {
+            live: None,
+            patches: &image,
+            ..Case::default()
+        },
+        &[
+            "Create: create VM 100 (web-01) on pve01",
+            "  Post /nodes/pve01/qemu vmid=100 name=web-01 tags=proxops memory=2048 cores=2 cpu=host \
+scsi0=local-lvm:0,import-from=local:import/noble.qcow2 net0=virtio,bridge=vmbr0",
+            "drift : - -> VM 100 on pve01",
+        ],
+    );
+    // Live: only the pool is compared (size and tokens come from the import).
+    check(
+        Case {
+            patches: &[
+                ("spec/disks/0/image", json!("noble")),
+                ("spec/disks/0/size", Value::Null),
+                ("spec/disks/0/iothread", json!(true)),
+            ],
+            config: &[("scsi0", json!("local-lvm:vm-100-disk-0,size=3584M"))],
+            ..Case::default()
+        },
+        &[],
+    );
+    check(
+        Case {
+            patches: &image,
+            config: &[("scsi0", json!("ceph:vm-100-disk-0,size=3G"))],
+            ..Case::default()
+        },
+        &["anomaly spec.disks[0].storage"],
+    );
+    // An empty slot is imported into, once.
+    check(
+        Case {
+            patches: &[(
+                "spec/disks/1",
+                json!({"storage": "local-lvm", "image": "noble", "interface": "virtio1", "discard": "on"}),
+            )],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: virtio1",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 virtio1=local-lvm:0,discard=on,import-from=local:import/noble.qcow2",
+            "drift spec.disks[1]: - -> local-lvm:0,discard=on,import-from=local:import/noble.qcow2",
+        ],
+    );
+}
+
+#[test]
+fn cdrom_iso() {
+    let iso = [("spec/hardware/cdrom", json!({"iso": "debian-13"}))];
+    let with_ci = [
+        ("spec/hardware/cdrom", json!({"iso": "debian-13"})),
+        (
+            "spec/hardware/cloud-init",
+            json!({"enabled": true, "storage": "local-lvm"}),
+        ),
+    ];
+    check(
+        Case {
+            live: None,
+            patches: &iso,
+            ..Case::default()
+        },
+        &[
+            "Create: create VM 100 (web-01) on pve01",
+            "  Post /nodes/pve01/qemu vmid=100 name=web-01 tags=proxops memory=2048 cores=2 cpu=host scsi0=local-lvm:32 \
+ide2=local:iso/debian-13.iso,media=cdrom net0=virtio,bridge=vmbr0",
+            "drift : - -> VM 100 on pve01",
+        ],
+    );
+    check(
+        Case {
+            live: None,
+            patches: &with_ci,
+            ..Case::default()
+        },
+        &[
+            "Create: create VM 100 (web-01) on pve01",
+            "  Post /nodes/pve01/qemu vmid=100 name=web-01 tags=proxops memory=2048 cores=2 cpu=host scsi0=local-lvm:32 \
+ide2=local-lvm:cloudinit ide3=local:iso/debian-13.iso,media=cdrom net0=virtio,bridge=vmbr0",
+            "drift : - -> VM 100 on pve01",
+        ],
+    );
+    // Converged (PVE prints `file=` folded and the size); another ISO or an empty drive is
+    // rewritten; `none` detaches.
+    check(
+        Case {
+            patches: &iso,
+            config: &[(
+                "ide2",
+                json!("local:iso/debian-13.iso,media=cdrom,size=600M"),
+            )],
+            ..Case::default()
+        },
+        &[],
+    );
+    check(
+        Case {
+            patches: &with_ci,
+            config: &[
+                ("ide2", json!("local-lvm:vm-100-cloudinit,media=cdrom")),
+                ("ide3", json!("local:iso/debian-12.iso,media=cdrom")),
+            ],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: ide3",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 ide3=local:iso/debian-13.iso,media=cdrom",
+            "drift spec.hardware.cdrom.iso: local:iso/debian-12.iso,media=cdrom -> local:iso/debian-13.iso,media=cdrom",
+        ],
+    );
+    check(
+        Case {
+            patches: &iso,
+            config: &[("ide2", json!("none,media=cdrom"))],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: ide2",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 ide2=local:iso/debian-13.iso,media=cdrom",
+            "drift spec.hardware.cdrom.iso: none,media=cdrom -> local:iso/debian-13.iso,media=cdrom",
+        ],
+    );
+    check(
+        Case {
+            patches: &[("spec/hardware/cdrom", json!({"iso": "none"}))],
+            config: &[("ide2", json!("local:iso/debian-13.iso,media=cdrom"))],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: ide2",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 ide2=none,media=cdrom",
+            "drift spec.hardware.cdrom: local:iso/debian-13.iso,media=cdrom -> none,media=cdrom",
+        ],
+    );
+    // Block absent: the slot is not owned.
+    check(
+        Case {
+            config: &[("ide2", json!("local:iso/other.iso,media=cdrom"))],
+            ..Case::default()
+        },
+        &[],
+    );
+}
+
+#[test]
+fn references_and_their_targets() {
+    let mut doc = base();
+    patch(&mut doc, "spec/disks/0/image", json!("noble"));
+    patch(&mut doc, "spec/disks/0/size", Value::Null);
+    patch(
+        &mut doc,
+        "spec/disks/1",
+        json!({"storage": "local-lvm", "size": "8GiB"}),
+    );
+    patch(
+        &mut doc,
+        "spec/disks/2",
+        json!({"storage": "local-lvm", "image": "noble"}),
+    );
+    patch(&mut doc, "spec/hardware/cdrom", json!({"iso": "debian-13"}));
+    let d = crate::validate(Flavour::Vm, &doc, &secrets())
+        .unwrap()
+        .desired;
+    let refs: Vec<String> = crate::references(&d)
+        .iter()
+        .map(|r| format!("{} {} {}", r.kind, r.name, r.path))
+        .collect();
+    assert_eq!(
+        refs,
+        vec![
+            "DiskImage noble spec.disks[0].image",
+            "DiskImage noble spec.disks[2].image",
+            "ISO debian-13 spec.hardware.cdrom.iso",
+        ]
+    );
+    let mut clone = base();
+    patch(&mut clone, "spec/clone", json!("golden"));
+    patch(&mut clone, "spec/disks", Value::Null);
+    patch(&mut clone, "spec/hardware/cdrom", json!({"iso": "none"}));
+    let c = crate::validate(Flavour::Vm, &clone, &secrets())
+        .unwrap()
+        .desired;
+    assert_eq!(
+        crate::references(&c),
+        vec![Reference {
+            kind: "TemplateVM".into(),
+            name: "golden".into(),
+            path: "spec.clone".into()
+        }]
+    );
+    let show = |resolved: &[(Reference, String)]| {
+        crate::check_references(&d, resolved)
+            .into_iter()
+            .map(|d| format!("{}: {}", d.path, d.message))
+            .collect::<Vec<_>>()
+    };
+    let good = resolve_all(&d);
+    assert_eq!(show(&good), Vec::<String>::new());
+    let t = crate::refs::targets(&d, &good).unwrap();
+    assert_eq!(
+        t.images.get(&0).map(String::as_str),
+        Some("local:import/noble.qcow2")
+    );
+    assert_eq!(
+        t.images.get(&2).map(String::as_str),
+        Some("local:import/noble.qcow2")
+    );
+    assert_eq!(t.iso.as_deref(), Some("local:iso/debian-13.iso"));
+    let mut bad = good.clone();
+    bad[0].1 = catalog("debian-13").unwrap().to_string();
+    bad[1].1 = json!({"kind": "DiskImage", "storage": "local"}).to_string();
+    bad[2].0.kind = "DiskImage".into();
+    assert_eq!(
+        show(&bad),
+        vec![
+            "spec.disks[0].image: DiskImage `noble` has content iso, expected import",
+            "spec.disks[2].image: the desired state of DiskImage `noble` has no storage or file name",
+            "spec.hardware.cdrom.iso: `debian-13` is a DiskImage, not an ISO",
+        ]
+    );
+    assert_eq!(
+        show(&good[..1]),
+        vec![
+            "spec.disks[2].image: no DiskImage named `noble` in this cluster",
+            "spec.hardware.cdrom.iso: no ISO named `debian-13` in this cluster",
+        ]
+    );
+}
+
+#[test]
 fn hot_changes_on_a_running_vm() {
     // Written; PVE keeps what it cannot hot-plug pending.
     check(

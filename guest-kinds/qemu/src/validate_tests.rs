@@ -788,3 +788,141 @@ fn normalised_desired_state() {
     let back: crate::Desired = serde_json::from_value(got).unwrap();
     assert_eq!(back, v.desired);
 }
+
+#[test]
+fn secret_refs_resolve_at_validation() {
+    let refs = |r: &[&str]| ("spec/cloud-init-data/ssh-key-refs", json!(r));
+    vm(
+        &[refs(&[
+            "cloud-init.ssh-keys.alice",
+            "cloud-init.ssh-keys.team",
+        ])],
+        &[],
+    );
+    vm(
+        &[refs(&["cloud-init.ssh-keys.bob"])],
+        &[(
+            "spec.cloud-init-data.ssh-key-refs[0]",
+            "`cloud-init.ssh-keys.bob` is not in the cluster's SOPS document; add it, or fix the reference",
+        )],
+    );
+    vm(
+        &[refs(&["cloud-init.ssh-keys.empty"])],
+        &[(
+            "spec.cloud-init-data.ssh-key-refs[0]",
+            "`cloud-init.ssh-keys.empty` is empty in the cluster's SOPS document; a missing or empty secret is never treated as \"nothing to write\"",
+        )],
+    );
+    vm(
+        &[refs(&["cloud-init.ssh-keys.blank"])],
+        &[(
+            "spec.cloud-init-data.ssh-key-refs",
+            "the references resolve to no keys; an empty key set is never written as \"no keys\"",
+        )],
+    );
+    vm(
+        &[refs(&["cloud-init.ssh-keys.notakey"])],
+        &[(
+            "spec.cloud-init-data.ssh-key-refs[0]",
+            "`cloud-init.ssh-keys.notakey` does not hold OpenSSH public keys (one `<type> <base64> [comment]` per line)",
+        )],
+    );
+    // A malformed ref is reported once, structurally, and not looked up.
+    vm(
+        &[refs(&["cloud-init.ssh-keys."])],
+        &[(
+            "spec.cloud-init-data.ssh-key-refs[0]",
+            "`cloud-init.ssh-keys.` is not a SOPS reference; expected `cloud-init.ssh-keys.<name>`",
+        )],
+    );
+    let pw = |r: &str| ("spec/cloud-init-data/ci-password-ref", json!(r));
+    vm(&[pw("cloud-init.passwords.root")], &[]);
+    vm(
+        &[pw("cloud-init.passwords.admin")],
+        &[(
+            "spec.cloud-init-data.ci-password-ref",
+            "`cloud-init.passwords.admin` is not in the cluster's SOPS document; add it, or fix the reference",
+        )],
+    );
+    vm(
+        &[pw("cloud-init.passwords.empty")],
+        &[(
+            "spec.cloud-init-data.ci-password-ref",
+            "`cloud-init.passwords.empty` is empty in the cluster's SOPS document; a missing or empty secret is never treated as \"nothing to write\"",
+        )],
+    );
+    vm(
+        &[pw("cloud-init.ssh-keys.alice")],
+        &[(
+            "spec.cloud-init-data.ci-password-ref",
+            "`cloud-init.ssh-keys.alice` is not a SOPS reference; expected `cloud-init.passwords.<name>`",
+        )],
+    );
+    // Denied (the kind has no secrets grant) fails closed; the desired state keeps refs only.
+    let mut doc = base();
+    patch(
+        &mut doc,
+        "spec/cloud-init-data/ci-password-ref",
+        json!("cloud-init.passwords.root"),
+    );
+    let err = validate(Flavour::Vm, &doc, &crate::secrets::NoSecrets).unwrap_err();
+    assert_eq!(
+        err[0].message,
+        "cannot resolve `cloud-init.passwords.root`: this kind is not granted access to the cluster's SOPS secrets; grant it, or remove the reference"
+    );
+    let ok = validate(Flavour::Vm, &doc, &secrets()).unwrap();
+    let text = serde_json::to_string(&ok.desired).unwrap();
+    assert!(
+        text.contains("\"ci-password-ref\":\"cloud-init.passwords.root\""),
+        "{text}"
+    );
+    assert!(!text.contains(CANARY_PASSWORD));
+}
+
+#[test]
+fn image_iso_and_clone_rules() {
+    vm(
+        &[("spec/disks/0/image", json!("noble"))],
+        &[(
+            "spec.disks[0].size",
+            "must be empty when image is set (an imported disk takes its size from the image)",
+        )],
+    );
+    vm(
+        &[
+            ("spec/disks/0/image", json!("noble")),
+            ("spec/disks/0/size", Value::Null),
+        ],
+        &[],
+    );
+    vm(
+        &[(
+            "spec/hardware/cdrom",
+            json!({"iso": "debian-13", "media": "disk"}),
+        )],
+        &[(
+            "spec.hardware.cdrom.media",
+            "must be `cdrom` when an ISO is attached (PVE requires media=cdrom for iso volumes)",
+        )],
+    );
+    vm(
+        &[(
+            "spec/hardware/cdrom",
+            json!({"iso": "none", "media": "disk"}),
+        )],
+        &[],
+    );
+    vm(
+        &[
+            ("spec/clone", json!("golden")),
+            (
+                "spec/disks",
+                json!([{"storage": "local-lvm", "image": "noble"}]),
+            ),
+        ],
+        &[(
+            "spec.disks",
+            "must be empty when spec.clone is set: a clone inherits the template's disk layout",
+        )],
+    );
+}
