@@ -95,10 +95,10 @@ pub struct Desired {
     /// Passthrough PVE keys, values as PVE wire strings.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, String>,
-    /// `spec.clone`: a TemplateVM name (provisioning not planned by this crate yet).
+    /// `spec.clone`: a TemplateVM name; its vmid comes from the resolved reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clone: Option<String>,
-    /// `spec.cloud-init-data` (validated; not planned by this crate yet).
+    /// `spec.cloud-init-data`: SOPS references only, never resolved values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_init_data: Option<CloudInitData>,
 }
@@ -124,7 +124,7 @@ pub struct Disk {
     /// Size in GiB (absent for image-seeded disks).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size_gib: Option<u64>,
-    /// DiskImage name (import not planned by this crate yet).
+    /// DiskImage name; the import source comes from the resolved reference.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<String>,
     /// `iothread` token when owned.
@@ -210,7 +210,7 @@ pub struct Hardware {
 pub struct Cdrom {
     /// `ide2`, or `ide3` when the cloud-init drive holds `ide2`.
     pub slot: String,
-    /// `none`, or an ISO name (attach not planned by this crate yet).
+    /// `none`, or an ISO name (its volume comes from the resolved reference).
     pub iso: String,
     /// `cdrom` or `disk`.
     pub media: String,
@@ -294,7 +294,7 @@ pub struct Options {
     pub hidden: Option<bool>,
 }
 
-/// Cloud-init data (validated only).
+/// Cloud-init data (`ciuser`, `sshkeys`, `cipassword`, `nameserver`, `searchdomain`, `ipconfigN`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub struct CloudInitData {

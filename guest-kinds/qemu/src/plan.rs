@@ -11,6 +11,21 @@
 //!   otherwise keep pointing at a vmid proxops may hand out again) and NOT
 //!   `destroy-unreferenced-disks`: PVE frees the volumes the config references; a `vm-<id>-*`
 //!   volume the config does not reference is not provably ours, so it is left alone.
+//! * Provisioning from a TemplateVM (`spec.clone`) takes passes: when the VM is absent, one
+//!   Create action `POST /nodes/{node}/qemu/{template}/clone` with `newid`, `full=1` and the VM's
+//!   own `name` (PVE's clone has no `start`). The next pass sees the clone through the normal
+//!   update path: the VM's own values in one config write, in which every declared cloud-init
+//!   data key is set and every inherited identity key it does not declare (`ciuser`,
+//!   `sshkeys`, `nameserver`, `searchdomain`, `ipconfig<N>`) is in `delete=` (so the two lists
+//!   are disjoint), followed by the start. Because the clearing is ordinary drift, a clone whose
+//!   config write failed is repaired by the next apply. `cipassword` is never deleted (spec).
+//! * The cloud-init drive goes only into an empty (or CD/DVD) `ide2`; a live drive on another
+//!   pool or another slot is an anomaly, never rewritten (a clone inherits its own copy).
+//! * An image-seeded disk is `<storage>:0,import-from=<img-storage>:import/<file>` at create or
+//!   into an empty slot; on a live disk only its pool is compared (a different pool is an
+//!   anomaly, never a re-import).
+//! * Secret-derived values (`cipassword`, `sshkeys` from refs) are sensitive in the call
+//!   parameter, the change and the drift; a deleted `sshkeys` of unknown provenance too.
 //! * The config write carries the `digest` of the config read, except when a stop precedes it
 //!   in the same proposal on a VM with pending changes (the stop applies them and changes the
 //!   digest). Resizes follow the config write and carry no digest (they are grow-only).

@@ -74,5 +74,11 @@ mod tests {
         assert_eq!(info.kind, "VM");
         assert_eq!(info.api_version, "proxops/v1alpha1");
         assert!(info.schema.contains("2020-12"));
+        assert!(
+            info.api_paths
+                .iter()
+                .any(|p| p == "/nodes/{node}/qemu/{vmid}/clone")
+        );
+        assert_eq!(info.references_kinds, ["TemplateVM", "DiskImage", "ISO"]);
     }
 }
