@@ -5,6 +5,7 @@
 pub mod cluster;
 pub mod diag;
 pub mod repo;
+pub mod settings;
 
 pub use cluster::{ClusterFile, Endpoint, SecretSource, Tls};
 pub use diag::{Diagnostic, Severity};

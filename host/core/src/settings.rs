@@ -1,0 +1,651 @@
+//! `proxops.yaml` at the repository root: repository-wide settings, for now the site
+//! policies every plan is checked by.
+//!
+//! ```yaml
+//! apiVersion: proxops/v1alpha1                  # optional
+//! policies:
+//!   - file: policies/require-protection-prod.wasm   # relative to the repository root
+//!     sha256: 9f86d081884c7d65…                     # of the .wasm; a mismatch refuses to run
+//!     name: prod-protection                         # optional display name (default: the policy's own)
+//!     mode: enforce                                 # enforce (default) | warn | monitor
+//!     settings: {tags: [prod]}                      # passed to the policy as JSON
+//!     scope: {clusters: [lab], kinds: [VM]}         # empty or absent = all
+//! ```
+//!
+//! A repository without `proxops.yaml` has no policies. Files are read through a cap-std
+//! `Dir` rooted at the repository, so neither `..` nor a symlink can lead outside it.
+
+use std::io;
+use std::path::{Component, Path};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use serde_json::{Map, Value};
+
+use crate::API_VERSION;
+use crate::diag::Diagnostic;
+
+/// The settings file, relative to the repository root.
+pub const FILE: &str = "proxops.yaml";
+
+/// What a policy's denial does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// A deny (or a policy failure) stops the cluster's apply before any mutation.
+    Enforce,
+    /// Denials are shown as warnings; nothing stops.
+    Warn,
+    /// Findings are recorded (JSON output, logs) but not shown and never stop anything.
+    Monitor,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Warn => "warn",
+            Mode::Monitor => "monitor",
+        }
+    }
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a policy applies; an empty list means every cluster (kind).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Scope {
+    pub clusters: Vec<String>,
+    pub kinds: Vec<String>,
+}
+
+impl Scope {
+    pub fn includes_cluster(&self, cluster: &str) -> bool {
+        self.clusters.is_empty() || self.clusters.iter().any(|c| c == cluster)
+    }
+
+    pub fn includes_kind(&self, kind: &str) -> bool {
+        self.kinds.is_empty() || self.kinds.iter().any(|k| k == kind)
+    }
+}
+
+/// One entry of `policies:`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct PolicyEntry {
+    /// Position in the list, for diagnostics (`policies[2].settings`).
+    pub index: usize,
+    /// Display name given in the file, if any.
+    pub name: Option<String>,
+    /// Path of the `.wasm`, relative to the repository root, `/`-separated.
+    pub file: String,
+    /// Expected SHA-256 of the file, 64 lower-case hex digits.
+    pub sha256: String,
+    /// The `settings:` mapping (an empty object when absent).
+    pub settings: Value,
+    pub mode: Mode,
+    pub scope: Scope,
+}
+
+impl PolicyEntry {
+    /// The field path of this entry in `proxops.yaml`, e.g. `policies[1]`.
+    pub fn path(&self) -> String {
+        format!("policies[{}]", self.index)
+    }
+}
+
+/// A parsed `proxops.yaml`.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct RepoSettings {
+    /// `Some("proxops.yaml")` when the file exists.
+    pub file: Option<String>,
+    pub policies: Vec<PolicyEntry>,
+}
+
+/// Read `proxops.yaml` in `root`; a missing file gives the defaults (no policies).
+pub fn load(root: &Path) -> Result<RepoSettings, Vec<Diagnostic>> {
+    let dir = Dir::open_ambient_dir(root, ambient_authority()).map_err(|e| {
+        vec![Diagnostic::error(
+            root.display().to_string(),
+            "",
+            format!("cannot open the repository: {e}"),
+        )]
+    })?;
+    let text = match dir.read_to_string(FILE) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(RepoSettings::default()),
+        Err(e) => {
+            return Err(vec![Diagnostic::error(
+                FILE,
+                "",
+                format!("cannot read: {e}"),
+            )]);
+        }
+    };
+    parse_text(FILE, &text)
+}
+
+/// Parse the text of a settings file named `file`.
+pub fn parse_text(file: &str, text: &str) -> Result<RepoSettings, Vec<Diagnostic>> {
+    let doc: Value = match serde_yaml::from_str::<Option<Value>>(text) {
+        Ok(Some(v)) => v,
+        Ok(None) => Value::Object(Map::new()),
+        Err(e) => {
+            let message = format!("invalid YAML: {e}");
+            let message = match message.find(" at line ") {
+                Some(i) => message[..i].to_string(),
+                None => message,
+            };
+            let d = Diagnostic::error(file, "", message);
+            return Err(vec![match e.location() {
+                Some(loc) => d.at(loc.line(), loc.column()),
+                None => d,
+            }]);
+        }
+    };
+    parse(file, &doc)
+}
+
+/// Parse a settings document; every problem is reported.
+pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
+    let mut diags = Vec::new();
+    let mut err = |path: String, message: String| {
+        diags.push(Diagnostic::error(file, path, message));
+    };
+    let Some(top) = doc.as_object() else {
+        return Err(vec![Diagnostic::error(
+            file,
+            "",
+            "expected a mapping with `policies:`",
+        )]);
+    };
+    for key in top.keys() {
+        if !["apiVersion", "kind", "policies"].contains(&key.as_str()) {
+            err(
+                key.clone(),
+                "unknown field; expected one of: apiVersion, kind, policies".into(),
+            );
+        }
+    }
+    if let Some(v) = top.get("apiVersion")
+        && v.as_str() != Some(API_VERSION)
+    {
+        err("apiVersion".into(), format!("expected `{API_VERSION}`"));
+    }
+    if let Some(v) = top.get("kind")
+        && v.as_str() != Some("Settings")
+    {
+        err(
+            "kind".into(),
+            "expected `Settings` (or leave `kind` out)".into(),
+        );
+    }
+    let mut policies = Vec::new();
+    match top.get("policies") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(list)) => {
+            for (index, item) in list.iter().enumerate() {
+                if let Some(p) = parse_entry(index, item, &mut err) {
+                    policies.push(p);
+                }
+            }
+        }
+        Some(_) => err(
+            "policies".into(),
+            "expected a list of {file, sha256, settings, mode, scope}".into(),
+        ),
+    }
+    if diags.is_empty() {
+        Ok(RepoSettings {
+            file: Some(file.to_string()),
+            policies,
+        })
+    } else {
+        Err(diags)
+    }
+}
+
+const ENTRY_KEYS: &[&str] = &["file", "sha256", "name", "settings", "mode", "scope"];
+
+fn parse_entry(
+    index: usize,
+    item: &Value,
+    err: &mut impl FnMut(String, String),
+) -> Option<PolicyEntry> {
+    let at = |k: &str| {
+        if k.is_empty() {
+            format!("policies[{index}]")
+        } else {
+            format!("policies[{index}].{k}")
+        }
+    };
+    let Some(map) = item.as_object() else {
+        err(at(""), "expected a mapping with file and sha256".into());
+        return None;
+    };
+    let mut ok = true;
+    for key in map.keys() {
+        if !ENTRY_KEYS.contains(&key.as_str()) {
+            err(
+                at(key),
+                format!("unknown field; expected one of: {}", ENTRY_KEYS.join(", ")),
+            );
+            ok = false;
+        }
+    }
+    let file = match map.get("file") {
+        Some(Value::String(f)) if !f.is_empty() => match check_relative(f) {
+            Ok(()) => Some(f.replace('\\', "/")),
+            Err(m) => {
+                err(at("file"), m);
+                None
+            }
+        },
+        Some(_) => {
+            err(
+                at("file"),
+                "expected the path of a .wasm file, relative to the repository root".into(),
+            );
+            None
+        }
+        None => {
+            err(at("file"), "required field is missing".into());
+            None
+        }
+    };
+    let sha256 = match map.get("sha256") {
+        Some(Value::String(s)) => {
+            let hex = s.trim().strip_prefix("sha256:").unwrap_or(s.trim());
+            if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                Some(hex.to_ascii_lowercase())
+            } else {
+                err(
+                    at("sha256"),
+                    "expected 64 hex digits (run `sha256sum` on the .wasm)".into(),
+                );
+                None
+            }
+        }
+        Some(_) => {
+            err(at("sha256"), "expected 64 hex digits as a string".into());
+            None
+        }
+        None => {
+            err(
+                at("sha256"),
+                "required field is missing; proxops runs a policy only when its hash is pinned (run `sha256sum` on the .wasm)".into(),
+            );
+            None
+        }
+    };
+    let name = match map.get("name") {
+        None => None,
+        Some(Value::String(n)) if !n.trim().is_empty() => Some(n.clone()),
+        Some(_) => {
+            err(at("name"), "expected a non-empty string".into());
+            ok = false;
+            None
+        }
+    };
+    let settings = match map.get("settings") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(v @ Value::Object(_)) => v.clone(),
+        Some(_) => {
+            err(at("settings"), "expected a mapping".into());
+            ok = false;
+            Value::Null
+        }
+    };
+    let mode = match map.get("mode") {
+        None => Mode::Enforce,
+        Some(v) => match v.as_str() {
+            Some("enforce") => Mode::Enforce,
+            Some("warn") => Mode::Warn,
+            Some("monitor") => Mode::Monitor,
+            _ => {
+                err(at("mode"), "expected one of: enforce, warn, monitor".into());
+                ok = false;
+                Mode::Enforce
+            }
+        },
+    };
+    let mut scope = Scope::default();
+    if let Some(v) = map.get("scope") {
+        match v.as_object() {
+            None if v.is_null() => {}
+            None => {
+                err(
+                    at("scope"),
+                    "expected a mapping with clusters and kinds".into(),
+                );
+                ok = false;
+            }
+            Some(s) => {
+                for key in s.keys() {
+                    if !["clusters", "kinds"].contains(&key.as_str()) {
+                        err(
+                            at(&format!("scope.{key}")),
+                            "unknown field; expected one of: clusters, kinds".into(),
+                        );
+                        ok = false;
+                    }
+                }
+                for (key, slot) in [
+                    ("clusters", &mut scope.clusters),
+                    ("kinds", &mut scope.kinds),
+                ] {
+                    match s.get(key) {
+                        None | Some(Value::Null) => {}
+                        Some(Value::Array(items)) => {
+                            for (i, item) in items.iter().enumerate() {
+                                match item.as_str() {
+                                    Some(x) if !x.is_empty() => slot.push(x.to_string()),
+                                    _ => {
+                                        err(
+                                            at(&format!("scope.{key}[{i}]")),
+                                            "expected a non-empty string".into(),
+                                        );
+                                        ok = false;
+                                    }
+                                }
+                            }
+                        }
+                        Some(_) => {
+                            err(at(&format!("scope.{key}")), "expected a list".into());
+                            ok = false;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let (file, sha256) = (file?, sha256?);
+    ok.then_some(PolicyEntry {
+        index,
+        name,
+        file,
+        sha256,
+        settings,
+        mode,
+        scope,
+    })
+}
+
+/// A path inside the repository: relative, no `..`, no root or prefix.
+fn check_relative(path: &str) -> Result<(), String> {
+    let p = Path::new(path);
+    for c in p.components() {
+        match c {
+            Component::Normal(_) | Component::CurDir => {}
+            Component::ParentDir => {
+                return Err(format!(
+                    "`{path}` leads outside the repository (`..`); keep policies inside it"
+                ));
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(format!(
+                    "`{path}` is absolute; give the path relative to the repository root"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Read a file of the repository through a cap-std `Dir`: absolute paths, `..` and symlinks
+/// that lead outside the repository are refused.
+pub fn read_repo_file(root: &Path, rel: &str) -> Result<Vec<u8>, String> {
+    check_relative(rel)?;
+    let dir = Dir::open_ambient_dir(root, ambient_authority())
+        .map_err(|e| format!("cannot open the repository {}: {e}", root.display()))?;
+    dir.read(rel).map_err(|e| {
+        if e.kind() == io::ErrorKind::NotFound {
+            format!("`{rel}` does not exist in the repository")
+        } else if e.kind() == io::ErrorKind::PermissionDenied || e.to_string().contains("outside") {
+            format!("refused: `{rel}` leads outside the repository (symlink or `..`)")
+        } else {
+            format!("cannot read `{rel}`: {e}")
+        }
+    })
+}
+
+/// SHA-256 of `data` as 64 lower-case hex digits (FIPS 180-4). proxops-core has no
+/// cryptography dependency; this is used to pin policy files, and the runtime hashes the
+/// same bytes again with the `sha2` crate when it loads them.
+pub fn sha256_hex(data: &[u8]) -> String {
+    const K: [u32; 64] = [
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2,
+    ];
+    let mut h: [u32; 8] = [
+        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+        0x5be0cd19,
+    ];
+    let mut message = data.to_vec();
+    let bit_len = (data.len() as u64).wrapping_mul(8);
+    message.push(0x80);
+    while message.len() % 64 != 56 {
+        message.push(0);
+    }
+    message.extend_from_slice(&bit_len.to_be_bytes());
+    for block in message.chunks_exact(64) {
+        let mut w = [0u32; 64];
+        for (i, word) in block.chunks_exact(4).enumerate() {
+            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+        }
+        for i in 16..64 {
+            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
+            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16]
+                .wrapping_add(s0)
+                .wrapping_add(w[i - 7])
+                .wrapping_add(s1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut hh] = h;
+        for i in 0..64 {
+            let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
+            let ch = (e & f) ^ (!e & g);
+            let t1 = hh
+                .wrapping_add(s1)
+                .wrapping_add(ch)
+                .wrapping_add(K[i])
+                .wrapping_add(w[i]);
+            let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
+            let maj = (a & b) ^ (a & c) ^ (b & c);
+            let t2 = s0.wrapping_add(maj);
+            hh = g;
+            g = f;
+            f = e;
+            e = d.wrapping_add(t1);
+            d = c;
+            c = b;
+            b = a;
+            a = t1.wrapping_add(t2);
+        }
+        for (slot, v) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
+            *slot = slot.wrapping_add(v);
+        }
+    }
+    h.iter().map(|v| format!("{v:08x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn sha256_known_answers() {
+        let cases: &[(&[u8], &str)] = &[
+            (
+                b"",
+                "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            ),
+            (
+                b"abc",
+                "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+            ),
+            (
+                b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
+                "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1",
+            ),
+        ];
+        for (input, want) in cases {
+            assert_eq!(sha256_hex(input), *want);
+        }
+        assert_eq!(
+            sha256_hex(&vec![b'a'; 1_000_000]),
+            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"
+        );
+        // Lengths around the padding boundary.
+        assert_eq!(
+            sha256_hex(&[0u8; 55]),
+            "02779466cdec163811d078815c633f21901413081449002f24aa3e80f0b88ef7"
+        );
+        assert_eq!(
+            sha256_hex(&[0u8; 64]),
+            "f5a5fd42d16a20302798ef6ed309979b43003d2320d9f0e8ea9831a92759fb4b"
+        );
+    }
+
+    const SHA: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+    #[test]
+    fn parses_a_full_file() {
+        let text = format!(
+            "apiVersion: proxops/v1alpha1\npolicies:\n  - file: policies/a.wasm\n    sha256: \"sha256:{}\"\n    mode: warn\n    name: a\n    settings: {{tags: [prod]}}\n    scope: {{clusters: [lab], kinds: [VM]}}\n  - file: ./b.wasm\n    sha256: {SHA}\n",
+            SHA.to_uppercase()
+        );
+        let s = parse_text(FILE, &text).expect("valid");
+        assert_eq!(s.file.as_deref(), Some(FILE));
+        assert_eq!(s.policies.len(), 2);
+        let a = &s.policies[0];
+        assert_eq!(a.file, "policies/a.wasm");
+        assert_eq!(a.sha256, SHA);
+        assert_eq!(a.mode, Mode::Warn);
+        assert_eq!(a.name.as_deref(), Some("a"));
+        assert_eq!(a.settings, json!({"tags": ["prod"]}));
+        assert!(a.scope.includes_cluster("lab") && !a.scope.includes_cluster("prod"));
+        assert!(a.scope.includes_kind("VM") && !a.scope.includes_kind("ISO"));
+        let b = &s.policies[1];
+        assert_eq!(b.mode, Mode::Enforce);
+        assert_eq!(b.settings, json!({}));
+        assert!(b.scope.includes_cluster("any") && b.scope.includes_kind("any"));
+        assert_eq!(b.path(), "policies[1]");
+    }
+
+    #[test]
+    fn reports_every_problem_with_its_path() {
+        // (document, expected diagnostic paths)
+        let cases: Vec<(Value, Vec<&str>)> = vec![
+            (json!({}), vec![]),
+            (json!({"policies": null}), vec![]),
+            (json!({"policy": []}), vec!["policy"]),
+            (
+                json!({"apiVersion": "v2", "kind": "X"}),
+                vec!["apiVersion", "kind"],
+            ),
+            (json!({"policies": {}}), vec!["policies"]),
+            (json!({"policies": ["x"]}), vec!["policies[0]"]),
+            (
+                json!({"policies": [{}]}),
+                vec!["policies[0].file", "policies[0].sha256"],
+            ),
+            (
+                json!({"policies": [{"file": "../x.wasm", "sha256": "abc"}]}),
+                vec!["policies[0].file", "policies[0].sha256"],
+            ),
+            (
+                json!({"policies": [{"file": "/etc/x.wasm", "sha256": SHA}]}),
+                vec!["policies[0].file"],
+            ),
+            (
+                json!({"policies": [{"file": "a.wasm", "sha256": SHA, "mode": "block", "settings": [1],
+                                      "scope": {"clusters": "lab", "nodes": []}, "extra": 1}]}),
+                vec![
+                    "policies[0].extra",
+                    "policies[0].mode",
+                    "policies[0].scope.clusters",
+                    "policies[0].scope.nodes",
+                    "policies[0].settings",
+                ],
+            ),
+            (
+                json!({"policies": [{"file": "a.wasm", "sha256": SHA, "scope": {"kinds": [""]}}]}),
+                vec!["policies[0].scope.kinds[0]"],
+            ),
+        ];
+        for (doc, want) in cases {
+            let got = match parse(FILE, &doc) {
+                Ok(_) => vec![],
+                Err(d) => {
+                    assert!(d.iter().all(|d| d.file == FILE && d.is_error()));
+                    let mut p: Vec<String> = d.into_iter().map(|d| d.path).collect();
+                    p.sort();
+                    p
+                }
+            };
+            assert_eq!(got, want, "{doc}");
+        }
+    }
+
+    #[test]
+    fn yaml_errors_are_located() {
+        let e = parse_text(FILE, "policies:\n  - file: [\n").expect_err("invalid");
+        assert!(e[0].line.is_some(), "{:?}", e[0]);
+        assert!(parse_text(FILE, "").expect("empty").policies.is_empty());
+    }
+
+    #[test]
+    fn loads_from_the_repository_only() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert_eq!(load(dir.path()).expect("no file"), RepoSettings::default());
+        std::fs::create_dir(dir.path().join("policies")).unwrap();
+        std::fs::write(dir.path().join("policies/p.wasm"), b"abc").unwrap();
+        assert_eq!(
+            read_repo_file(dir.path(), "policies/p.wasm").unwrap(),
+            b"abc"
+        );
+        assert!(
+            read_repo_file(dir.path(), "../p.wasm")
+                .unwrap_err()
+                .contains("outside")
+        );
+        assert!(
+            read_repo_file(dir.path(), "/etc/passwd")
+                .unwrap_err()
+                .contains("absolute")
+        );
+        assert!(
+            read_repo_file(dir.path(), "nope.wasm")
+                .unwrap_err()
+                .contains("does not exist")
+        );
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::write(outside.path().join("x.wasm"), b"x").unwrap();
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(outside.path().join("x.wasm"), dir.path().join("link.wasm"))
+                .unwrap();
+            let e = read_repo_file(dir.path(), "link.wasm").unwrap_err();
+            assert!(e.contains("outside"), "{e}");
+        }
+        std::fs::write(
+            dir.path().join(FILE),
+            format!("policies: [{{file: policies/p.wasm, sha256: {SHA}}}]\n"),
+        )
+        .unwrap();
+        assert_eq!(load(dir.path()).expect("valid").policies.len(), 1);
+    }
+}
