@@ -387,3 +387,20 @@ fn missing_and_non_sops_files() {
         .to_string();
     assert!(err.contains("invalid YAML at line"), "{err}");
 }
+
+#[test]
+fn identities_from_env_and_defaults_take_an_explicit_file() {
+    let ids =
+        proxops_secrets::Identities::from_env_and_defaults(Some(&fixture("TEST-ONLY-age-key.txt")))
+            .unwrap();
+    assert!(ids.recipients().contains(&test_key().recipients()[0]));
+    let doc = SopsDocument::open(&fixture("cluster.sops.yaml"), &ids).unwrap();
+    assert_eq!(
+        doc.get("pve.token"),
+        Ok("8d9f3c2a-1b4e-4f6a-9c7d-2e5b8a1f0c3d")
+    );
+    let err = proxops_secrets::Identities::from_env_and_defaults(Some(&fixture("nope.txt")))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("nope.txt: cannot read"), "{err}");
+}
