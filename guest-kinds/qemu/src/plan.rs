@@ -433,6 +433,9 @@ struct Diff<'a> {
     pending: &'a BTreeMap<String, PendingEntry>,
     sets: Vec<(String, String)>,
     deletes: Vec<String>,
+    /// Keys whose live value is right but whose pending change (made behind proxops's back)
+    /// would move them away from desired at the next reboot: the pending change is reverted.
+    reverts: Vec<String>,
     resizes: Vec<(String, String, Option<String>)>,
     /// Keys whose values are secret (or derived from one).
     sensitive: BTreeSet<String>,
@@ -457,7 +460,31 @@ impl Diff<'_> {
         cmp: impl Fn(Option<&str>) -> Outcome,
     ) {
         match cmp(self.cfg.get(key)) {
-            Outcome::Same => {}
+            Outcome::Same => {
+                let Some(p) = self.pending.get(key) else {
+                    return;
+                };
+                let pending_drift = match p.pending.as_deref() {
+                    Some(value) => match cmp(Some(value)) {
+                        Outcome::Same => return,
+                        Outcome::Write(_, drift) => drift,
+                    },
+                    None if p.delete => match cmp(None) {
+                        Outcome::Same => return,
+                        Outcome::Write(_, drift) => drift,
+                    },
+                    None => return,
+                };
+                for mut d in pending_drift {
+                    d.sensitive |= sensitive;
+                    d.path = format!("{} (pending)", d.path);
+                    self.out.drift.push(d);
+                }
+                if sensitive {
+                    self.sensitive.insert(key.to_string());
+                }
+                self.reverts.push(key.to_string());
+            }
             Outcome::Write(value, mut drift) => {
                 for d in &mut drift {
                     d.sensitive |= sensitive;
@@ -577,6 +604,7 @@ fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Ve
         pending: &pending,
         sets: vec![],
         deletes: vec![],
+        reverts: vec![],
         resizes: vec![],
         sensitive: BTreeSet::new(),
         stop_required: false,
@@ -585,8 +613,9 @@ fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Ve
     diff_config(ctx, &mut diff);
 
     let Diff {
-        sets,
-        deletes,
+        mut sets,
+        mut deletes,
+        reverts,
         resizes,
         sensitive,
         stop_required,
@@ -595,16 +624,30 @@ fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Ve
     } = diff;
     let node = r.node.as_str();
     let base = base_path(node, r.vmid);
-    let has_work = !(sets.is_empty() && deletes.is_empty() && resizes.is_empty());
+    let has_work =
+        !(sets.is_empty() && deletes.is_empty() && reverts.is_empty() && resizes.is_empty());
     let want_running = d.kind == Flavour::Vm && d.state == PowerState::Started;
     let stop_first = r.running
         && (!want_running
             || (stop_required && has_work)
             || (d.kind == Flavour::Template && !r.template));
 
+    // A stop applies pending changes, so after one the right value is written instead of
+    // reverting; on a VM that keeps running, `revert` drops the pending change.
+    let reverts = if stop_first {
+        for k in reverts {
+            match cfg.get(&k) {
+                Some(v) => sets.push((k, v.to_string())),
+                None => deletes.push(k),
+            }
+        }
+        Vec::new()
+    } else {
+        reverts
+    };
     let mut calls = Vec::new();
     let mut changes = Vec::new();
-    if !sets.is_empty() || !deletes.is_empty() {
+    if !sets.is_empty() || !deletes.is_empty() || !reverts.is_empty() {
         let mut call = Call::new(Method::Post, format!("{base}/config"));
         let digest_safe = !stop_first || pending.is_empty();
         if let (Some(dg), true) = (&cfg.digest, digest_safe) {
@@ -627,6 +670,18 @@ fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Ve
                     key: k.clone(),
                     old: cfg.get(k).map(str::to_string),
                     new: None,
+                    sensitive: sensitive.contains(k),
+                });
+            }
+        }
+        if !reverts.is_empty() {
+            call = call.param("revert", reverts.join(","));
+            for k in &reverts {
+                let pending_value = pending.get(k).and_then(|p| p.pending.clone());
+                changes.push(Change {
+                    key: format!("{k} (pending)"),
+                    old: pending_value,
+                    new: cfg.get(k).map(str::to_string),
                     sensitive: sensitive.contains(k),
                 });
             }

@@ -1246,7 +1246,8 @@ fn stop_required_changes() {
             "drift spec.state: running -> stopped",
         ],
     );
-    // A pending change elsewhere: the stop applies it, so the stale digest is not sent.
+    // A pending change made behind proxops's back (cores 4, desired 2): the stop applies
+    // it, so the digest is not sent and cores is written back after the stop.
     check(
         Case {
             live: Some(entry("running", false)),
@@ -1261,11 +1262,31 @@ fn stop_required_changes() {
             ..Case::default()
         },
         &[
-            "Update [stop]: update VM 100 on pve01 with a restart: hostpci0",
+            "Update [stop]: update VM 100 on pve01 with a restart: hostpci0, cores",
             "  Post /nodes/pve01/qemu/100/status/shutdown forceStop=1 timeout=180",
-            "  Post /nodes/pve01/qemu/100/config hostpci0=0000:01:00.0",
+            "  Post /nodes/pve01/qemu/100/config hostpci0=0000:01:00.0 cores=2",
             "  Post /nodes/pve01/qemu/100/status/start",
+            "drift spec.cpu.cores (pending): 4 -> 2",
             "drift spec.hardware.pci-devices[0]: - -> 0000:01:00.0",
+        ],
+    );
+}
+
+#[test]
+fn pending_changes_against_desired_are_reverted() {
+    // Memory raised behind proxops's back on a running VM: PVE keeps it pending; left alone
+    // it would apply at the next reboot, so the pending change is reverted.
+    check(
+        Case {
+            live: Some(entry("running", false)),
+            pending: Some(json!([{"key": "memory", "value": "2048", "pending": "4096"}])),
+            patches: &[("spec/state", json!("started"))],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: memory (pending)",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 revert=memory",
+            "drift spec.memory (pending): 4096 -> 2048",
         ],
     );
 }
