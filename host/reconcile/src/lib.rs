@@ -5,6 +5,7 @@ pub mod apply;
 pub mod execute;
 pub mod observe;
 pub mod plan;
+pub mod policy;
 pub mod registry;
 pub mod validate;
 pub mod workers;
