@@ -53,11 +53,12 @@ async fn check_drift(manifest: &str, behind_the_back: &[(&str, &str)], expected_
     assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
     let views: serde_json::Value = serde_json::from_str(&plan.stdout).unwrap();
     let actions = views[0]["objects"][0]["actions"].as_array().unwrap();
-    let keys: Vec<&str> = actions
+    let mut keys: Vec<&str> = actions
         .iter()
         .flat_map(|a| a["changes"].as_array().unwrap())
         .map(|c| c["key"].as_str().unwrap())
         .collect();
+    keys.sort();
     assert_eq!(keys, expected_keys, "{}", plan.stdout);
 
     lab.apply().await;

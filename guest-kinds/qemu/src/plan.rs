@@ -679,7 +679,7 @@ fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Ve
             for k in &reverts {
                 let pending_value = pending.get(k).and_then(|p| p.pending.clone());
                 changes.push(Change {
-                    key: format!("{k} (pending)"),
+                    key: k.clone(),
                     old: pending_value,
                     new: cfg.get(k).map(str::to_string),
                     sensitive: sensitive.contains(k),

@@ -1284,7 +1284,7 @@ fn pending_changes_against_desired_are_reverted() {
             ..Case::default()
         },
         &[
-            "Update: update VM 100 on pve01: memory (pending)",
+            "Update: update VM 100 on pve01: memory",
             "  Post /nodes/pve01/qemu/100/config digest=d1 revert=memory",
             "drift spec.memory (pending): 4096 -> 2048",
         ],

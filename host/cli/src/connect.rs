@@ -18,7 +18,11 @@ pub struct Connection {
     pub label: String,
 }
 
-pub async fn connect(repo: &Path, cluster: &ClusterFile) -> anyhow::Result<Connection> {
+pub async fn connect(
+    repo: &Path,
+    cluster: &ClusterFile,
+    sops: Option<&crate::secrets::LazySops>,
+) -> anyhow::Result<Connection> {
     let timeout = Duration::from_secs(60);
     match &cluster.endpoint {
         Endpoint::Sim => {
@@ -68,10 +72,15 @@ pub async fn connect(repo: &Path, cluster: &ClusterFile) -> anyhow::Result<Conne
                         cluster.file
                     )
                 })?,
-                SecretSource::Sops(path) => bail!(
-                    "{}: spec.token.secret: reading the token from the SOPS document ({path}) is not supported yet; use env",
-                    cluster.file
-                ),
+                SecretSource::Sops(path) => sops
+                    .ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "{}: spec.token.secret: no SOPS file for this cluster",
+                            cluster.file
+                        )
+                    })?
+                    .lookup(path)
+                    .map_err(|e| anyhow::anyhow!("{}: spec.token.secret: {e}", cluster.file))?,
             };
             let tls = match &cluster.tls {
                 Tls::System => TlsMode::System,

@@ -8,13 +8,19 @@ use proxops_reconcile::KindRegistry;
 use proxops_runtime::{Runtime, RuntimeConfig};
 
 pub struct Context {
+    /// Explicit age identity file for SOPS documents (`--age-identity`).
+    pub age_identity: Option<PathBuf>,
     #[allow(dead_code)] // kept for policies and third-party kinds
     pub runtime: Arc<Runtime>,
     pub kinds: KindRegistry,
 }
 
 impl Context {
-    pub fn new(cache_dir: Option<PathBuf>, no_cache: bool) -> anyhow::Result<Self> {
+    pub fn new(
+        cache_dir: Option<PathBuf>,
+        no_cache: bool,
+        age_identity: Option<PathBuf>,
+    ) -> anyhow::Result<Self> {
         let cache_dir = if no_cache {
             None
         } else {
@@ -23,6 +29,10 @@ impl Context {
         let runtime = Runtime::new(RuntimeConfig { cache_dir })
             .context("starting the WebAssembly runtime")?;
         let kinds = KindRegistry::bundled(&runtime).context("loading the bundled kinds")?;
-        Ok(Context { runtime, kinds })
+        Ok(Context {
+            age_identity,
+            runtime,
+            kinds,
+        })
     }
 }

@@ -5,6 +5,7 @@ mod context;
 mod inspect;
 mod reconcile;
 mod render;
+mod secrets;
 mod validate;
 
 use std::path::PathBuf;
@@ -44,6 +45,9 @@ struct Cli {
     /// Compile components in memory only; read and write no cache.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// age identity file for the clusters' SOPS documents [default: as sops: $SOPS_AGE_KEY, $SOPS_AGE_KEY_FILE, ~/.config/sops/age/keys.txt].
+    #[arg(long, global = true, value_name = "FILE")]
+    age_identity: Option<PathBuf>,
     /// More output (-v: info, -vv: debug).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
@@ -189,7 +193,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         runtime.block_on(proxops_sim::serve(opts))?;
         return Ok(exit::OK);
     }
-    let ctx = context::Context::new(cli.cache_dir.clone(), cli.no_cache)?;
+    let ctx = context::Context::new(
+        cli.cache_dir.clone(),
+        cli.no_cache,
+        cli.age_identity.clone(),
+    )?;
     match cli.command {
         Command::Validate { repo, json } => validate::run(&ctx, &repo, json),
         Command::Kinds { json } => inspect::kinds(&ctx, json),

@@ -13,6 +13,7 @@ use proxops_reconcile::{
 };
 
 use crate::context::Context;
+use crate::secrets::LazySops;
 use crate::{exit, render, validate};
 
 /// What `plan` and `apply` share: the validated repository, split by cluster.
@@ -20,15 +21,23 @@ struct Prepared {
     clusters: BTreeMap<String, ClusterFile>,
     catalog: Catalog,
     diags: Vec<Diagnostic>,
+    sops: BTreeMap<String, Arc<LazySops>>,
 }
 
 fn prepare(ctx: &Context, repo: &Path) -> Prepared {
-    let (loaded, catalog, diags) = validate::check(ctx, repo);
+    let checked = validate::check(ctx, repo);
     Prepared {
-        clusters: loaded.clusters,
-        catalog,
-        diags,
+        clusters: checked.repo.clusters,
+        catalog: checked.catalog,
+        diags: checked.diags,
+        sops: checked.sops,
     }
+}
+
+fn secrets_of(p: &Prepared, cluster: &str) -> Option<Arc<dyn proxops_runtime::SecretSource>> {
+    p.sops
+        .get(cluster)
+        .map(|d| d.clone() as Arc<dyn proxops_runtime::SecretSource>)
 }
 
 /// Diagnostics that stop `cluster`: errors in its cluster file or its manifests.
@@ -122,13 +131,14 @@ async fn plan_one(
         );
         return None;
     };
-    let conn = match crate::connect::connect(repo, cluster).await {
-        Ok(c) => c,
-        Err(e) => {
-            say(quiet, format!("Cluster {name}: cannot connect: {e:#}"));
-            return None;
-        }
-    };
+    let conn =
+        match crate::connect::connect(repo, cluster, p.sops.get(name).map(|d| d.as_ref())).await {
+            Ok(c) => c,
+            Err(e) => {
+                say(quiet, format!("Cluster {name}: cannot connect: {e:#}"));
+                return None;
+            }
+        };
     if !quiet {
         say(quiet, format!("Cluster {name} ({})", conn.label));
     }
@@ -140,7 +150,7 @@ async fn plan_one(
         &objects,
         cluster.options.read_concurrency,
         None,
-        None,
+        secrets_of(p, name),
     )
     .await
     {
@@ -296,7 +306,7 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
             },
             read_concurrency: options.read_concurrency,
             max_passes: options.max_passes,
-            secrets: None,
+            secrets: secrets_of(&p, &name),
         };
         let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
         let progress = Arc::new(Progress::new(actions));

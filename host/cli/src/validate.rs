@@ -1,36 +1,45 @@
 //! `proxops validate`: every problem of a repository at once, without contacting PVE.
 
+use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use proxops_core::Diagnostic;
 
 use crate::context::Context;
 use crate::exit;
+use crate::secrets::LazySops;
 
-/// Load and validate; the diagnostics, sorted by file.
-pub fn check(
-    ctx: &Context,
-    repo: &Path,
-) -> (
-    proxops_core::Repo,
-    proxops_reconcile::Catalog,
-    Vec<Diagnostic>,
-) {
+/// A loaded and validated repository.
+pub struct Checked {
+    pub repo: proxops_core::Repo,
+    pub catalog: proxops_reconcile::Catalog,
+    /// Sorted by file.
+    pub diags: Vec<Diagnostic>,
+    /// Each cluster's SOPS document (opened on first use).
+    pub sops: BTreeMap<String, Arc<LazySops>>,
+}
+
+/// Load and validate.
+pub fn check(ctx: &Context, repo: &Path) -> Checked {
     let folders = ctx.kinds.folders();
     let folders: Vec<&str> = folders.iter().map(String::as_str).collect();
     let (loaded, mut diags) = proxops_core::load(repo, &folders);
-    let (catalog, mut more) = proxops_reconcile::validate_repo(
-        &ctx.kinds,
-        &loaded,
-        &proxops_reconcile::Secrets::default(),
-    );
+    let sops = crate::secrets::for_repo(repo, &loaded.clusters, ctx.age_identity.as_deref());
+    let (catalog, mut more) =
+        proxops_reconcile::validate_repo(&ctx.kinds, &loaded, &crate::secrets::sources(&sops));
     diags.append(&mut more);
     diags.sort();
-    (loaded, catalog, diags)
+    Checked {
+        repo: loaded,
+        catalog,
+        diags,
+        sops,
+    }
 }
 
 pub fn run(ctx: &Context, repo: &Path, json: bool) -> anyhow::Result<u8> {
-    let (_, catalog, diags) = check(ctx, repo);
+    let Checked { catalog, diags, .. } = check(ctx, repo);
     let errors = diags.iter().filter(|d| d.is_error()).count();
     if json {
         println!("{}", serde_json::to_string_pretty(&diags)?);

@@ -72,6 +72,34 @@ fn call_node(path: &str) -> Option<&str> {
         .and_then(|rest| rest.split('/').next())
 }
 
+/// How an object's actions ended, by node (`""` for actions on no node).
+#[derive(Debug, Clone, Default)]
+struct Finished {
+    acted: HashSet<String>,
+    failed: HashSet<String>,
+}
+
+impl Finished {
+    fn failed() -> Finished {
+        Finished {
+            acted: HashSet::new(),
+            failed: HashSet::from([String::new()]),
+        }
+    }
+
+    /// Whether an object on `node` may rely on this one: nothing failed on its node, and if
+    /// nothing acted on its node either (shared storage, one download for the cluster),
+    /// nothing failed at all.
+    fn serves(&self, node: Option<&str>) -> bool {
+        match node {
+            Some(n) if self.acted.contains(n) || self.failed.contains(n) => {
+                !self.failed.contains(n)
+            }
+            _ => self.failed.is_empty(),
+        }
+    }
+}
+
 struct Shared {
     client: Client,
     limits: Limits,
@@ -108,45 +136,58 @@ pub async fn execute(
         reporter,
     });
 
-    // One channel per object that acts: None while running, Some(ok) when finished.
-    let mut done: HashMap<String, watch::Sender<Option<bool>>> = HashMap::new();
+    // One channel per acting object: None while it runs, then which nodes it failed on.
+    let key = |o: &ObjectRef| format!("{}/{}", o.kind, o.name);
+    let mut done: HashMap<String, watch::Sender<Option<Finished>>> = HashMap::new();
     for o in &with_actions {
-        done.insert(o.object.name.clone(), watch::channel(None).0);
+        done.insert(key(&o.object), watch::channel(None).0);
     }
-    let acting: HashSet<&str> = with_actions
-        .iter()
-        .map(|o| o.object.name.as_str())
-        .collect();
 
     let mut tasks = tokio::task::JoinSet::new();
     for (index, o) in with_actions.iter().enumerate() {
-        let waits: Vec<(String, watch::Receiver<Option<bool>>)> = o
+        let waits: Vec<(String, watch::Receiver<Option<Finished>>)> = o
             .depends_on
             .iter()
-            .filter(|d| acting.contains(d.as_str()) && **d != o.object.name)
+            .filter(|d| done.contains_key(d.as_str()) && **d != key(&o.object))
             .map(|d| (d.clone(), done[d].subscribe()))
             .collect();
-        let finished = done[&o.object.name].clone();
+        let finished = done[&key(&o.object)].clone();
         let object = o.object.clone();
         let actions = o.proposal.actions.clone();
         let shared = shared.clone();
         tasks.spawn(async move {
             for (dep, mut rx) in waits {
-                let ok = match rx.wait_for(Option::is_some).await {
-                    Ok(v) => v.unwrap_or(false),
-                    Err(_) => false,
+                let outcome = match rx.wait_for(Option::is_some).await {
+                    Ok(v) => v.clone().unwrap_or_default(),
+                    Err(_) => Finished::failed(),
                 };
-                if !ok {
+                if !outcome.serves(object.node.as_deref()) {
                     let why = format!("{dep} did not converge");
                     shared.reporter.event(Event::Blocked {
                         object: object.clone(),
                         by: dep.clone(),
                     });
-                    let _ = finished.send(Some(false));
+                    let _ = finished.send(Some(Finished::failed()));
                     return (index, object, Status::Blocked(why));
                 }
             }
+            // Actions run in order. After a failure, the object's remaining actions on that
+            // node are skipped; actions on other nodes (a DiskImage's per-node downloads) go on.
+            let mut outcome = Finished::default();
+            let mut first_error = None;
             for action in actions {
+                let node = action
+                    .calls
+                    .iter()
+                    .find_map(|c| call_node(&c.path))
+                    .map(str::to_string);
+                if outcome
+                    .failed
+                    .iter()
+                    .any(|n| Some(n) == node.as_ref() || n.is_empty())
+                {
+                    continue;
+                }
                 shared.reporter.event(Event::ActionStarted {
                     object: object.clone(),
                     summary: action.summary.clone(),
@@ -163,17 +204,22 @@ pub async fn execute(
                     summary: action.summary.clone(),
                     error: error.clone(),
                 });
-                if let Some(e) = error {
-                    let _ = finished.send(Some(false));
-                    return (
-                        index,
-                        object,
-                        Status::Failed(format!("{}: {e}", action.summary)),
-                    );
+                let node = node.unwrap_or_default();
+                match error {
+                    Some(e) => {
+                        outcome.failed.insert(node);
+                        first_error.get_or_insert(format!("{}: {e}", action.summary));
+                    }
+                    None => {
+                        outcome.acted.insert(node);
+                    }
                 }
             }
-            let _ = finished.send(Some(true));
-            (index, object, Status::Done)
+            let _ = finished.send(Some(outcome));
+            match first_error {
+                Some(e) => (index, object, Status::Failed(e)),
+                None => (index, object, Status::Done),
+            }
         });
     }
     let mut results = Vec::new();

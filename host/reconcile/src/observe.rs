@@ -120,7 +120,11 @@ pub async fn plan_cluster(
             kind: o.kind,
             desired: Some(&o.desired),
             live: entry.cloned(),
-            depends_on: o.references.iter().map(|r| r.name.clone()).collect(),
+            depends_on: o
+                .references
+                .iter()
+                .map(|r| format!("{}/{}", r.kind, r.name))
+                .collect(),
             resolved: crate::validate::resolve(o, objects),
             referrers: crate::validate::referrers(o, objects),
         });

@@ -33,7 +33,7 @@ pub struct ObjectPlan {
     /// Whether the live object is running.
     pub running: bool,
     pub proposal: Proposal,
-    /// Names (same cluster) of objects whose actions must finish first.
+    /// `Kind/name` (same cluster) of objects whose actions must finish first.
     pub depends_on: Vec<String>,
     /// Planning failed for this object (guest error, refused call, failed read).
     pub error: Option<String>,

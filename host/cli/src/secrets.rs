@@ -1,0 +1,95 @@
+//! The clusters' SOPS documents as secret sources: opened on first use, so a repository that
+//! names no secret needs no age identity.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use proxops_runtime::{SecretError, SecretSource};
+use proxops_secrets::{Identities, LookupError, SopsDocument};
+
+/// One cluster's SOPS file, decrypted (and its MAC verified) the first time a secret is read.
+pub struct LazySops {
+    path: PathBuf,
+    shown: String,
+    identity: Option<PathBuf>,
+    doc: OnceLock<Result<SopsDocument, String>>,
+}
+
+impl LazySops {
+    pub fn new(repo: &Path, file: &str, identity: Option<PathBuf>) -> LazySops {
+        LazySops {
+            path: repo.join(file),
+            shown: file.to_string(),
+            identity,
+            doc: OnceLock::new(),
+        }
+    }
+
+    fn doc(&self) -> Result<&SopsDocument, String> {
+        self.doc
+            .get_or_init(|| {
+                if !self.path.exists() {
+                    return Err(format!(
+                        "the cluster's SOPS file {} does not exist",
+                        self.shown
+                    ));
+                }
+                let identities = Identities::from_env_and_defaults(self.identity.as_deref())
+                    .map_err(|e| e.to_string())?;
+                SopsDocument::open(&self.path, &identities).map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// A value for the host itself (the API token), with an error naming file and path.
+    pub fn lookup(&self, path: &str) -> Result<String, String> {
+        let doc = self.doc()?;
+        doc.lookup(path)
+            .map(str::to_string)
+            .map_err(|e| e.to_string())
+    }
+}
+
+impl SecretSource for LazySops {
+    fn resolve(&self, path: &str) -> Result<String, SecretError> {
+        let doc = self.doc().map_err(SecretError::Invalid)?;
+        match doc.get(path) {
+            Ok(v) => Ok(v.to_string()),
+            Err(LookupError::Missing) => Err(SecretError::Missing),
+            Err(LookupError::Empty) => Err(SecretError::Empty),
+            Err(LookupError::Invalid(why)) => Err(SecretError::Invalid(why)),
+        }
+    }
+}
+
+/// The SOPS document of every cluster file of the repository.
+pub fn for_repo(
+    repo: &Path,
+    clusters: &BTreeMap<String, proxops_core::ClusterFile>,
+    identity: Option<&Path>,
+) -> BTreeMap<String, Arc<LazySops>> {
+    clusters
+        .iter()
+        .map(|(name, c)| {
+            (
+                name.clone(),
+                Arc::new(LazySops::new(
+                    repo,
+                    &c.sops_file,
+                    identity.map(Path::to_path_buf),
+                )),
+            )
+        })
+        .collect()
+}
+
+/// The same documents as the engine's per-cluster secret sources.
+pub fn sources(docs: &BTreeMap<String, Arc<LazySops>>) -> proxops_reconcile::Secrets {
+    proxops_reconcile::Secrets(
+        docs.iter()
+            .map(|(n, d)| (n.clone(), d.clone() as Arc<dyn SecretSource>))
+            .collect(),
+    )
+}
