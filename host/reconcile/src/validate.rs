@@ -137,6 +137,7 @@ pub fn validate_repo(
                 )]
             };
             let instance = instances.get(index).map_err(internal)?;
+            instance.set_secrets(secrets.for_cluster(&m.cluster));
             let manifest = m.document.to_string();
             let validated = instance
                 .validate(&manifest)
