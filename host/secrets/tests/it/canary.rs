@@ -1,8 +1,6 @@
 //! Decrypts a fixture holding a known canary secret and checks that no error, `Debug` or `Display` output shows it.
 
-mod common;
-
-use common::{fixture, other_key, test_key};
+use crate::common::{fixture, other_key, test_key};
 use proxops_secrets::{Identities, SopsDocument};
 
 const CANARY: &str = "CANARY-3f9a7c21-never-print-me";

@@ -1,8 +1,6 @@
 //! Reads fixtures made once by the real sops 3.11.0 (tests/fixtures/sops/make-fixtures.sh).
 
-mod common;
-
-use common::{fixture, other_key, test_key};
+use crate::common::{fixture, other_key, test_key};
 use proxops_secrets::{LookupError, SopsDocument, SopsError};
 
 /// What a lookup should give.

