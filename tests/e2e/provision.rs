@@ -9,13 +9,17 @@ const CANARY: &str = "correct horse battery staple";
 /// A lab whose repository carries the test SOPS document as the cluster's secrets.
 async fn sops_lab() -> Lab {
     let lab = Lab::start().await;
-    let doc = std::fs::read_to_string(workspace().join("tests/fixtures/sops/cluster.sops.yaml")).unwrap();
+    let doc =
+        std::fs::read_to_string(workspace().join("tests/fixtures/sops/cluster.sops.yaml")).unwrap();
     lab.write("secrets/lab.sops.yaml", &doc);
     lab
 }
 
 fn identity() -> String {
-    workspace().join("tests/fixtures/sops/TEST-ONLY-age-key.txt").display().to_string()
+    workspace()
+        .join("tests/fixtures/sops/TEST-ONLY-age-key.txt")
+        .display()
+        .to_string()
 }
 
 /// Run proxops with the test age identity; assert the canary never shows.
@@ -24,7 +28,12 @@ async fn run(lab: &Lab, args: &[&str]) -> crate::support::Run {
     let mut all = vec!["--age-identity", id.as_str(), "-vv"];
     all.extend_from_slice(args);
     let run = lab.run(&all).await;
-    assert!(!run.stdout.contains(CANARY) && !run.stderr.contains(CANARY), "secret leaked:\n{}\n{}", run.stdout, run.stderr);
+    assert!(
+        !run.stdout.contains(CANARY) && !run.stderr.contains(CANARY),
+        "secret leaked:\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
     run
 }
 
@@ -47,18 +56,33 @@ const OWN_IDENTITY: &str = "  cloud-init-data:\n    ci-user: deploy\n    ipconfi
 #[tokio::test(flavor = "multi_thread")]
 async fn a_clone_gets_its_own_identity_and_none_of_the_templates() {
     let lab = sops_lab().await;
-    lab.write("templatevm/lab/golden.yaml", &template("golden", "pve01", 9000, GOLDEN_IDENTITY));
+    lab.write(
+        "templatevm/lab/golden.yaml",
+        &template("golden", "pve01", 9000, GOLDEN_IDENTITY),
+    );
     lab.write("vm/lab/app.yaml", &clone(OWN_IDENTITY));
     apply(&lab).await;
 
-    let clone_call = lab.sim.requests().into_iter().find(|r| r.path.ends_with("/clone")).expect("a clone");
+    let clone_call = lab
+        .sim
+        .requests()
+        .into_iter()
+        .find(|r| r.path.ends_with("/clone"))
+        .expect("a clone");
     assert_eq!(clone_call.path, "/nodes/pve01/qemu/9000/clone");
-    assert!(clone_call.params.contains(&("full".into(), "1".into())), "{:?}", clone_call.params);
+    assert!(
+        clone_call.params.contains(&("full".into(), "1".into())),
+        "{:?}",
+        clone_call.params
+    );
     let config = lab.config(500);
     assert_eq!(config["ciuser"], "deploy");
     assert_eq!(config["ipconfig0"], "ip=198.51.100.50/24,gw=198.51.100.1");
     for inherited in ["searchdomain", "sshkeys", "nameserver"] {
-        assert!(!config.contains_key(inherited), "{inherited} leaked from the template: {config:?}");
+        assert!(
+            !config.contains_key(inherited),
+            "{inherited} leaked from the template: {config:?}"
+        );
     }
     assert_eq!(config["memory"], "2048");
     assert_eq!(config["name"], "app");
@@ -73,25 +97,42 @@ async fn a_clone_gets_its_own_identity_and_none_of_the_templates() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_clone_whose_config_write_failed_is_repaired_by_the_next_apply() {
     let lab = sops_lab().await;
-    lab.write("templatevm/lab/golden.yaml", &template("golden", "pve01", 9000, GOLDEN_IDENTITY));
+    lab.write(
+        "templatevm/lab/golden.yaml",
+        &template("golden", "pve01", 9000, GOLDEN_IDENTITY),
+    );
     apply(&lab).await;
     lab.sim.set_faults(vec![proxops_sim::FaultRule {
         method: "POST".into(),
         path: "/nodes/{node}/qemu/{vmid}/config".into(),
-        kind: proxops_sim::FaultKind::Status { code: 500, message: "got a disk error".into() },
+        kind: proxops_sim::FaultKind::Status {
+            code: 500,
+            message: "got a disk error".into(),
+        },
         probability: None,
         times: Some(1),
     }]);
     lab.write("vm/lab/app.yaml", &clone(OWN_IDENTITY));
     let failed = run(&lab, &["apply"]).await;
     assert_eq!(failed.code, 1, "{}", failed.stdout);
-    assert!(failed.stdout.contains("got a disk error"), "{}", failed.stdout);
-    assert_eq!(lab.config(500)["searchdomain"], "golden.example", "the clone still carries the template's identity");
+    assert!(
+        failed.stdout.contains("got a disk error"),
+        "{}",
+        failed.stdout
+    );
+    assert_eq!(
+        lab.config(500)["searchdomain"],
+        "golden.example",
+        "the clone still carries the template's identity"
+    );
 
     apply(&lab).await;
     let config = lab.config(500);
     assert_eq!(config["ciuser"], "deploy");
-    assert!(!config.contains_key("searchdomain") && !config.contains_key("sshkeys"), "{config:?}");
+    assert!(
+        !config.contains_key("searchdomain") && !config.contains_key("sshkeys"),
+        "{config:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -102,28 +143,60 @@ async fn ci_password_from_sops_is_written_once_and_never_rewritten() {
         &vm("app", "pve01", 150, "  hardware: {cloud-init: {enabled: true, storage: local-lvm}}\n  cloud-init-data:\n    ci-user: deploy\n    ci-password-ref: cloud-init.passwords.root\n    ssh-key-refs: [cloud-init.ssh-keys.alice]\n"),
     );
     let plan = run(&lab, &["plan", "--json"]).await;
-    assert!(plan.stdout.contains("(sensitive)"), "{}\n{}", plan.stdout, plan.stderr);
+    assert!(
+        plan.stdout.contains("(sensitive)"),
+        "{}\n{}",
+        plan.stdout,
+        plan.stderr
+    );
     apply(&lab).await;
     let config = lab.config(150);
     assert!(config.contains_key("cipassword"), "{config:?}");
     assert!(config["sshkeys"].contains("alice"), "{config:?}");
-    let sent = lab.sim.requests().into_iter().find(|r| r.path == "/nodes/pve01/qemu").unwrap();
-    assert!(sent.params.iter().any(|(k, v)| k == "cipassword" && v == CANARY), "PVE receives the resolved value");
+    let sent = lab
+        .sim
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/nodes/pve01/qemu")
+        .unwrap();
+    assert!(
+        sent.params
+            .iter()
+            .any(|(k, v)| k == "cipassword" && v == CANARY),
+        "PVE receives the resolved value"
+    );
 
     lab.clear();
     apply(&lab).await;
-    assert_eq!(lab.mutations(), Vec::<String>::new(), "a set cipassword is never rewritten or compared");
+    assert_eq!(
+        lab.mutations(),
+        Vec::<String>::new(),
+        "a set cipassword is never rewritten or compared"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn reordered_ssh_keys_are_not_drift() {
     let lab = sops_lab().await;
     let keys = |a: &str, b: &str| {
-        vm("app", "pve01", 150, &format!("  hardware: {{cloud-init: {{enabled: true, storage: local-lvm}}}}\n  cloud-init-data:\n    ssh-keys: ['{a}', '{b}']\n"))
+        vm(
+            "app",
+            "pve01",
+            150,
+            &format!(
+                "  hardware: {{cloud-init: {{enabled: true, storage: local-lvm}}}}\n  cloud-init-data:\n    ssh-keys: ['{a}', '{b}']\n"
+            ),
+        )
     };
-    lab.write("vm/lab/app.yaml", &keys("ssh-ed25519 AAAA1 one@x", "ssh-rsa AAAA2+/= two@y"));
+    lab.write(
+        "vm/lab/app.yaml",
+        &keys("ssh-ed25519 AAAA1 one@x", "ssh-rsa AAAA2+/= two@y"),
+    );
     apply(&lab).await;
-    lab.write("vm/lab/app.yaml", &keys("ssh-rsa AAAA2+/= two@y", "ssh-ed25519 AAAA1 one@x"));
+    lab.write(
+        "vm/lab/app.yaml",
+        &keys("ssh-rsa AAAA2+/= two@y", "ssh-ed25519 AAAA1 one@x"),
+    );
     let plan = run(&lab, &["plan", "--detailed-exitcode"]).await;
     assert_eq!(plan.code, 0, "{}", plan.stdout);
 }
@@ -134,12 +207,21 @@ async fn a_missing_secret_ref_fails_closed_naming_the_ref() {
     lab.write("vm/lab/good.yaml", &vm("good", "pve02", 151, ""));
     lab.write(
         "vm/lab/app.yaml",
-        &vm("app", "pve01", 150, "  cloud-init-data:\n    ci-password-ref: cloud-init.passwords.nobody\n"),
+        &vm(
+            "app",
+            "pve01",
+            150,
+            "  cloud-init-data:\n    ci-password-ref: cloud-init.passwords.nobody\n",
+        ),
     );
     lab.clear();
     let failed = run(&lab, &["apply"]).await;
     assert_eq!(failed.code, 1, "{}", failed.stdout);
-    assert!(failed.stdout.contains("cloud-init.passwords.nobody"), "{}", failed.stdout);
+    assert!(
+        failed.stdout.contains("cloud-init.passwords.nobody"),
+        "{}",
+        failed.stdout
+    );
     assert_eq!(lab.mutations(), Vec::<String>::new());
 }
 
@@ -151,10 +233,14 @@ async fn the_api_token_can_come_from_sops() {
         ..proxops_sim::SimConfig::default()
     };
     let lab = Lab::with(config).await;
-    let doc = std::fs::read_to_string(workspace().join("tests/fixtures/sops/cluster.sops.yaml")).unwrap();
+    let doc =
+        std::fs::read_to_string(workspace().join("tests/fixtures/sops/cluster.sops.yaml")).unwrap();
     lab.write("secrets/lab.sops.yaml", &doc);
     let cluster = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
-    lab.write("clusters/lab.yaml", &cluster.replace("{env: PROXOPS_TEST_TOKEN}", "{sops: pve.token}"));
+    lab.write(
+        "clusters/lab.yaml",
+        &cluster.replace("{env: PROXOPS_TEST_TOKEN}", "{sops: pve.token}"),
+    );
     lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
     let id = identity();
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
@@ -167,7 +253,12 @@ async fn the_api_token_can_come_from_sops() {
         .await
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout.contains("+ VM app"), "{stdout}");
     assert!(!stdout.contains("8d9f3c2a"), "the token never shows");
 }

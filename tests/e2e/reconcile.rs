@@ -560,13 +560,29 @@ async fn an_invalid_cluster_stops_alone_and_other_clusters_go_on() {
     let lab = Lab::start().await;
     // A second cluster file for the same simulator (as if it were another cluster).
     let cluster = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
-    lab.write("clusters/other.yaml", &cluster.replace("name: lab", "name: other"));
-    lab.write("vm/lab/bad.yaml", &vm("bad", "pve01", 300, "").replace("memory: 1GiB", "memory: lots"));
+    lab.write(
+        "clusters/other.yaml",
+        &cluster.replace("name: lab", "name: other"),
+    );
+    lab.write(
+        "vm/lab/bad.yaml",
+        &vm("bad", "pve01", 300, "").replace("memory: 1GiB", "memory: lots"),
+    );
     lab.write("vm/lab/fine.yaml", &vm("fine", "pve01", 301, ""));
     lab.write("vm/other/ok.yaml", &vm("ok", "pve02", 302, ""));
     let run = lab.run(&["apply"]).await;
     assert_eq!(run.code, 1, "{}", run.stdout);
-    assert!(run.stdout.contains("Cluster lab: not planned"), "{}", run.stdout);
-    assert!(lab.sim.vm_config(302).is_some(), "the other cluster converged");
-    assert!(lab.sim.vm_config(301).is_none(), "nothing of the invalid cluster was applied");
+    assert!(
+        run.stdout.contains("Cluster lab: not planned"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        lab.sim.vm_config(302).is_some(),
+        "the other cluster converged"
+    );
+    assert!(
+        lab.sim.vm_config(301).is_none(),
+        "nothing of the invalid cluster was applied"
+    );
 }

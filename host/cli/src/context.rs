@@ -10,7 +10,6 @@ use proxops_runtime::{Runtime, RuntimeConfig};
 pub struct Context {
     /// Explicit age identity file for SOPS documents (`--age-identity`).
     pub age_identity: Option<PathBuf>,
-    #[allow(dead_code)] // kept for policies and third-party kinds
     pub runtime: Arc<Runtime>,
     pub kinds: KindRegistry,
 }

@@ -3,6 +3,7 @@
 mod connect;
 mod context;
 mod inspect;
+mod policy_cmd;
 mod reconcile;
 mod render;
 mod secrets;
@@ -102,6 +103,11 @@ enum Command {
         repo: PathBuf,
         #[arg(long, value_enum, default_value = "dot")]
         format: reconcile::GraphFormat,
+    },
+    /// Site policies: test a policy on a manifest or a plan, or scaffold a new one.
+    Policy {
+        #[command(subcommand)]
+        command: policy_cmd::PolicyCommand,
     },
     /// The PVE 9.2 simulator.
     Sim {
@@ -218,6 +224,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             runtime.block_on(reconcile::apply(&ctx, &repo, cluster.as_deref()))
         }
         Command::Graph { repo, format } => reconcile::graph(&ctx, &repo, format),
+        Command::Policy { command } => policy_cmd::run(&ctx.runtime, command),
         Command::Sim { .. } => unreachable!("handled above"),
     }
 }

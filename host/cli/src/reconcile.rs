@@ -12,6 +12,8 @@ use proxops_reconcile::{
     ApplyOptions, Catalog, ClusterPlan, Event, Object, ObserveError, Reporter,
 };
 
+use proxops_reconcile::policy::{PolicyReport, PolicySet};
+
 use crate::context::Context;
 use crate::secrets::LazySops;
 use crate::{exit, render, validate};
@@ -19,19 +21,71 @@ use crate::{exit, render, validate};
 /// What `plan` and `apply` share: the validated repository, split by cluster.
 struct Prepared {
     clusters: BTreeMap<String, ClusterFile>,
+    manifests: Vec<proxops_core::Manifest>,
     catalog: Catalog,
     diags: Vec<Diagnostic>,
     sops: BTreeMap<String, Arc<LazySops>>,
+    policies: Arc<PolicySet>,
 }
 
-fn prepare(ctx: &Context, repo: &Path) -> Prepared {
+/// Load, validate and load the site policies. An invalid `proxops.yaml` or policy stops the
+/// whole run before any cluster is touched: the diagnostics are returned.
+fn prepare(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagnostic>> {
+    let settings = proxops_core::settings::load(repo)?;
+    let policies = PolicySet::load(&ctx.runtime, repo, &settings)?;
     let checked = validate::check(ctx, repo);
-    Prepared {
+    Ok(Prepared {
         clusters: checked.repo.clusters,
+        manifests: checked.repo.manifests,
         catalog: checked.catalog,
         diags: checked.diags,
         sops: checked.sops,
+        policies: Arc::new(policies),
+    })
+}
+
+/// `prepare`, printing why it failed.
+fn prepare_or_report(ctx: &Context, repo: &Path) -> Option<Prepared> {
+    match prepare(ctx, repo) {
+        Ok(p) => Some(p),
+        Err(diags) => {
+            eprintln!("not run: the site policies cannot be loaded (no cluster was contacted):");
+            for d in diags {
+                eprintln!("  {d}");
+            }
+            None
+        }
     }
+}
+
+fn print_policies(report: &PolicyReport) {
+    let lines = report.lines();
+    if !lines.is_empty() {
+        println!("Policies:");
+        for line in lines {
+            println!("  {line}");
+        }
+    }
+}
+
+/// What the policies say about a cluster's manifests and plan.
+fn policy_report(p: &Prepared, cluster: &str, plan: &ClusterPlan) -> PolicyReport {
+    let mut report = p.policies.check_manifests(cluster, &p.manifests);
+    report.extend(p.policies.check_plan(plan, &p.manifests));
+    report
+}
+
+/// The policy check of every later pass of an apply (clone -> configure -> start plans
+/// actions the first plan did not show): a blocking finding stops the apply.
+fn policy_gate(p: &Prepared, cluster: &str) -> proxops_reconcile::apply::Gate {
+    let policies = p.policies.clone();
+    let manifests = p.manifests.clone();
+    let cluster = cluster.to_string();
+    Arc::new(move |plan: &ClusterPlan| {
+        let mut report = policies.check_manifests(&cluster, &manifests);
+        report.extend(policies.check_plan(plan, &manifests));
+        report.blocks().then(|| report.lines().join("; "))
+    })
 }
 
 fn secrets_of(p: &Prepared, cluster: &str) -> Option<Arc<dyn proxops_runtime::SecretSource>> {
@@ -158,9 +212,8 @@ async fn plan_one(
         Err(ObserveError::Conflicts(diags)) => {
             say(
                 quiet,
-                format!(
-                    "  not planned: manifests conflict with live PVE objects (no change was made):"
-                ),
+                "  not planned: manifests conflict with live PVE objects (no change was made):"
+                    .to_string(),
             );
             for d in &diags {
                 say(quiet, format!("  {d}"));
@@ -181,7 +234,9 @@ pub async fn plan(
     json: bool,
     detailed: bool,
 ) -> anyhow::Result<u8> {
-    let p = prepare(ctx, repo);
+    let Some(p) = prepare_or_report(ctx, repo) else {
+        return Ok(exit::ERROR);
+    };
     print_warnings(&p);
     let mut failed = false;
     let mut changes = false;
@@ -193,10 +248,16 @@ pub async fn plan(
         };
         changes |= plan.has_changes();
         failed |= plan.counts().errors > 0;
+        let policies = policy_report(&p, &name, &plan);
+        // A plan that enforce-mode policies deny cannot be applied: plan says so with exit 1.
+        failed |= policies.blocks();
         if json {
-            views.push(plan.view());
+            let mut view = serde_json::to_value(plan.view())?;
+            view["policies"] = policies.json();
+            views.push(view);
         } else {
             print!("{}", render::plan(&plan));
+            print_policies(&policies);
             println!("{}", render::plan_summary(&plan));
         }
     }
@@ -282,7 +343,9 @@ impl Reporter for Progress {
 }
 
 pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Result<u8> {
-    let p = prepare(ctx, repo);
+    let Some(p) = prepare_or_report(ctx, repo) else {
+        return Ok(exit::ERROR);
+    };
     print_warnings(&p);
     let mut failed = false;
     for name in selected(&p, only) {
@@ -291,9 +354,16 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
             continue;
         };
         print!("{}", render::plan(&plan));
+        let policies = policy_report(&p, &name, &plan);
+        print_policies(&policies);
         println!("{}", render::plan_summary(&plan));
         if plan.counts().errors > 0 {
             failed = true;
+        }
+        if policies.blocks() {
+            println!("Apply of cluster {name} blocked by policy; no change was made.");
+            failed = true;
+            continue;
         }
         if !plan.has_changes() {
             continue;
@@ -307,6 +377,7 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
             read_concurrency: options.read_concurrency,
             max_passes: options.max_passes,
             secrets: secrets_of(&p, &name),
+            gate: Some(policy_gate(&p, &name)),
         };
         let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
         let progress = Arc::new(Progress::new(actions));
@@ -345,7 +416,9 @@ pub enum GraphFormat {
 }
 
 pub fn graph(ctx: &Context, repo: &Path, format: GraphFormat) -> anyhow::Result<u8> {
-    let p = prepare(ctx, repo);
+    let Some(p) = prepare_or_report(ctx, repo) else {
+        return Ok(exit::ERROR);
+    };
     let errors: Vec<&Diagnostic> = p.diags.iter().filter(|d| d.is_error()).collect();
     if !errors.is_empty() {
         for d in errors {

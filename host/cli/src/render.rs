@@ -152,6 +152,13 @@ pub fn apply_summary(report: &ApplyReport) -> String {
             Status::Done => {}
         }
     }
+    if let Some(reason) = &report.stopped {
+        writeln!(
+            out,
+            "  ✗ stopped before the next pass, blocked by policy: {reason}"
+        )
+        .unwrap();
+    }
     let left = plan(&report.last);
     let failed = report.failures().count();
     if report.converged {

@@ -24,6 +24,8 @@ pub struct ApplyReport {
     pub passes: u32,
     /// Nothing is left to do.
     pub converged: bool,
+    /// Why a later pass was not run (a policy denied its plan).
+    pub stopped: Option<String>,
 }
 
 impl ApplyReport {
@@ -32,9 +34,14 @@ impl ApplyReport {
     }
 }
 
+/// Checks a later pass's plan before it runs; `Some(reason)` stops the apply there.
+pub type Gate = Arc<dyn Fn(&ClusterPlan) -> Option<String> + Send + Sync>;
+
 /// Settings of an apply.
 #[derive(Clone)]
 pub struct ApplyOptions {
+    /// Checked on every plan after the first (which the caller checked and showed).
+    pub gate: Option<Gate>,
     pub limits: Limits,
     /// The cluster's secrets, for kinds granted them.
     pub secrets: Option<Arc<dyn SecretSource>>,
@@ -57,10 +64,18 @@ pub async fn apply(
     let mut outcomes: Vec<(ObjectRef, Status)> = Vec::new();
     let mut failed: HashSet<String> = HashSet::new();
     let mut passes = 0;
+    let mut stopped = None;
     let mut plan = first.clone();
     loop {
         let actions: usize = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
         if actions == 0 || passes >= options.max_passes {
+            break;
+        }
+        if passes > 0
+            && let Some(gate) = &options.gate
+            && let Some(reason) = gate(&plan)
+        {
+            stopped = Some(reason);
             break;
         }
         passes += 1;
@@ -115,7 +130,7 @@ pub async fn apply(
         });
     }
     // An object that failed keeps its planned actions in `last` (they did not happen).
-    let converged = failed.is_empty() && !plan.has_changes();
+    let converged = failed.is_empty() && !plan.has_changes() && stopped.is_none();
     if converged {
         for o in &mut last.objects {
             if o.object.file.is_none() {
@@ -129,5 +144,6 @@ pub async fn apply(
         outcomes,
         passes,
         converged,
+        stopped,
     })
 }
