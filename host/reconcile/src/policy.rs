@@ -778,311 +778,71 @@ pub fn actions_from_plan_json(
 }
 
 pub mod schema {
-    //! The subset of JSON Schema (draft 2020-12) that policy settings are checked against
-    //! before `validate-settings` runs.
-    //!
-    //! Checked: boolean schemas, `type`, `enum`, `const`, `properties`, `required`,
-    //! `additionalProperties`, `minProperties`, `maxProperties`, `items`, `prefixItems`,
-    //! `minItems`, `maxItems`, `uniqueItems`, `minLength`, `maxLength`, `minimum`,
-    //! `maximum`, `exclusiveMinimum`, `exclusiveMaximum`, `multipleOf`, `allOf`, `anyOf`,
-    //! `oneOf`, `not`, `if`/`then`/`else`, and `$ref` to `#/$defs/…` or `#/definitions/…`.
-    //! Not checked (ignored): `pattern`, `patternProperties`, `format`, `dependent*`,
-    //! `unevaluated*`, `contains`, remote `$ref`. Settings schemas are small and written by
-    //! the policy author, and `validate-settings` is the authoritative check, so a subset
-    //! with no new dependency (and no regex engine) in the host is enough; the policy
-    //! author's guide lists the subset.
+    //! Policy settings are checked against the JSON Schema the policy publishes with the
+    //! `jsonschema` crate (drafts 4 to 2020-12; `$ref` within the schema document, no
+    //! remote references) before the policy's own `validate-settings` runs.
 
     use serde_json::Value;
 
-    /// Deepest `$ref`/combinator nesting followed (guards against reference loops).
-    const MAX_DEPTH: usize = 64;
-
     /// Every violation as (field path like `rules[0].max-memory`, message).
     pub fn validate(schema: &Value, instance: &Value) -> Vec<(String, String)> {
+        let validator = match jsonschema::validator_for(schema) {
+            Ok(v) => v,
+            Err(e) => {
+                return vec![(
+                    String::new(),
+                    format!("the policy's settings schema is not a valid JSON Schema: {e}"),
+                )];
+            }
+        };
         let mut errors = Vec::new();
-        check(schema, schema, instance, "", 0, &mut errors);
+        for e in validator.iter_errors(instance) {
+            let at = field_path(e.instance_path().as_str());
+            // Point at the offending field rather than at the object that holds it.
+            match e.kind() {
+                jsonschema::error::ValidationErrorKind::Required { property } => {
+                    let name = property.as_str().unwrap_or_default();
+                    errors.push((join(&at, name), "required field is missing".to_string()));
+                }
+                jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } => {
+                    for name in unexpected {
+                        errors.push((
+                            join(&at, name),
+                            "unknown field (not in the policy's settings schema)".to_string(),
+                        ));
+                    }
+                }
+                _ => errors.push((at, e.to_string())),
+            }
+        }
+        errors.sort();
+        errors.dedup();
         errors
     }
 
-    fn join(path: &str, key: &str) -> String {
-        if path.is_empty() {
-            key.to_string()
+    fn join(at: &str, name: &str) -> String {
+        if at.is_empty() {
+            name.to_string()
         } else {
-            format!("{path}.{key}")
+            format!("{at}.{name}")
         }
     }
 
-    fn type_name(v: &Value) -> &'static str {
-        match v {
-            Value::Null => "null",
-            Value::Bool(_) => "boolean",
-            Value::Number(n) if is_integer(n) => "integer",
-            Value::Number(_) => "number",
-            Value::String(_) => "string",
-            Value::Array(_) => "array",
-            Value::Object(_) => "object",
-        }
-    }
-
-    fn is_integer(n: &serde_json::Number) -> bool {
-        n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
-    }
-
-    fn has_type(v: &Value, t: &str) -> bool {
-        match t {
-            "number" => v.is_number(),
-            "integer" => v.as_number().is_some_and(is_integer),
-            other => type_name(v) == other,
-        }
-    }
-
-    fn resolve<'s>(root: &'s Value, reference: &str) -> Option<&'s Value> {
-        let pointer = reference.strip_prefix('#')?;
-        if pointer.is_empty() {
-            return Some(root);
-        }
-        root.pointer(pointer)
-    }
-
-    fn check(
-        root: &Value,
-        schema: &Value,
-        v: &Value,
-        path: &str,
-        depth: usize,
-        errors: &mut Vec<(String, String)>,
-    ) {
-        let mut err = |m: String| errors.push((path.to_string(), m));
-        let s = match schema {
-            Value::Bool(true) => return,
-            Value::Bool(false) => {
-                err("no value is allowed here".into());
-                return;
-            }
-            Value::Object(s) => s,
-            _ => return,
-        };
-        if depth > MAX_DEPTH {
-            err("the settings schema nests too deeply (reference loop?)".into());
-            return;
-        }
-        if let Some(r) = s.get("$ref").and_then(Value::as_str) {
-            match resolve(root, r) {
-                Some(target) => check(root, target, v, path, depth + 1, errors),
-                None => errors.push((
-                    path.to_string(),
-                    format!("the settings schema refers to `{r}`, which proxops cannot resolve"),
-                )),
-            }
-        }
-        let mut err = |m: String| errors.push((path.to_string(), m));
-        if let Some(t) = s.get("type") {
-            let types: Vec<&str> = match t {
-                Value::String(t) => vec![t.as_str()],
-                Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
-                _ => vec![],
-            };
-            if !types.is_empty() && !types.iter().any(|t| has_type(v, t)) {
-                err(format!(
-                    "expected {}, got {}",
-                    types.join(" or "),
-                    type_name(v)
-                ));
-                return;
-            }
-        }
-        if let Some(Value::Array(options)) = s.get("enum")
-            && !options.contains(v)
-        {
-            let shown: Vec<String> = options.iter().map(Value::to_string).collect();
-            err(format!("expected one of: {}", shown.join(", ")));
-        }
-        if let Some(c) = s.get("const")
-            && c != v
-        {
-            err(format!("expected {c}"));
-        }
-        match v {
-            Value::Object(map) => {
-                let props = s.get("properties").and_then(Value::as_object);
-                if let Some(Value::Array(required)) = s.get("required") {
-                    for r in required.iter().filter_map(Value::as_str) {
-                        if !map.contains_key(r) {
-                            errors.push((join(path, r), "required field is missing".into()));
-                        }
-                    }
-                }
-                for (key, value) in map {
-                    let at = join(path, key);
-                    match props.and_then(|p| p.get(key)) {
-                        Some(sub) => check(root, sub, value, &at, depth + 1, errors),
-                        None => match s.get("additionalProperties") {
-                            Some(Value::Bool(false)) => {
-                                let known: Vec<&str> = props
-                                    .map(|p| p.keys().map(String::as_str).collect())
-                                    .unwrap_or_default();
-                                errors.push((
-                                    at,
-                                    if known.is_empty() {
-                                        "unknown field".to_string()
-                                    } else {
-                                        format!(
-                                            "unknown field; expected one of: {}",
-                                            known.join(", ")
-                                        )
-                                    },
-                                ));
-                            }
-                            Some(sub @ Value::Object(_)) => {
-                                check(root, sub, value, &at, depth + 1, errors)
-                            }
-                            _ => {}
-                        },
-                    }
-                }
-                let n = map.len() as u64;
-                if let Some(min) = s.get("minProperties").and_then(Value::as_u64)
-                    && n < min
-                {
-                    errors.push((path.to_string(), format!("expected at least {min} fields")));
-                }
-                if let Some(max) = s.get("maxProperties").and_then(Value::as_u64)
-                    && n > max
-                {
-                    errors.push((path.to_string(), format!("expected at most {max} fields")));
-                }
-            }
-            Value::Array(items) => {
-                let prefix = s
-                    .get("prefixItems")
-                    .and_then(Value::as_array)
-                    .map(Vec::as_slice)
-                    .unwrap_or(&[]);
-                for (i, item) in items.iter().enumerate() {
-                    if let Some(sub) = prefix.get(i).or_else(|| s.get("items")) {
-                        check(root, sub, item, &format!("{path}[{i}]"), depth + 1, errors);
-                    }
-                }
-                let n = items.len() as u64;
-                if let Some(min) = s.get("minItems").and_then(Value::as_u64)
-                    && n < min
-                {
-                    errors.push((path.to_string(), format!("expected at least {min} items")));
-                }
-                if let Some(max) = s.get("maxItems").and_then(Value::as_u64)
-                    && n > max
-                {
-                    errors.push((path.to_string(), format!("expected at most {max} items")));
-                }
-                if s.get("uniqueItems") == Some(&Value::Bool(true)) {
-                    for (i, item) in items.iter().enumerate() {
-                        if items[..i].contains(item) {
-                            errors.push((format!("{path}[{i}]"), "duplicate item".into()));
-                        }
-                    }
-                }
-            }
-            Value::String(text) => {
-                let n = text.chars().count() as u64;
-                if let Some(min) = s.get("minLength").and_then(Value::as_u64)
-                    && n < min
-                {
-                    errors.push((
-                        path.to_string(),
-                        format!("expected at least {min} characters"),
-                    ));
-                }
-                if let Some(max) = s.get("maxLength").and_then(Value::as_u64)
-                    && n > max
-                {
-                    errors.push((
-                        path.to_string(),
-                        format!("expected at most {max} characters"),
-                    ));
-                }
-            }
-            Value::Number(n) => {
-                let x = n.as_f64().unwrap_or(f64::NAN);
-                let bound = |k: &str| s.get(k).and_then(Value::as_f64);
-                let mut num_err = |m: String| errors.push((path.to_string(), m));
-                if let Some(b) = bound("minimum")
-                    && x < b
-                {
-                    num_err(format!("expected at least {b}"));
-                }
-                if let Some(b) = bound("maximum")
-                    && x > b
-                {
-                    num_err(format!("expected at most {b}"));
-                }
-                if let Some(b) = bound("exclusiveMinimum")
-                    && x <= b
-                {
-                    num_err(format!("expected more than {b}"));
-                }
-                if let Some(b) = bound("exclusiveMaximum")
-                    && x >= b
-                {
-                    num_err(format!("expected less than {b}"));
-                }
-                if let Some(m) = bound("multipleOf")
-                    && m > 0.0
-                    && ((x / m) - (x / m).round()).abs() > 1e-9
-                {
-                    num_err(format!("expected a multiple of {m}"));
-                }
-            }
-            _ => {}
-        }
-        let matches = |sub: &Value| {
-            let mut e = Vec::new();
-            check(root, sub, v, path, depth + 1, &mut e);
-            e
-        };
-        if let Some(Value::Array(all)) = s.get("allOf") {
-            for sub in all {
-                errors.extend(matches(sub));
-            }
-        }
-        if let Some(Value::Array(any)) = s.get("anyOf") {
-            let results: Vec<_> = any.iter().map(matches).collect();
-            if !results.iter().any(Vec::is_empty) {
-                let first = results.into_iter().flatten().next();
-                errors.push((
-                    path.to_string(),
-                    match first {
-                        Some((p, m)) => {
-                            format!("matches none of the allowed forms (e.g. {p}: {m})")
-                        }
-                        None => "matches none of the allowed forms".into(),
-                    },
-                ));
-            }
-        }
-        if let Some(Value::Array(one)) = s.get("oneOf") {
-            let ok = one.iter().filter(|sub| matches(sub).is_empty()).count();
-            if ok != 1 {
-                errors.push((
-                    path.to_string(),
-                    format!("must match exactly one of the allowed forms, matches {ok}"),
-                ));
-            }
-        }
-        if let Some(not) = s.get("not")
-            && matches(not).is_empty()
-        {
-            errors.push((path.to_string(), "this value is not allowed".into()));
-        }
-        if let Some(cond) = s.get("if") {
-            let branch = if matches(cond).is_empty() {
-                s.get("then")
+    /// `/rules/0/max-memory` -> `rules[0].max-memory`.
+    fn field_path(pointer: &str) -> String {
+        let mut out = String::new();
+        for segment in pointer.split('/').skip(1) {
+            let segment = segment.replace("~1", "/").replace("~0", "~");
+            if !segment.is_empty() && segment.chars().all(|c| c.is_ascii_digit()) {
+                out.push_str(&format!("[{segment}]"));
             } else {
-                s.get("else")
-            };
-            if let Some(b) = branch {
-                errors.extend(matches(b));
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(&segment);
             }
         }
+        out
     }
 
     #[cfg(test)]
@@ -1091,7 +851,7 @@ pub mod schema {
         use serde_json::json;
 
         #[test]
-        fn subset_cases() {
+        fn settings_cases() {
             let schema = json!({
                 "type": "object",
                 "additionalProperties": false,
@@ -1125,7 +885,7 @@ pub mod schema {
                 (json!({"rules": [{"size": "8"}]}), vec!["rules[0].size"]),
                 (json!({"rules": [{"mode": "c"}]}), vec!["rules[0].mode"]),
                 (json!({"rules": [{"other": 1}]}), vec!["rules[0].other"]),
-                (json!({"rules": [{}], "tags": ["a", "a"]}), vec!["tags[1]"]),
+                (json!({"rules": [{}], "tags": ["a", "a"]}), vec!["tags"]),
                 (json!({"rules": [{}], "either": true}), vec!["either"]),
                 (json!({"rules": [{}], "nope": 1}), vec!["nope"]),
                 (json!({"rules": [{}], "extra": 1}), vec!["extra"]),
@@ -1138,8 +898,6 @@ pub mod schema {
                     .collect();
                 assert_eq!(got, want, "{settings}");
             }
-            let looped = json!({"$ref": "#"});
-            assert!(!validate(&looped, &json!(1)).is_empty());
             assert!(validate(&json!(true), &json!(1)).is_empty());
             assert!(!validate(&json!({"$ref": "#/$defs/missing"}), &json!(1)).is_empty());
         }
@@ -1521,7 +1279,7 @@ mod tests {
             (
                 json!({"rules": []}),
                 "policies[0].settings.rules",
-                "at least 1",
+                "less than 1 item",
             ),
             (
                 json!({"rules": [{"max-cpu": 1}]}),
@@ -1531,7 +1289,7 @@ mod tests {
             (
                 json!({"rules": [{"max-cores": "8"}]}),
                 "policies[0].settings.rules[0].max-cores",
-                "expected integer",
+                "is not of type \"integer\"",
             ),
             // Valid for the schema, refused by validate-settings.
             (
