@@ -5,5 +5,6 @@ mod images;
 mod policies;
 mod provision;
 mod reconcile;
+mod sim_serve;
 mod support;
 mod validate;

@@ -1,8 +1,12 @@
 //! The kinds proxops knows: the bundled ones embedded in the binary, loaded once per
 //! process through the runtime.
 
+use std::sync::Arc;
+
 use proxops_guests::Role;
-use proxops_runtime::{KindComponent, Limits, Runtime, RuntimeError};
+use proxops_runtime::{GuestError, KindComponent, Limits, Runtime, RuntimeError};
+
+use crate::workers::{KindCalls, NativeKind};
 
 /// Where a kind came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -12,9 +16,27 @@ pub enum KindSource {
 }
 
 /// Loaded kinds, looked up by `(apiVersion, kind)` or by folder.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct KindRegistry {
     kinds: Vec<(KindComponent, KindSource)>,
+    /// Per kind, a native backend that replaces the component's calls (benchmarks).
+    native: Vec<Option<Arc<dyn NativeKind>>>,
+}
+
+impl std::fmt::Debug for KindRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let native: Vec<&str> = self
+            .kinds
+            .iter()
+            .zip(&self.native)
+            .filter(|(_, n)| n.is_some())
+            .map(|((k, _), _)| k.info().kind.as_str())
+            .collect();
+        f.debug_struct("KindRegistry")
+            .field("kinds", &self.kinds)
+            .field("native", &native)
+            .finish()
+    }
 }
 
 impl KindRegistry {
@@ -27,7 +49,30 @@ impl KindRegistry {
             let component = runtime.load_kind(name, b.bytes, Limits::KIND, true)?;
             kinds.push((component, KindSource::Bundled));
         }
-        Ok(KindRegistry { kinds })
+        let native = kinds.iter().map(|_| None).collect();
+        Ok(KindRegistry { kinds, native })
+    }
+
+    /// Serve `kind`'s calls with `backend` instead of its component (the component still
+    /// describes the kind). For measurements: a native backend runs outside the sandbox.
+    /// Returns false when no loaded kind is called `kind`.
+    pub fn register_native(&mut self, kind: &str, backend: Arc<dyn NativeKind>) -> bool {
+        match self.kinds.iter().position(|(k, _)| k.info().kind == kind) {
+            Some(i) => {
+                self.native[i] = Some(backend);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A new instance of kind `index`: its native backend if one is registered, else a
+    /// component instance.
+    pub fn instance(&self, index: usize) -> Result<Box<dyn KindCalls>, GuestError> {
+        match &self.native[index] {
+            Some(native) => Ok(native.instance()),
+            None => Ok(Box::new(self.kinds[index].0.instance()?)),
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (&KindComponent, &KindSource)> {

@@ -1,24 +1,125 @@
 //! Parallel guest calls: items are split across worker threads, each with its own lazily
 //! created instance per kind (bundled kinds are trusted to be reused within a cycle).
+//!
+//! Every guest call goes through [`KindCalls`]. A component instance
+//! ([`proxops_runtime::KindInstance`]) implements it; so can a native backend registered with
+//! [`KindRegistry::register_native`] (benchmarks measure the WebAssembly overhead by running
+//! the same kind logic compiled into the host). The dispatch costs one indirect call per
+//! guest call, nothing next to a component call.
 
-use proxops_runtime::{GuestError, KindInstance};
+use std::sync::Arc;
+
+use proxops_runtime::kind::{
+    Call, Diagnostic, ObjectKey, Observation, Proposal, Reference, Resolved, Validated,
+};
+use proxops_runtime::{GuestError, KindInstance, SecretSource};
 
 use crate::KindRegistry;
+
+/// The calls the engine makes into a kind, in the host's (WIT) types.
+pub trait KindCalls: Send {
+    /// Where secret lookups go from now on (`None` denies them).
+    fn set_secrets(&mut self, source: Option<Arc<dyn SecretSource>>);
+    fn validate(
+        &mut self,
+        manifest: &str,
+    ) -> Result<Result<Validated, Vec<Diagnostic>>, GuestError>;
+    fn references(&mut self, desired: &str) -> Result<Vec<Reference>, GuestError>;
+    fn check_references(
+        &mut self,
+        desired: &str,
+        resolved: &[Resolved],
+    ) -> Result<Vec<Diagnostic>, GuestError>;
+    fn identity(&mut self, desired: &str) -> Result<ObjectKey, GuestError>;
+    fn observe(
+        &mut self,
+        desired: Option<&str>,
+        live: Option<&str>,
+        referrers: &[Resolved],
+    ) -> Result<Vec<Call>, GuestError>;
+    fn plan(
+        &mut self,
+        desired: Option<&str>,
+        resolved: &[Resolved],
+        referrers: &[Resolved],
+        observed: &Observation,
+    ) -> Result<Result<Proposal, Vec<Diagnostic>>, GuestError>;
+    fn claims(&mut self, live: &str) -> Result<bool, GuestError>;
+}
+
+impl KindCalls for KindInstance {
+    fn set_secrets(&mut self, source: Option<Arc<dyn SecretSource>>) {
+        KindInstance::set_secrets(self, source);
+    }
+    fn validate(
+        &mut self,
+        manifest: &str,
+    ) -> Result<Result<Validated, Vec<Diagnostic>>, GuestError> {
+        KindInstance::validate(self, manifest)
+    }
+    fn references(&mut self, desired: &str) -> Result<Vec<Reference>, GuestError> {
+        KindInstance::references(self, desired)
+    }
+    fn check_references(
+        &mut self,
+        desired: &str,
+        resolved: &[Resolved],
+    ) -> Result<Vec<Diagnostic>, GuestError> {
+        KindInstance::check_references(self, desired, resolved)
+    }
+    fn identity(&mut self, desired: &str) -> Result<ObjectKey, GuestError> {
+        KindInstance::identity(self, desired)
+    }
+    fn observe(
+        &mut self,
+        desired: Option<&str>,
+        live: Option<&str>,
+        referrers: &[Resolved],
+    ) -> Result<Vec<Call>, GuestError> {
+        KindInstance::observe(self, desired, live, referrers)
+    }
+    fn plan(
+        &mut self,
+        desired: Option<&str>,
+        resolved: &[Resolved],
+        referrers: &[Resolved],
+        observed: &Observation,
+    ) -> Result<Result<Proposal, Vec<Diagnostic>>, GuestError> {
+        KindInstance::plan(self, desired, resolved, referrers, observed)
+    }
+    fn claims(&mut self, live: &str) -> Result<bool, GuestError> {
+        KindInstance::claims(self, live)
+    }
+}
+
+/// A kind implemented by code linked into the host, standing in for its component.
+pub trait NativeKind: Send + Sync {
+    /// A fresh set of calls (one per worker thread per cycle, like a component instance).
+    fn instance(&self) -> Box<dyn KindCalls>;
+}
 
 /// One worker's instances, one slot per kind in the registry.
 pub struct Instances<'r> {
     registry: &'r KindRegistry,
-    slots: Vec<Option<KindInstance>>,
+    slots: Vec<Option<Box<dyn KindCalls>>>,
 }
 
 impl Instances<'_> {
     /// The instance of kind `index`, created on first use.
-    pub fn get(&mut self, index: usize) -> Result<&mut KindInstance, GuestError> {
-        if self.slots[index].is_none() {
-            self.slots[index] = Some(self.registry.get(index).instance()?);
+    pub fn get(&mut self, index: usize) -> Result<&mut dyn KindCalls, GuestError> {
+        let slot = &mut self.slots[index];
+        if slot.is_none() {
+            *slot = Some(self.registry.instance(index)?);
         }
-        Ok(self.slots[index].as_mut().expect("just created"))
+        Ok(slot.as_deref_mut().expect("just created"))
     }
+}
+
+/// Worker threads for guest calls: `available_parallelism`, at most one per item.
+fn threads_for(items: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(items.max(1))
 }
 
 /// Map `f` over `items` on up to `available_parallelism` threads, keeping order.
@@ -27,9 +128,7 @@ pub fn par_map<T: Sync, R: Send>(
     items: &[T],
     f: impl Fn(&mut Instances<'_>, &T) -> R + Sync,
 ) -> Vec<R> {
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(items.len().max(1));
+    let threads = threads_for(items.len());
     let chunk = items.len().div_ceil(threads).max(1);
     let new_instances = || Instances {
         registry,
