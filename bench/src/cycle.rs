@@ -1,0 +1,82 @@
+//! One plan cycle as `proxops plan` runs it: load the repository, validate (kinds'
+//! validate, references, identities), observe and plan the cluster.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use proxops_core::Diagnostic;
+use proxops_reconcile::{ClusterPlan, KindRegistry, Object};
+
+use crate::fixture::CLUSTER;
+
+/// Load and validate the repository at `root`: the objects of the bench cluster and every
+/// diagnostic.
+pub fn validated(registry: &KindRegistry, root: &Path) -> (Vec<Object>, Vec<Diagnostic>) {
+    let folders = registry.folders();
+    let folders: Vec<&str> = folders.iter().map(String::as_str).collect();
+    let (repo, mut diags) = proxops_core::load(root, &folders);
+    let (catalog, mut more) =
+        proxops_reconcile::validate_repo(registry, &repo, &proxops_reconcile::Secrets::default());
+    diags.append(&mut more);
+    let objects = catalog
+        .objects
+        .into_iter()
+        .filter(|o| o.cluster == CLUSTER)
+        .collect();
+    (objects, diags)
+}
+
+/// The timings and outcome of one plan cycle.
+#[derive(Debug, Clone)]
+pub struct PlanRun {
+    /// Load + validate.
+    pub validate: Duration,
+    /// Observe + plan (`plan_cluster`).
+    pub plan: Duration,
+    pub objects: usize,
+    pub actions: usize,
+    pub drift: usize,
+    pub errors: usize,
+}
+
+impl PlanRun {
+    pub fn total(&self) -> Duration {
+        self.validate + self.plan
+    }
+
+    /// A converged cluster plans nothing: no action, no drift, no error.
+    pub fn is_noop(&self) -> bool {
+        self.actions == 0 && self.drift == 0 && self.errors == 0
+    }
+}
+
+/// Run one full plan cycle of the repository at `root` against `client`.
+pub async fn plan_cycle(
+    registry: &KindRegistry,
+    client: &proxops_pve::Client,
+    root: &Path,
+) -> (PlanRun, ClusterPlan) {
+    let t0 = Instant::now();
+    let (objects, diags) = validated(registry, root);
+    let errors: Vec<&Diagnostic> = diags.iter().filter(|d| d.is_error()).collect();
+    assert!(
+        errors.is_empty(),
+        "the bench repository is valid: {errors:?}"
+    );
+    let validate = t0.elapsed();
+    let t1 = Instant::now();
+    let plan = proxops_reconcile::plan_cluster(registry, client, CLUSTER, &objects, 16, None, None)
+        .await
+        .expect("plan the bench cluster");
+    let planned = t1.elapsed();
+    let counts = plan.counts();
+    let run = PlanRun {
+        validate,
+        plan: planned,
+        objects: plan.objects.len(),
+        actions: plan.objects.iter().map(|o| o.proposal.actions.len()).sum(),
+        drift: plan.objects.iter().map(|o| o.proposal.drift.len()).sum(),
+        errors: counts.errors,
+    };
+    (run, plan)
+}

@@ -1,0 +1,723 @@
+//! `proxops-bench`: the proxops benchmark suite. One invocation runs every scenario and prints
+//! one table; each measured plan or apply runs in a child process of this binary (so peak RSS
+//! is per scenario) against a simulator living in this process.
+//!
+//! ```text
+//! cargo run --release -p proxops-bench                # the full suite (N = 10,000)
+//! cargo run --release -p proxops-bench -- --n 2000    # plan at scale with another N
+//! cargo run --release -p proxops-bench -- --skip-apply  # without the ~30 s apply scenario
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proxops_bench::cycle;
+use proxops_bench::fixture::{self, CLUSTER, Endpoint, TOKEN_VAR};
+use proxops_bench::native::NativeQemu;
+use proxops_bench::{counter_delta, peak_rss};
+use proxops_guests::Role;
+use proxops_reconcile::execute::{Limits, Silent};
+use proxops_reconcile::{ApplyOptions, KindRegistry};
+use proxops_runtime::kind::Observation;
+use proxops_runtime::{CacheOutcome, Runtime, RuntimeConfig};
+use proxops_sim::{FaultKind, FaultRule, Simulator};
+use serde_json::{Value, json};
+
+const PLAN_NODES: usize = 10;
+const READ_CONCURRENCY: usize = 16;
+const APPLY_VMS: usize = 200;
+const APPLY_NODES: usize = 4;
+const APPLY_LATENCY_MS: u64 = 20;
+const APPLY_TASK: Duration = Duration::from_secs(1);
+const APPLY_WRITE_CONCURRENCY: usize = 2;
+/// Plan-at-scale runs per backend (alternating); the table shows medians.
+const PLAN_RUNS: usize = 3;
+
+const ENV_URL: &str = "PROXOPS_BENCH_URL";
+const ENV_TOKEN_ID: &str = "PROXOPS_BENCH_TOKEN_ID";
+const ENV_FP: &str = "PROXOPS_BENCH_FP";
+
+fn main() {
+    proxops_sim::ensure_crypto_provider();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    if args.first().map(String::as_str) == Some("child") {
+        let out = rt.block_on(child(&args[1..]));
+        println!("{out}");
+        return;
+    }
+    let mut n = 10_000;
+    let mut skip_apply = false;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--n" => {
+                n = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--n takes a number")
+            }
+            "--skip-apply" => skip_apply = true,
+            "--help" | "-h" => {
+                println!(
+                    "usage: proxops-bench [--n N] [--skip-apply]\n\nRuns every scenario and prints one table (see the README)."
+                );
+                return;
+            }
+            other => panic!("unknown argument `{other}` (try --help)"),
+        }
+    }
+    rt.block_on(suite(n, skip_apply));
+}
+
+// ---------------------------------------------------------------------------------------
+// Child processes: one measured plan or apply each, answering one JSON line.
+
+fn endpoint_from_env() -> Endpoint {
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("{k} is set"));
+    Endpoint {
+        base_url: var(ENV_URL),
+        token_id: var(ENV_TOKEN_ID),
+        token_secret: var(TOKEN_VAR),
+        fingerprint: var(ENV_FP),
+    }
+}
+
+fn load_registry(cache: &Path, native: bool) -> (KindRegistry, Duration, Vec<CacheOutcome>) {
+    let t = Instant::now();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(cache.to_path_buf()),
+    })
+    .expect("runtime");
+    let mut registry = KindRegistry::bundled(&runtime).expect("bundled kinds");
+    if native {
+        assert!(
+            registry.register_native("VM", Arc::new(NativeQemu(proxops_kind_qemu::Flavour::Vm)))
+        );
+        assert!(registry.register_native(
+            "TemplateVM",
+            Arc::new(NativeQemu(proxops_kind_qemu::Flavour::Template))
+        ));
+    }
+    let outcomes = registry.iter().map(|(k, _)| k.cache_outcome()).collect();
+    (registry, t.elapsed(), outcomes)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+async fn child(args: &[String]) -> Value {
+    let mut repo = None;
+    let mut cache = None;
+    let mut native = false;
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--repo" => repo = it.next().map(PathBuf::from),
+            "--cache" => cache = it.next().map(PathBuf::from),
+            "--native" => native = true,
+            other => panic!("child: unknown argument {other}"),
+        }
+    }
+    let repo = repo.expect("--repo");
+    let cache = cache.expect("--cache");
+    let endpoint = endpoint_from_env();
+    let (registry, load, outcomes) = load_registry(&cache, native);
+    let client = endpoint.client();
+    match args.first().map(String::as_str) {
+        Some("plan") => {
+            let (run, _plan) = cycle::plan_cycle(&registry, &client, &repo).await;
+            json!({
+                "load_ms": ms(load),
+                "cache_hits": outcomes.iter().filter(|o| **o == CacheOutcome::Hit).count(),
+                "validate_ms": ms(run.validate),
+                "plan_ms": ms(run.plan),
+                "total_ms": ms(run.total()),
+                "objects": run.objects,
+                "noop": run.is_noop(),
+                "actions": run.actions,
+                "drift": run.drift,
+                "errors": run.errors,
+                "rss": peak_rss(),
+            })
+        }
+        Some("apply") => {
+            let t0 = Instant::now();
+            let (objects, _) = cycle::validated(&registry, &repo);
+            let first = proxops_reconcile::plan_cluster(
+                &registry,
+                &client,
+                CLUSTER,
+                &objects,
+                READ_CONCURRENCY,
+                None,
+                None,
+            )
+            .await
+            .expect("plan");
+            let options = ApplyOptions {
+                gate: None,
+                limits: Limits {
+                    write_concurrency: APPLY_WRITE_CONCURRENCY,
+                    task_timeout: Duration::from_secs(120),
+                },
+                secrets: None,
+                read_concurrency: READ_CONCURRENCY,
+                max_passes: 8,
+            };
+            let report = proxops_reconcile::apply(
+                &registry,
+                &client,
+                &objects,
+                first,
+                options,
+                Arc::new(Silent),
+            )
+            .await
+            .expect("apply");
+            json!({
+                "total_ms": ms(t0.elapsed()),
+                "passes": report.passes,
+                "converged": report.converged,
+                "rss": peak_rss(),
+            })
+        }
+        other => panic!("child: unknown scenario {other:?}"),
+    }
+}
+
+/// Run this binary as a child; returns its JSON answer and the wall time from spawn to exit.
+fn spawn_child(
+    scenario: &str,
+    endpoint: &Endpoint,
+    repo: &Path,
+    cache: &Path,
+    native: bool,
+) -> (Value, Duration) {
+    let exe = std::env::current_exe().expect("own path");
+    let mut cmd = Command::new(exe);
+    cmd.arg("child")
+        .arg(scenario)
+        .arg("--repo")
+        .arg(repo)
+        .arg("--cache")
+        .arg(cache)
+        .env(ENV_URL, &endpoint.base_url)
+        .env(ENV_TOKEN_ID, &endpoint.token_id)
+        .env(TOKEN_VAR, &endpoint.token_secret)
+        .env(ENV_FP, &endpoint.fingerprint);
+    if native {
+        cmd.arg("--native");
+    }
+    let t = Instant::now();
+    let out = cmd.output().expect("run the child");
+    let wall = t.elapsed();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "child {scenario} failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = stdout.lines().last().unwrap_or_default();
+    (
+        serde_json::from_str(line).expect("child answers JSON"),
+        wall,
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// The suite.
+
+struct Row {
+    section: &'static str,
+    metric: String,
+    value: String,
+    target: String,
+    ok: Option<bool>,
+}
+
+struct Table(Vec<Row>);
+
+impl Table {
+    fn add(
+        &mut self,
+        section: &'static str,
+        metric: impl Into<String>,
+        value: impl Into<String>,
+        target: impl Into<String>,
+        ok: Option<bool>,
+    ) {
+        self.0.push(Row {
+            section,
+            metric: metric.into(),
+            value: value.into(),
+            target: target.into(),
+            ok,
+        });
+    }
+
+    fn print(&self) {
+        let w0 = self.0.iter().map(|r| r.section.len()).max().unwrap_or(0);
+        let w1 = self.0.iter().map(|r| r.metric.len()).max().unwrap_or(0);
+        let w2 = self.0.iter().map(|r| r.value.len()).max().unwrap_or(0);
+        let w3 = self.0.iter().map(|r| r.target.len()).max().unwrap_or(0);
+        println!(
+            "| {:w0$} | {:w1$} | {:>w2$} | {:w3$} | ok |",
+            "scenario", "metric", "value", "target"
+        );
+        println!(
+            "|{}|{}|{}|{}|----|",
+            "-".repeat(w0 + 2),
+            "-".repeat(w1 + 2),
+            "-".repeat(w2 + 2),
+            "-".repeat(w3 + 2)
+        );
+        for r in &self.0 {
+            let ok = match r.ok {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "",
+            };
+            println!(
+                "| {:w0$} | {:w1$} | {:>w2$} | {:w3$} | {ok:3}|",
+                r.section, r.metric, r.value, r.target
+            );
+        }
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() { 0.0 } else { v[v.len() / 2] }
+}
+
+fn mib(bytes: u64) -> f64 {
+    bytes as f64 / (1024.0 * 1024.0)
+}
+
+fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+fn commit() -> String {
+    Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// A simulator holding `count` converged VMs over `nodes`, and a repository of their manifests.
+async fn converged(
+    registry: &KindRegistry,
+    dir: &Path,
+    count: usize,
+    nodes: &[String],
+) -> (Simulator, PathBuf) {
+    let state = fixture::converged_state(registry, dir, count, nodes, "started").await;
+    let sim = proxops_sim::start(fixture::sim_config(
+        nodes,
+        Duration::ZERO,
+        Vec::new(),
+        Some(state),
+    ))
+    .await
+    .expect("start the simulator");
+    let repo = dir.join("repo");
+    fixture::write_repo(&repo, count, nodes, "started", &Endpoint::of(&sim));
+    (sim, repo)
+}
+
+async fn suite(n: usize, skip_apply: bool) {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let cache = tmp.path().join("cache");
+    let mut table = Table(Vec::new());
+    eprintln!(
+        "proxops-bench: commit {}, CPU {} ({} threads)",
+        commit(),
+        cpu_model(),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+
+    // 5b. Cold compile vs cache load, per bundled component.
+    eprintln!("[1/5] components: compile vs cache load");
+    for role in [Role::Kind, Role::Policy] {
+        for b in proxops_guests::bundled(role) {
+            let mut times = Vec::new();
+            for _ in 0..2 {
+                let runtime = Runtime::new(RuntimeConfig {
+                    cache_dir: Some(cache.clone()),
+                })
+                .expect("runtime");
+                let t = Instant::now();
+                let outcome = match role {
+                    Role::Kind => format!(
+                        "{:?}",
+                        runtime
+                            .load_kind(b.package, b.bytes, proxops_runtime::Limits::KIND, true)
+                            .expect("load")
+                            .cache_outcome()
+                    ),
+                    _ => {
+                        runtime
+                            .load_policy(b.package, b.bytes, proxops_runtime::Limits::POLICY)
+                            .expect("load");
+                        "policy".to_string()
+                    }
+                };
+                times.push((t.elapsed(), outcome));
+            }
+            table.add(
+                "5 components",
+                format!(
+                    "{} ({} KiB): cold compile / cache load",
+                    b.package,
+                    b.bytes.len() / 1024
+                ),
+                format!("{:.0} ms / {:.1} ms", ms(times[0].0), ms(times[1].0)),
+                format!("{} then {}", times[0].1, times[1].1),
+                None,
+            );
+        }
+    }
+
+    // 5. Guest call cost.
+    eprintln!("[2/5] guest call cost");
+    let (registry, _, _) = load_registry(&cache, false);
+    {
+        let vm = registry.by_kind("VM").expect("VM kind");
+        let mut inst = vm.instance().expect("instance");
+        // The fixture's VM (`fixture::manifest`) as the loader hands it to the kind.
+        let manifest = json!({
+            "apiVersion": "proxops/v1alpha1", "kind": "VM", "metadata": {"name": "vm-00000"},
+            "spec": {"node": "pve01", "vmid": 1000, "state": "started", "memory": "1GiB",
+                "cpu": {"type": "host", "cores": 1},
+                "disks": [{"storage": "local-lvm", "size": "4GiB"}],
+                "networks": [{"model": "virtio", "bridge": "vmbr0"}]},
+        });
+        let validated = inst
+            .validate(&manifest.to_string())
+            .expect("call")
+            .expect("valid");
+        let desired = validated.desired;
+        let obs = Observation {
+            live: None,
+            reads: Vec::new(),
+        };
+        let measure = |fresh: bool, plan: bool, samples: usize| {
+            let mut inst = vm.instance().expect("instance");
+            let mut v = Vec::with_capacity(samples);
+            for _ in 0..samples {
+                let t = Instant::now();
+                if fresh {
+                    inst = vm.instance().expect("instance");
+                }
+                if plan {
+                    inst.plan(Some(&desired), &[], &[], &obs)
+                        .expect("call")
+                        .expect("plan");
+                } else {
+                    inst.identity(&desired).expect("call");
+                }
+                v.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            median(v)
+        };
+        for (call, plan) in [("identity", false), ("plan (create)", true)] {
+            let fresh = measure(true, plan, 300);
+            let reused = measure(false, plan, 3000);
+            table.add(
+                "5 guest calls",
+                format!("VM {call}: fresh instance+call / reused instance+call (median)"),
+                format!("{fresh:.1} us / {reused:.1} us"),
+                "",
+                None,
+            );
+        }
+    }
+
+    // 3 + 5c. API economy at N = 100; process start to first plan, cold and warm cache.
+    eprintln!("[3/5] first plan (cold and warm cache) and API economy, N = 100");
+    let mut economy: Vec<(usize, BTreeMap<String, u64>)> = Vec::new();
+    {
+        let dir = tmp.path().join("n100");
+        let (sim, repo) = converged(&registry, &dir, 100, &fixture::nodes(PLAN_NODES)).await;
+        let endpoint = Endpoint::of(&sim);
+        let cold_cache = dir.join("cold-cache");
+        let before = sim.counters();
+        let (cold, cold_wall) = spawn_child("plan", &endpoint, &repo, &cold_cache, false);
+        let counts = counter_delta(&before, &sim.counters());
+        let (warm, warm_wall) = spawn_child("plan", &endpoint, &repo, &cache, false);
+        assert!(
+            cold["noop"].as_bool() == Some(true) && warm["noop"].as_bool() == Some(true),
+            "N=100 plan is a no-op: {cold} {warm}"
+        );
+        assert_eq!(
+            warm["cache_hits"].as_u64(),
+            Some(registry.len() as u64),
+            "warm cache hits every kind"
+        );
+        table.add(
+            "5 first plan",
+            "process start -> first plan (100 VMs): cold cache / warm cache",
+            format!("{:.0} ms / {:.0} ms", ms(cold_wall), ms(warm_wall)),
+            format!(
+                "of which loading kinds {:.0} / {:.0} ms",
+                cold["load_ms"].as_f64().unwrap_or(0.0),
+                warm["load_ms"].as_f64().unwrap_or(0.0)
+            ),
+            None,
+        );
+        economy.push((100, counts));
+    }
+
+    // 1 + 2 + 3. Plan at scale, WASM vs native.
+    eprintln!("[4/5] plan at scale: {n} VMs over {PLAN_NODES} nodes (x{PLAN_RUNS} per backend)");
+    {
+        let dir = tmp.path().join("scale");
+        let t = Instant::now();
+        let (sim, repo) = converged(&registry, &dir, n, &fixture::nodes(PLAN_NODES)).await;
+        eprintln!("      fixture ready in {:.1} s", t.elapsed().as_secs_f64());
+        let endpoint = Endpoint::of(&sim);
+        let mut wasm = Vec::new();
+        let mut native = Vec::new();
+        for run in 0..PLAN_RUNS {
+            let before = sim.counters();
+            let (w, _) = spawn_child("plan", &endpoint, &repo, &cache, false);
+            if run == 0 {
+                economy.push((n, counter_delta(&before, &sim.counters())));
+            }
+            let (nat, _) = spawn_child("plan", &endpoint, &repo, &cache, true);
+            for r in [&w, &nat] {
+                assert_eq!(
+                    r["noop"].as_bool(),
+                    Some(true),
+                    "the plan at scale is a no-op: {r}"
+                );
+                assert_eq!(r["objects"].as_u64(), Some(n as u64));
+            }
+            eprintln!("      run {run}: wasm {w}\n             native {nat}");
+            wasm.push(w);
+            native.push(nat);
+        }
+        let med = |runs: &[Value], key: &str| {
+            median(
+                runs.iter()
+                    .map(|r| r[key].as_f64().unwrap_or(0.0))
+                    .collect(),
+            )
+        };
+        let total = med(&wasm, "total_ms");
+        let rss = mib(med(&wasm, "rss") as u64);
+        table.add(
+            "1 plan at scale",
+            format!("{n} VMs / {PLAN_NODES} nodes: full plan cycle (load+validate+observe+plan)"),
+            format!("{total:.0} ms"),
+            "< 1000 ms",
+            Some(total < 1000.0),
+        );
+        table.add(
+            "1 plan at scale",
+            "  of which load + validate",
+            format!("{:.0} ms", med(&wasm, "validate_ms")),
+            "",
+            None,
+        );
+        table.add(
+            "1 plan at scale",
+            "  of which observe + plan (1 + reads requests)",
+            format!("{:.0} ms", med(&wasm, "plan_ms")),
+            "",
+            None,
+        );
+        table.add(
+            "1 plan at scale",
+            "peak RSS (VmHWM of the planning process)",
+            format!("{rss:.0} MiB"),
+            "< 200 MiB",
+            Some(rss < 200.0),
+        );
+        let ntotal = med(&native, "total_ms");
+        let ratio = total / ntotal;
+        table.add(
+            "2 wasm overhead",
+            "same plan, VM kind native: full cycle",
+            format!("{ntotal:.0} ms"),
+            "",
+            None,
+        );
+        table.add(
+            "2 wasm overhead",
+            "  native: load + validate / observe + plan",
+            format!(
+                "{:.0} ms / {:.0} ms",
+                med(&native, "validate_ms"),
+                med(&native, "plan_ms")
+            ),
+            "",
+            None,
+        );
+        table.add(
+            "2 wasm overhead",
+            "  native peak RSS",
+            format!("{:.0} MiB", mib(med(&native, "rss") as u64)),
+            "",
+            None,
+        );
+        table.add(
+            "2 wasm overhead",
+            "ratio component / native (full cycle)",
+            format!("{ratio:.2}x"),
+            "<= 1.5x",
+            Some(ratio <= 1.5),
+        );
+    }
+
+    for (count, counts) in &economy {
+        let total: u64 = counts.values().sum();
+        let per_vm = total as f64 / *count as f64;
+        let resources = counts.get("GET /cluster/resources").copied().unwrap_or(0);
+        table.add(
+            "3 API economy",
+            format!("no-op plan, N = {count}: requests"),
+            format!("{total} ({per_vm:.2}/VM)"),
+            "1 resources + per-VM reads",
+            Some(resources == 1),
+        );
+        for (k, v) in counts {
+            table.add("3 API economy", format!("  {k}"), v.to_string(), "", None);
+        }
+    }
+
+    // 4. Apply under latency.
+    if !skip_apply {
+        eprintln!(
+            "[5/5] apply: {APPLY_VMS} VMs over {APPLY_NODES} nodes, {APPLY_LATENCY_MS} ms per request, {} s per task, {APPLY_WRITE_CONCURRENCY} writes per node",
+            APPLY_TASK.as_secs()
+        );
+        let nodes = fixture::nodes(APPLY_NODES);
+        let faults = vec![FaultRule {
+            method: "*".into(),
+            path: "*".into(),
+            kind: FaultKind::Latency {
+                ms: APPLY_LATENCY_MS,
+            },
+            probability: None,
+            times: None,
+        }];
+        let sim = proxops_sim::start(fixture::sim_config(&nodes, APPLY_TASK, faults, None))
+            .await
+            .expect("start the simulator");
+        let endpoint = Endpoint::of(&sim);
+        let repo = tmp.path().join("apply-repo");
+        fixture::write_repo(&repo, APPLY_VMS, &nodes, "stopped", &endpoint);
+        let (r, _) = spawn_child("apply", &endpoint, &repo, &cache, false);
+        assert_eq!(r["converged"].as_bool(), Some(true), "apply converges: {r}");
+        let wall = r["total_ms"].as_f64().unwrap_or(0.0);
+        let bound = apply_bound(&sim.requests());
+        let ratio = wall / ms(bound.total);
+        table.add(
+            "4 apply",
+            format!(
+                "{APPLY_VMS} VMs / {APPLY_NODES} nodes, from empty: wall time ({} passes)",
+                r["passes"]
+            ),
+            format!("{:.2} s", wall / 1000.0),
+            "",
+            None,
+        );
+        table.add(
+            "4 apply",
+            format!("  lower bound: {}", bound.explain),
+            format!("{:.2} s", bound.total.as_secs_f64()),
+            "",
+            None,
+        );
+        table.add(
+            "4 apply",
+            "ratio wall / bound",
+            format!("{ratio:.2}x"),
+            "<= 1.2x",
+            Some(ratio <= 1.2),
+        );
+    }
+
+    println!();
+    println!(
+        "proxops-bench — commit {} — CPU {} — {} threads",
+        commit(),
+        cpu_model(),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!();
+    table.print();
+}
+
+struct Bound {
+    total: Duration,
+    explain: String,
+}
+
+/// The lower bound of an apply from the requests it made: per pass (the log splits at each
+/// `GET /cluster/resources`), one resources request, the reads at the read concurrency, and
+/// on the busiest node `ceil(tasks / write concurrency)` rounds of (write request + task +
+/// one status request), every request costing the injected latency.
+fn apply_bound(log: &[proxops_sim::RequestRecord]) -> Bound {
+    let latency = Duration::from_millis(APPLY_LATENCY_MS);
+    let mut passes: Vec<(usize, BTreeMap<String, std::collections::BTreeSet<String>>)> = Vec::new();
+    for r in log {
+        if r.method == "GET" && r.path == "/cluster/resources" {
+            passes.push((0, BTreeMap::new()));
+            continue;
+        }
+        let Some((reads, tasks)) = passes.last_mut() else {
+            continue;
+        };
+        let parts: Vec<&str> = r.path.split('/').collect();
+        if r.method == "GET" && parts.len() >= 5 && parts[3] == "tasks" {
+            tasks
+                .entry(parts[2].to_string())
+                .or_default()
+                .insert(parts[4].to_string());
+        } else if r.method == "GET" {
+            *reads += 1;
+        }
+    }
+    let mut total = Duration::ZERO;
+    let mut parts = Vec::new();
+    for (reads, tasks) in &passes {
+        let rounds = tasks
+            .values()
+            .map(|t| t.len().div_ceil(APPLY_WRITE_CONCURRENCY))
+            .max()
+            .unwrap_or(0);
+        let read_rounds = reads.div_ceil(READ_CONCURRENCY);
+        total += latency * (1 + read_rounds as u32) + (APPLY_TASK + 2 * latency) * rounds as u32;
+        parts.push(format!(
+            "[{reads} reads, {} tasks, {rounds} rounds]",
+            tasks.values().map(|t| t.len()).sum::<usize>()
+        ));
+    }
+    Bound {
+        total,
+        explain: format!("passes {}", parts.join(" ")),
+    }
+}

@@ -1,0 +1,74 @@
+//! CI smoke test of the benchmark suite: the plan-at-scale scenario with N = 500, checking
+//! the requests a no-op plan makes, exactly (they are deterministic). Never asserts on time.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use proxops_bench::fixture::{self, Endpoint};
+use proxops_bench::{counter_delta, cycle, native::NativeQemu};
+use proxops_kind_qemu::Flavour;
+use proxops_reconcile::KindRegistry;
+use proxops_runtime::{Runtime, RuntimeConfig};
+
+const N: usize = 500;
+const NODES: usize = 10;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_op_plan_of_500_vms_makes_one_list_and_the_per_vm_reads() {
+    proxops_sim::ensure_crypto_provider();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(
+            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("proxops-cache"),
+        ),
+    })
+    .expect("runtime");
+    let wasm = KindRegistry::bundled(&runtime).expect("bundled kinds");
+    let mut native = wasm.clone();
+    assert!(native.register_native("VM", Arc::new(NativeQemu(Flavour::Vm))));
+
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let nodes = fixture::nodes(NODES);
+    let state = fixture::converged_state(&wasm, tmp.path(), N, &nodes, "started").await;
+    let sim = proxops_sim::start(fixture::sim_config(
+        &nodes,
+        Duration::ZERO,
+        Vec::new(),
+        Some(state),
+    ))
+    .await
+    .expect("simulator");
+    let endpoint = Endpoint::of(&sim);
+    let repo = tmp.path().join("repo");
+    fixture::write_repo(&repo, N, &nodes, "started", &endpoint);
+    let client = endpoint.client();
+
+    // Every VM runs: its config (current values and the digest writes are guarded with) and
+    // its pending values; one cluster-wide list finds them all.
+    let expected: BTreeMap<String, u64> = [
+        ("GET /cluster/resources", 1),
+        ("GET /nodes/{node}/qemu/{vmid}/config", N as u64),
+        ("GET /nodes/{node}/qemu/{vmid}/pending", N as u64),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+
+    for (backend, registry) in [("component", &wasm), ("native", &native)] {
+        let before = sim.counters();
+        let (run, plan) = cycle::plan_cycle(registry, &client, &repo).await;
+        assert_eq!(run.objects, N, "{backend}");
+        assert!(
+            run.is_noop(),
+            "{backend}: a converged cluster plans nothing: {:?}",
+            plan.objects
+                .iter()
+                .find(|o| o.has_actions() || !o.proposal.drift.is_empty() || o.error.is_some())
+        );
+        assert_eq!(
+            counter_delta(&before, &sim.counters()),
+            expected,
+            "{backend}: requests of a no-op plan"
+        );
+    }
+}
