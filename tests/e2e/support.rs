@@ -103,15 +103,19 @@ impl Lab {
 
     /// Run proxops on this lab's repository (the repository path is appended to `args`).
     pub async fn run(&self, args: &[&str]) -> Run {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
             .arg("--cache-dir")
             .arg(shared_cache())
             .args(args)
             .arg(self.repo.path())
             .env(TOKEN_VAR, &self.secret)
             .env_remove("PROXOPS_LOG")
-            .output()
+            .kill_on_drop(true)
+            .output();
+        // A hang is a bug: fail the test instead of waiting for CI's limit.
+        let out = tokio::time::timeout(std::time::Duration::from_secs(120), child)
             .await
+            .unwrap_or_else(|_| panic!("proxops {args:?} did not finish within 120 s"))
             .expect("run proxops");
         Run {
             code: out.status.code().unwrap_or(-1),

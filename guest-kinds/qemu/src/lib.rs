@@ -165,14 +165,16 @@ pub fn claims(flavour: Flavour, entry: &Value) -> bool {
 
 /// The reads `plan` needs.
 ///
+/// One read per existing VM, never more:
+///
 /// * No live entry: nothing to read (`plan` creates or does nothing).
-/// * `GET .../config?current=1`: the applied config and its `digest`; `/cluster/resources` has
-///   neither the config nor the digest the write needs for optimistic concurrency.
-/// * `GET .../pending`, only for a running VM with a manifest: on a running guest PVE keeps
-///   non-hot-pluggable changes pending, and only `/pending` says which value is pending, so a
-///   change proxops already wrote is reported as pending instead of being written again. A
-///   stopped VM applies every change at once (no pending state), and a prune needs only the
-///   `protection` flag, so neither reads it.
+/// * A running VM with a manifest: `GET .../pending`. On a running guest PVE keeps
+///   non-hot-pluggable changes pending and only `/pending` says which; its rows also carry
+///   every applied value and the config `digest`, so it replaces the config read.
+/// * Otherwise `GET .../config?current=1`: the applied config and its `digest`;
+///   `/cluster/resources` has neither the config nor the digest the write needs for
+///   optimistic concurrency, and PVE has no bulk config endpoint. A stopped VM applies every
+///   change at once (no pending state), and a prune needs only the `protection` flag.
 ///
 /// Paths use the LIVE node (where the object is), not the desired one.
 pub fn observe(desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
@@ -180,11 +182,11 @@ pub fn observe(desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
         return Vec::new();
     };
     let base = format!("/nodes/{}/qemu/{}", e.node, e.vmid);
-    let mut calls = vec![Call::new(Method::Get, format!("{base}/config")).param("current", "1")];
     if desired.is_some() && e.running {
-        calls.push(Call::new(Method::Get, format!("{base}/pending")));
+        vec![Call::new(Method::Get, format!("{base}/pending"))]
+    } else {
+        vec![Call::new(Method::Get, format!("{base}/config")).param("current", "1")]
     }
-    calls
 }
 
 #[cfg(test)]

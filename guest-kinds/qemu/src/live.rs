@@ -107,6 +107,27 @@ impl Config {
         Some(Config { keys, digest })
     }
 
+    /// The applied config from a `/pending` list: each row's `value` (rows with only a
+    /// pending value are not applied yet); the `digest` row gives the digest.
+    pub fn from_pending(v: &Value) -> Option<Self> {
+        let mut keys = BTreeMap::new();
+        let mut digest = None;
+        for row in v.as_array()? {
+            let Some(key) = row.get("key").and_then(Value::as_str) else {
+                continue;
+            };
+            let Some(value) = row.get("value").and_then(wire_string) else {
+                continue;
+            };
+            if key == "digest" {
+                digest = Some(value);
+            } else {
+                keys.insert(key.to_string(), value);
+            }
+        }
+        Some(Config { keys, digest })
+    }
+
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.keys.get(key).map(String::as_str)

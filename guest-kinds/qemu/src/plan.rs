@@ -129,15 +129,21 @@ fn read_body(obs: &Observation, suffix: &str) -> Result<Option<Value>, Vec<Diag>
     })
 }
 
+/// The applied config and its digest: from `/config?current=1`, or, for a running VM, from
+/// the `value` column of `/pending`, which lists every applied key and the digest too.
 fn config_of(obs: &Observation) -> Result<Config, Vec<Diag>> {
-    let body = read_body(obs, "/config")?.ok_or_else(|| {
+    if let Some(body) = read_body(obs, "/config")? {
+        return Config::from_value(&body)
+            .ok_or_else(|| vec![Diag::error("", "the config read is not a JSON object")]);
+    }
+    let body = read_body(obs, "/pending")?.ok_or_else(|| {
         vec![Diag::error(
             "",
-            "the config read is missing from the observation",
+            "neither a config nor a pending read is in the observation",
         )]
     })?;
-    Config::from_value(&body)
-        .ok_or_else(|| vec![Diag::error("", "the config read is not a JSON object")])
+    Config::from_pending(&body)
+        .ok_or_else(|| vec![Diag::error("", "the pending read is not a JSON list")])
 }
 
 fn power_call(node: &str, vmid: u32, verb: &str) -> Call {

@@ -1645,10 +1645,7 @@ fn observe_reads() {
     running["node"] = json!("pve02");
     assert_eq!(
         show(crate::observe(Some(&d), Some(&running))),
-        vec![
-            "Get /nodes/pve02/qemu/100/config [(\"current\", \"1\", false)]",
-            "Get /nodes/pve02/qemu/100/pending []",
-        ]
+        vec!["Get /nodes/pve02/qemu/100/pending []",]
     );
     assert_eq!(crate::observe(None, Some(&running)).len(), 1);
 }
@@ -1694,5 +1691,47 @@ fn claims_and_identity() {
             k.resource_id.as_deref()
         ),
         (Some("pve01"), "guest-id", "100", Some("qemu/100"))
+    );
+}
+
+#[test]
+fn a_running_vm_is_planned_from_its_pending_read_alone() {
+    // /pending lists every applied key in `value` (and the digest), so a running VM needs no
+    // config read: converged stays converged, drift is found and the write carries the digest.
+    let d = crate::validate(Flavour::Vm, &base(), &secrets())
+        .unwrap()
+        .desired;
+    let rows = |memory: &str| {
+        let mut rows: Vec<Value> = live_config()
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| json!({"key": k, "value": if k == "memory" { json!(memory) } else { v.clone() }}))
+            .collect();
+        rows.push(json!({"key": "vmgenid", "value": "00000000-0000-4000-8000-000000000002"}));
+        Value::Array(rows)
+    };
+    let plan = |memory: &str| {
+        let obs = Observation {
+            live: Some(entry("running", false).to_string()),
+            reads: vec![Read {
+                call: Call::new(Method::Get, "/nodes/pve01/qemu/100/pending"),
+                status: 200,
+                body: rows(memory).to_string(),
+            }],
+        };
+        render(
+            &crate::plan(Flavour::Vm, Some(&d), &resolve_all(&d), &secrets(), &obs)
+                .expect("plan succeeds"),
+        )
+    };
+    assert_eq!(plan("2048"), Vec::<String>::new());
+    assert_eq!(
+        plan("4096"),
+        vec![
+            "Update: update VM 100 on pve01: memory",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 memory=2048",
+            "drift spec.memory: 4096 -> 2048",
+        ]
     );
 }

@@ -1,7 +1,7 @@
 //! Apply: plan, execute, observe the touched objects again and plan again, until nothing is
 //! left to do or the pass limit is reached (this is how clone -> configure -> start completes).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use proxops_pve::Client;
@@ -9,7 +9,7 @@ use proxops_runtime::SecretSource;
 
 use crate::execute::{Event, Limits, Reporter, Status, execute};
 use crate::observe::{ObserveError, plan_cluster};
-use crate::plan::{ClusterPlan, ObjectRef};
+use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef};
 use crate::{KindRegistry, Object};
 
 /// The result of an apply.
@@ -62,6 +62,7 @@ pub async fn apply(
     let cluster = first.cluster.clone();
     let mut last = first.clone();
     let mut outcomes: Vec<(ObjectRef, Status)> = Vec::new();
+    let mut outcome_index: HashMap<(String, String), usize> = HashMap::new();
     let mut failed: HashSet<String> = HashSet::new();
     let mut passes = 0;
     let mut stopped = None;
@@ -91,12 +92,13 @@ pub async fn apply(
             } else {
                 failed.insert(object.name.clone());
             }
-            match outcomes
-                .iter_mut()
-                .find(|(o, _)| o.name == object.name && o.kind == object.kind)
-            {
-                Some(slot) => slot.1 = status,
-                None => outcomes.push((object, status)),
+            let key = (object.kind.clone(), object.name.clone());
+            match outcome_index.get(&key) {
+                Some(&i) => outcomes[i].1 = status,
+                None => {
+                    outcome_index.insert(key, outcomes.len());
+                    outcomes.push((object, status));
+                }
             }
         }
         touched.retain(|n| !failed.contains(n));
@@ -113,20 +115,22 @@ pub async fn apply(
             options.secrets.clone(),
         )
         .await?;
-        for fresh in &plan.objects {
-            if let Some(slot) = last
-                .objects
-                .iter_mut()
-                .find(|o| o.object.name == fresh.object.name && o.object.kind == fresh.object.kind)
-            {
-                *slot = fresh.clone();
+        // Replace the re-planned objects in `last`; pruned objects acted on and gone no
+        // longer appear in a fresh plan.
+        let fresh: HashMap<(&str, &str), &ObjectPlan> = plan
+            .objects
+            .iter()
+            .map(|p| ((p.object.kind.as_str(), p.object.name.as_str()), p))
+            .collect();
+        for slot in &mut last.objects {
+            if let Some(p) = fresh.get(&(slot.object.kind.as_str(), slot.object.name.as_str())) {
+                *slot = (*p).clone();
             }
         }
-        // Objects acted on and gone (pruned) no longer appear in a fresh plan.
         last.objects.retain(|o| {
             o.object.file.is_some()
                 || !touched.contains(&o.object.name)
-                || plan.objects.iter().any(|p| p.object.name == o.object.name)
+                || fresh.contains_key(&(o.object.kind.as_str(), o.object.name.as_str()))
         });
     }
     // An object that failed keeps its planned actions in `last` (they did not happen).

@@ -95,6 +95,7 @@ pub async fn plan_cluster(
 
     check_live_conflicts(objects, &live)?;
 
+    let refs = crate::validate::RefIndex::new(objects);
     let mut items: Vec<Item<'_>> = Vec::new();
     let mut matched: HashSet<&str> = HashSet::new();
     for o in objects {
@@ -125,8 +126,8 @@ pub async fn plan_cluster(
                 .iter()
                 .map(|r| format!("{}/{}", r.kind, r.name))
                 .collect(),
-            resolved: crate::validate::resolve(o, objects),
-            referrers: crate::validate::referrers(o, objects),
+            resolved: refs.resolve(o),
+            referrers: refs.referrers(o),
         });
     }
     if only.is_none() {

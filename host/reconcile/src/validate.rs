@@ -260,39 +260,67 @@ fn check_references(
     diags.extend(results.into_iter().flatten());
 }
 
-/// The targets of `o`'s references among `objects` (same cluster), as `check-references`
-/// and `plan` receive them. Unresolvable references were reported by validation.
-pub fn resolve(o: &Object, objects: &[Object]) -> Vec<Resolved> {
-    o.references
-        .iter()
-        .filter_map(|r| {
-            objects
-                .iter()
-                .find(|t| t.cluster == o.cluster && t.name == r.name && t.kind_name == r.kind)
-                .map(|t| Resolved {
-                    reference: r.clone(),
-                    desired: t.desired.clone(),
-                })
-        })
-        .collect()
+/// References between the objects of one cluster, indexed once per cycle so that resolving
+/// them stays linear in the number of objects.
+#[derive(Debug)]
+pub struct RefIndex<'a> {
+    objects: &'a [Object],
+    by_key: HashMap<(&'a str, &'a str), usize>,
+    /// For each referenced (kind, name): the referring objects and their references.
+    referrers: HashMap<(&'a str, &'a str), Vec<(usize, &'a Reference)>>,
 }
 
-/// The objects among `objects` (same cluster) whose references name `o`, each with the
-/// referring reference and the referrer's desired state.
-pub fn referrers(o: &Object, objects: &[Object]) -> Vec<Resolved> {
-    objects
-        .iter()
-        .filter(|r| r.cluster == o.cluster)
-        .flat_map(|r| {
-            r.references
-                .iter()
-                .filter(|x| x.name == o.name && x.kind == o.kind_name)
-                .map(|x| Resolved {
-                    reference: x.clone(),
-                    desired: r.desired.clone(),
+impl<'a> RefIndex<'a> {
+    /// `objects` must all belong to one cluster.
+    pub fn new(objects: &'a [Object]) -> Self {
+        let mut by_key = HashMap::new();
+        let mut referrers: HashMap<(&str, &str), Vec<(usize, &Reference)>> = HashMap::new();
+        for (i, o) in objects.iter().enumerate() {
+            by_key.insert((o.kind_name.as_str(), o.name.as_str()), i);
+            for r in &o.references {
+                referrers
+                    .entry((r.kind.as_str(), r.name.as_str()))
+                    .or_default()
+                    .push((i, r));
+            }
+        }
+        RefIndex {
+            objects,
+            by_key,
+            referrers,
+        }
+    }
+
+    /// The targets of `o`'s references, as `check-references` and `plan` receive them.
+    /// Unresolvable references were reported by validation and are left out.
+    pub fn resolve(&self, o: &Object) -> Vec<Resolved> {
+        o.references
+            .iter()
+            .filter_map(|r| {
+                let t = self.by_key.get(&(r.kind.as_str(), r.name.as_str()))?;
+                Some(Resolved {
+                    reference: r.clone(),
+                    desired: self.objects[*t].desired.clone(),
                 })
-        })
-        .collect()
+            })
+            .collect()
+    }
+
+    /// The objects whose references name `o`, each with the referring reference and the
+    /// referrer's desired state.
+    pub fn referrers(&self, o: &Object) -> Vec<Resolved> {
+        self.referrers
+            .get(&(o.kind_name.as_str(), o.name.as_str()))
+            .map(|list| {
+                list.iter()
+                    .map(|(i, r)| Resolved {
+                        reference: (*r).clone(),
+                        desired: self.objects[*i].desired.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
 }
 
 /// Two objects of one cluster with the same `(space, key)` collide (VMs, templates and

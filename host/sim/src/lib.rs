@@ -278,7 +278,51 @@ fn tls_acceptor() -> Result<(tokio_rustls::TlsAcceptor, String), SimError> {
 }
 
 /// Starts a simulator on `config.listen` and returns once it accepts connections.
+///
+/// The simulator runs on a runtime of its own, on its own thread, until the returned handle
+/// is shut down or dropped: nothing the caller's runtime does (blocking calls, busy workers)
+/// can delay its tasks, as a real PVE node's tasks are not delayed by its clients.
 pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("proxops-sim".into())
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .thread_name("proxops-sim-worker")
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = tx.send(Err(SimError::Io(e)));
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                match start_here(config).await {
+                    Ok(sim) => {
+                        let mut stop = sim.stop.subscribe();
+                        if tx.send(Ok(sim)).is_ok() {
+                            while !*stop.borrow_and_update() {
+                                if stop.changed().await.is_err() {
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                    }
+                }
+            });
+        })?;
+    rx.await
+        .map_err(|_| SimError::Config("the simulator thread ended before it started".into()))?
+}
+
+/// [`start`] on the current runtime.
+async fn start_here(config: SimConfig) -> Result<Simulator, SimError> {
     if config.nodes.is_empty() {
         return Err(SimError::Config("at least one node is required".into()));
     }

@@ -524,6 +524,10 @@ pub(crate) fn pending(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let mut keys: std::collections::BTreeSet<&String> = vm.conf.keys().collect();
     keys.extend(vm.pending.keys());
     keys.extend(vm.pending_delete.keys());
+    // PVE lists every top-level key of the loaded config, `digest` included
+    // (GuestHelpers::config_with_pending_array; `qm pending` skips it when printing).
+    let digest_key = "digest".to_string();
+    keys.insert(&digest_key);
     // The schema types `value` and `pending` as strings: values are printed as the config file holds them.
     let cur: Map<String, Value> = vm.conf.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
     let pend: Map<String, Value> = vm
@@ -535,7 +539,9 @@ pub(crate) fn pending(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     for k in keys {
         let mut m = Map::new();
         m.insert("key".into(), json!(k));
-        if let Some(v) = cur.get(k) {
+        if k == "digest" {
+            m.insert("value".into(), json!(vm.digest()));
+        } else if let Some(v) = cur.get(k) {
             let v = if k == "cipassword" {
                 json!("**********")
             } else {

@@ -112,7 +112,19 @@ impl Sim {
             {
                 let mut st = sim.write();
                 let mut log = TaskLog::default();
-                let result = job(&mut st, &mut log, injected);
+                // A bug in a job must fail its task visibly, never leave it running forever.
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    job(&mut st, &mut log, injected)
+                }))
+                .unwrap_or_else(|panic| {
+                    let what = panic
+                        .downcast_ref::<String>()
+                        .cloned()
+                        .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                        .unwrap_or_default();
+                    tracing::error!("simulator task {task_upid} panicked: {what}");
+                    Err(format!("simulator bug: the task panicked: {what}"))
+                });
                 finish_task(&mut st, &task_upid, log, result);
                 st.touch();
             }

@@ -531,6 +531,8 @@ async fn fetch(
     log.line(format!("downloading {url} to {path}"));
     let client = reqwest::Client::builder()
         .danger_accept_invalid_certs(!verify)
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .read_timeout(std::time::Duration::from_secs(60))
         .build()
         .map_err(|e| format!("download failed: {e}"))?;
     let mut resp = client
