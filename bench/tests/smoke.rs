@@ -43,11 +43,10 @@ async fn no_op_plan_of_500_vms_makes_one_list_and_the_per_vm_reads() {
     fixture::write_repo(&repo, N, &nodes, "started", &endpoint);
     let client = endpoint.client();
 
-    // Every VM runs: its config (current values and the digest writes are guarded with) and
-    // its pending values; one cluster-wide list finds them all.
+    // Every VM runs: one /pending read each (its rows carry the applied values, the pending
+    // ones and the digest writes are guarded with); one cluster-wide list finds them all.
     let expected: BTreeMap<String, u64> = [
         ("GET /cluster/resources", 1),
-        ("GET /nodes/{node}/qemu/{vmid}/config", N as u64),
         ("GET /nodes/{node}/qemu/{vmid}/pending", N as u64),
     ]
     .into_iter()
