@@ -83,3 +83,32 @@ fn schema_is_a_json_schema_for_the_kind() {
         unknown.stderr
     );
 }
+
+#[test]
+fn graph_prints_the_dependencies_as_dot_and_mermaid() {
+    let dot = proxops(&["graph", "examples/homelab"]);
+    assert_eq!(dot.code, 0, "{}", dot.stderr);
+    assert!(
+        dot.stdout.starts_with("digraph proxops {"),
+        "{}",
+        dot.stdout
+    );
+    assert!(
+        dot.stdout
+            .contains("\"lab/TemplateVM/debian-12\" -> \"lab/VM/app-01\" [label=\"spec.clone\"]"),
+        "{}",
+        dot.stdout
+    );
+    let mermaid = proxops(&["graph", "--format", "mermaid", "examples/homelab"]);
+    assert_eq!(mermaid.code, 0, "{}", mermaid.stderr);
+    assert!(
+        mermaid.stdout.starts_with("flowchart LR"),
+        "{}",
+        mermaid.stdout
+    );
+    assert!(
+        mermaid.stdout.contains("-->|spec.clone|"),
+        "{}",
+        mermaid.stdout
+    );
+}

@@ -185,7 +185,15 @@ fn sorted_entries(dir: &Dir, rel: &str, diags: &mut Vec<Diagnostic>) -> Vec<(Str
         if name.starts_with('.') {
             continue;
         }
-        // `metadata` follows symlinks, but only inside `dir`: cap-std refuses escapes.
+        // A plain file or folder is known from the entry; for a symlink, `metadata` follows
+        // it, but only inside `dir`: cap-std refuses escapes.
+        match entry.file_type() {
+            Ok(t) if !t.is_symlink() => {
+                out.push((name, t.is_dir()));
+                continue;
+            }
+            _ => {}
+        }
         match dir.metadata(&name) {
             Ok(meta) => out.push((name, meta.is_dir())),
             Err(e) => diags.push(Diagnostic::error(
@@ -208,26 +216,49 @@ fn read_folder_files(
     let Some(dir) = open_optional_dir(root, rel, diags) else {
         return Vec::new();
     };
-    let mut out = Vec::new();
+    let mut names = Vec::new();
     for (name, is_dir) in sorted_entries(&dir, rel, diags) {
-        let file = format!("{rel}/{name}");
         if is_dir || !(name.ends_with(".yaml") || name.ends_with(".yml")) {
             diags.push(Diagnostic::warning(
-                file,
+                format!("{rel}/{name}"),
                 "",
                 "ignored: only .yaml and .yml files are read here",
             ));
             continue;
         }
-        let text = match dir.read_to_string(&name) {
-            Ok(t) => t,
-            Err(e) => {
-                diags.push(Diagnostic::error(file, "", escape_message(&e, "file")));
-                continue;
-            }
+        names.push(name);
+    }
+    // Reading and parsing thousands of manifests is the bulk of loading: spread it over the
+    // cores, keeping the order.
+    let read = |name: &String| -> Result<(String, serde_json::Value), Diagnostic> {
+        let file = format!("{rel}/{name}");
+        let text = dir
+            .read_to_string(name)
+            .map_err(|e| Diagnostic::error(&file, "", escape_message(&e, "file")))?;
+        let doc = parse_yaml(&file, &text)?;
+        Ok((file, doc))
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let results: Vec<Result<(String, serde_json::Value), Diagnostic>> =
+        if names.len() < 64 || threads < 2 {
+            names.iter().map(read).collect()
+        } else {
+            let chunk = names.len().div_ceil(threads);
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = names
+                    .chunks(chunk)
+                    .map(|part| scope.spawn(move || part.iter().map(read).collect::<Vec<_>>()))
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().expect("manifest reader panicked"))
+                    .collect()
+            })
         };
-        match parse_yaml(&file, &text) {
-            Ok(doc) => out.push((file, doc)),
+    let mut out = Vec::new();
+    for r in results {
+        match r {
+            Ok(doc) => out.push(doc),
             Err(d) => diags.push(d),
         }
     }
