@@ -144,7 +144,7 @@ fn limits_above_the_engine_maximum_are_refused() {
                 memory: usize::MAX,
                 ..Limits::KIND
             },
-            None,
+            false,
         )
         .unwrap_err();
     assert!(err.to_string().contains("memory limit"), "{err}");
