@@ -11,6 +11,9 @@
 //! - `clock`, `random`: reports the wall clock and random bytes (determinism);
 //! - `log`: writes 10,000 log lines (bounded log);
 //! - anything else: echoes the input back.
+// Natively nothing calls into the kind (it is only ever run as a component).
+#![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+
 use proxops_kind_sdk::bindings::proxops::common::log;
 use proxops_kind_sdk::types::Diagnostic;
 use proxops_kind_sdk::wit::{
@@ -141,4 +144,7 @@ impl Guest for Misbehave {
     }
 }
 
+// A native build cannot link WIT export names (they contain ':'); the logic is only ever
+// run as a component.
+#[cfg(target_arch = "wasm32")]
 proxops_kind_sdk::export_kind!(Misbehave);
