@@ -162,7 +162,21 @@ pub fn apply_summary(report: &ApplyReport) -> String {
     let left = plan(&report.last);
     let failed = report.failures().count();
     if report.converged {
-        writeln!(out, "Apply complete: {done} objects changed in {} passes; the cluster matches the manifests.", report.passes).unwrap();
+        let counts = report.last.counts();
+        let state = match (counts.pending, counts.anomalies) {
+            (0, 0) => "the cluster matches the manifests".to_string(),
+            (0, a) => format!("{a} anomalies need a human"),
+            (p, 0) => format!("{p} changes are pending until their guests reboot"),
+            (p, a) => format!(
+                "{p} changes are pending until their guests reboot and {a} anomalies need a human"
+            ),
+        };
+        writeln!(
+            out,
+            "Apply complete: {done} objects changed in {} passes; {state}.",
+            report.passes
+        )
+        .unwrap();
     } else {
         writeln!(
             out,
