@@ -7,6 +7,7 @@ use proxops_kind_sdk::wit;
 use serde_json::{Value, json};
 
 use super::*;
+use proxops_kind_sdk::wit::Guest;
 
 const URL: &str = "https://images.example/noble.qcow2";
 const SUM: &str = "5c3ddb00f60bc455dac0862fabe9d8bacec46c33ac1751143c5c3683404b110d";

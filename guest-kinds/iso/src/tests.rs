@@ -6,6 +6,7 @@ use proxops_kind_sdk::model::{Call, Observation, Read};
 use serde_json::{Value, json};
 
 use super::*;
+use proxops_kind_sdk::wit::Guest;
 
 fn manifest(spec: Value) -> String {
     json!({"apiVersion": "proxops/v1alpha1", "kind": "ISO", "metadata": {"name": "debian-13"}, "spec": spec}).to_string()

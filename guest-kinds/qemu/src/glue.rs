@@ -156,3 +156,72 @@ pub fn adopt(flavour: Flavour, _observed: wit::Observation) -> Result<String, St
         flavour.kind()
     ))
 }
+
+/// Defines `Kind`, the exported component type of a VM-like kind of the given [`Flavour`],
+/// delegating every export to this module, and exports it in the component build (the
+/// export names contain `:`, which a native cdylib's linker rejects; native builds exist for
+/// unit tests only). The calling crate depends on `proxops-kind-sdk`.
+#[macro_export]
+macro_rules! kind_component {
+    ($flavour:expr) => {
+        /// The exported component type.
+        pub struct Kind;
+
+        impl proxops_kind_sdk::wit::Guest for Kind {
+            fn describe() -> proxops_kind_sdk::wit::KindInfo {
+                $crate::glue::describe($flavour)
+            }
+
+            fn validate(
+                manifest: String,
+            ) -> Result<proxops_kind_sdk::wit::Validated, Vec<proxops_kind_sdk::types::Diagnostic>>
+            {
+                $crate::glue::validate($flavour, manifest)
+            }
+
+            fn references(desired: String) -> Vec<proxops_kind_sdk::wit::Reference> {
+                $crate::glue::references(desired)
+            }
+
+            fn check_references(
+                desired: String,
+                resolved: Vec<proxops_kind_sdk::wit::Resolved>,
+            ) -> Vec<proxops_kind_sdk::types::Diagnostic> {
+                $crate::glue::check_references(desired, resolved)
+            }
+
+            fn identity(desired: String) -> proxops_kind_sdk::wit::ObjectKey {
+                $crate::glue::identity(desired)
+            }
+
+            fn observe(
+                desired: Option<String>,
+                live: Option<String>,
+                _referrers: Vec<proxops_kind_sdk::wit::Resolved>,
+            ) -> Vec<proxops_kind_sdk::types::Call> {
+                $crate::glue::observe(desired, live)
+            }
+
+            fn plan(
+                desired: Option<String>,
+                resolved: Vec<proxops_kind_sdk::wit::Resolved>,
+                _referrers: Vec<proxops_kind_sdk::wit::Resolved>,
+                observed: proxops_kind_sdk::wit::Observation,
+            ) -> Result<proxops_kind_sdk::wit::Proposal, Vec<proxops_kind_sdk::types::Diagnostic>>
+            {
+                $crate::glue::plan($flavour, desired, resolved, observed)
+            }
+
+            fn claims(live: String) -> bool {
+                $crate::glue::claims($flavour, live)
+            }
+
+            fn adopt(observed: proxops_kind_sdk::wit::Observation) -> Result<String, String> {
+                $crate::glue::adopt($flavour, observed)
+            }
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        proxops_kind_sdk::export_kind!(Kind);
+    };
+}

@@ -1052,6 +1052,74 @@ pub mod glue {
     }
 }
 
+/// Defines `Kind`, the exported component type of a download kind (`&DISK_IMAGE` or `&ISO`),
+/// delegating to [`glue`], and exports it in the component build (export names contain `:`,
+/// which a native cdylib's linker rejects; native builds exist for unit tests only).
+#[macro_export]
+macro_rules! download_component {
+    ($spec:expr) => {
+        /// The exported component type.
+        pub struct Kind;
+
+        impl $crate::wit::Guest for Kind {
+            fn describe() -> $crate::wit::KindInfo {
+                $crate::download::glue::describe($spec)
+            }
+
+            fn validate(
+                manifest: String,
+            ) -> Result<$crate::wit::Validated, Vec<$crate::types::Diagnostic>> {
+                $crate::download::glue::validate($spec, &manifest)
+            }
+
+            fn references(_desired: String) -> Vec<$crate::wit::Reference> {
+                Vec::new()
+            }
+
+            fn check_references(
+                _desired: String,
+                _resolved: Vec<$crate::wit::Resolved>,
+            ) -> Vec<$crate::types::Diagnostic> {
+                Vec::new()
+            }
+
+            fn identity(desired: String) -> $crate::wit::ObjectKey {
+                $crate::download::glue::identity(&desired)
+            }
+
+            fn observe(
+                desired: Option<String>,
+                _live: Option<String>,
+                referrers: Vec<$crate::wit::Resolved>,
+            ) -> Vec<$crate::types::Call> {
+                $crate::download::glue::observe(desired, referrers)
+            }
+
+            fn plan(
+                desired: Option<String>,
+                _resolved: Vec<$crate::wit::Resolved>,
+                referrers: Vec<$crate::wit::Resolved>,
+                observed: $crate::wit::Observation,
+            ) -> Result<$crate::wit::Proposal, Vec<$crate::types::Diagnostic>> {
+                $crate::download::glue::plan(desired, referrers, observed)
+            }
+
+            /// Volumes never appear in `/cluster/resources`, and nothing proves proxops
+            /// created a file, so no live entry is ever claimed for pruning.
+            fn claims(_live: String) -> bool {
+                false
+            }
+
+            fn adopt(_observed: $crate::wit::Observation) -> Result<String, String> {
+                $crate::download::glue::adopt($spec)
+            }
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        $crate::export_kind!(Kind);
+    };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
