@@ -76,14 +76,13 @@ fn policy_report(p: &Prepared, cluster: &str, plan: &ClusterPlan) -> PolicyRepor
 }
 
 /// The policy check of every later pass of an apply (clone -> configure -> start plans
-/// actions the first plan did not show): a blocking finding stops the apply.
-fn policy_gate(p: &Prepared, cluster: &str) -> proxops_reconcile::apply::Gate {
+/// actions the first plan did not show): a blocking finding stops the apply. The manifests
+/// were checked before the first pass and do not change, so only the new plan is checked.
+fn policy_gate(p: &Prepared) -> proxops_reconcile::apply::Gate {
     let policies = p.policies.clone();
     let manifests = p.manifests.clone();
-    let cluster = cluster.to_string();
     Arc::new(move |plan: &ClusterPlan| {
-        let mut report = policies.check_manifests(&cluster, &manifests);
-        report.extend(policies.check_plan(plan, &manifests));
+        let report = policies.check_plan(plan, &manifests);
         report.blocks().then(|| report.lines().join("; "))
     })
 }
@@ -377,7 +376,7 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
             read_concurrency: options.read_concurrency,
             max_passes: options.max_passes,
             secrets: secrets_of(&p, &name),
-            gate: Some(policy_gate(&p, &name)),
+            gate: Some(policy_gate(&p)),
         };
         let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
         let progress = Arc::new(Progress::new(actions));

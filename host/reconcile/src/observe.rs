@@ -97,7 +97,6 @@ pub async fn plan_cluster(
 
     let refs = crate::validate::RefIndex::new(objects);
     let mut items: Vec<Item<'_>> = Vec::new();
-    let mut matched: HashSet<&str> = HashSet::new();
     for o in objects {
         if only.is_some_and(|names| !names.contains(&o.name)) {
             continue;
@@ -107,9 +106,6 @@ pub async fn plan_cluster(
             .resource_id
             .as_deref()
             .and_then(|id| by_id.get(id).copied());
-        if let Some(id) = &o.key.resource_id {
-            matched.insert(id.as_str());
-        }
         items.push(Item {
             object: ObjectRef {
                 kind: o.kind_name.clone(),
@@ -131,11 +127,11 @@ pub async fn plan_cluster(
         });
     }
     if only.is_none() {
-        for o in objects {
-            if let Some(id) = &o.key.resource_id {
-                matched.insert(id.as_str());
-            }
-        }
+        // Live guests no manifest names: a kind may claim them for pruning.
+        let matched: HashSet<&str> = objects
+            .iter()
+            .filter_map(|o| o.key.resource_id.as_deref())
+            .collect();
         let unmatched: Vec<&Value> = live
             .iter()
             .filter(|e| {

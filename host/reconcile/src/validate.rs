@@ -33,17 +33,6 @@ pub struct Catalog {
     pub objects: Vec<Object>,
 }
 
-impl Catalog {
-    /// Clusters with at least one object.
-    pub fn clusters(&self) -> Vec<String> {
-        let mut c: Vec<String> = self.objects.iter().map(|o| o.cluster.clone()).collect();
-        c.dedup();
-        c.sort();
-        c.dedup();
-        c
-    }
-}
-
 fn guest_diag(file: &str, d: &kind::Diagnostic) -> Diagnostic {
     match d.severity {
         Severity::Error => Diagnostic::error(file, d.path.clone(), d.message.clone()),
