@@ -289,8 +289,7 @@ impl KindCalls for NativeInstance {
         _referrers: &[Resolved],
     ) -> Result<Vec<Call>, GuestError> {
         let desired = desired.and_then(|d| parse_desired(d).ok());
-        let live = live.and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok());
-        Ok(proxops_kind_qemu::observe(desired.as_ref(), live.as_ref())
+        Ok(proxops_kind_qemu::observe(desired.as_ref(), live)
             .into_iter()
             .map(call_out)
             .collect())
@@ -320,7 +319,6 @@ impl KindCalls for NativeInstance {
     }
 
     fn claims(&mut self, live: &str) -> Result<bool, GuestError> {
-        Ok(serde_json::from_str::<serde_json::Value>(live)
-            .is_ok_and(|v| proxops_kind_qemu::claims(self.flavour, &v)))
+        Ok(proxops_kind_qemu::claims(self.flavour, live))
     }
 }

@@ -5,7 +5,6 @@ use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::model::{self, Observation, diags_into_wit};
 use proxops_kind_sdk::types::{Call, Diagnostic};
 use proxops_kind_sdk::wit;
-use serde_json::Value;
 
 use crate::desired::{Desired, Flavour};
 use crate::secrets::HostSecrets;
@@ -115,8 +114,7 @@ pub fn identity(desired: String) -> wit::ObjectKey {
 /// `observe`.
 pub fn observe(desired: Option<String>, live: Option<String>) -> Vec<Call> {
     let desired = desired.and_then(|d| parse_desired(&d).ok());
-    let live = live.and_then(|l| serde_json::from_str::<Value>(&l).ok());
-    crate::observe(desired.as_ref(), live.as_ref())
+    crate::observe(desired.as_ref(), live.as_deref())
         .into_iter()
         .map(model::Call::into_wit)
         .collect()
@@ -146,7 +144,7 @@ pub fn plan(
 
 /// `claims`.
 pub fn claims(flavour: Flavour, live: String) -> bool {
-    serde_json::from_str::<Value>(&live).is_ok_and(|v| crate::claims(flavour, &v))
+    crate::claims(flavour, &live)
 }
 
 /// `adopt`: not implemented by this crate yet (owned by another issue).

@@ -154,8 +154,8 @@ pub fn check_references(
 }
 
 /// Whether a live `/cluster/resources` entry belongs to this kind and carries the ownership tag.
-pub fn claims(flavour: Flavour, entry: &Value) -> bool {
-    let Some(e) = live::Resource::from_value(entry) else {
+pub fn claims(flavour: Flavour, entry: &str) -> bool {
+    let Ok(Some(e)) = live::Resource::from_json(entry) else {
         return false;
     };
     e.kind == "qemu"
@@ -177,8 +177,8 @@ pub fn claims(flavour: Flavour, entry: &Value) -> bool {
 ///   change at once (no pending state), and a prune needs only the `protection` flag.
 ///
 /// Paths use the LIVE node (where the object is), not the desired one.
-pub fn observe(desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
-    let Some(e) = entry.and_then(live::Resource::from_value) else {
+pub fn observe(desired: Option<&Desired>, entry: Option<&str>) -> Vec<Call> {
+    let Some(e) = entry.and_then(|text| live::Resource::from_json(text).ok().flatten()) else {
         return Vec::new();
     };
     let base = format!("/nodes/{}/qemu/{}", e.node, e.vmid);

@@ -5,24 +5,76 @@
 use std::collections::BTreeMap;
 
 use proxops_kind_sdk::sets;
+use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 /// A value as the string PVE would accept on the wire (numbers printed, booleans as 0/1).
 pub fn wire_string(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(if *b { "1" } else { "0" }.to_string()),
-        _ => None,
+    Wire::deserialize(v).ok().and_then(|w| w.0)
+}
+
+/// A JSON value read straight from the answer as its wire string ([`wire_string`]); null,
+/// lists and objects read as absent. The readers below deserialize into it instead of into
+/// a [`Value`] tree: plan reads every VM's answer once per cycle, and building the tree
+/// (a map per row) was most of that cost.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Wire(pub Option<String>);
+
+impl Wire {
+    fn as_str(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+
+    fn int(&self) -> Option<u64> {
+        self.0.as_deref().and_then(|s| s.trim().parse().ok())
     }
 }
 
-fn int(v: Option<&Value>) -> Option<u64> {
-    match v? {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s.trim().parse().ok(),
-        Value::Bool(b) => Some(u64::from(*b)),
-        _ => None,
+impl<'de> Deserialize<'de> for Wire {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct WireVisitor;
+        impl<'de> Visitor<'de> for WireVisitor {
+            type Value = Wire;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Wire, E> {
+                Ok(Wire(Some(v.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Wire, E> {
+                Ok(Wire(Some(v)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Wire, E> {
+                Ok(Wire(Some(v.to_string())))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Wire, E> {
+                Ok(Wire(Some(v.to_string())))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Wire, E> {
+                Ok(Wire(serde_json::Number::from_f64(v).map(|n| n.to_string())))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Wire, E> {
+                Ok(Wire(Some(if v { "1" } else { "0" }.to_string())))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Wire, E> {
+                Ok(Wire(None))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Wire, E> {
+                Ok(Wire(None))
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Wire, D::Error> {
+                Wire::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Wire, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(Wire(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Wire, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(Wire(None))
+            }
+        }
+        d.deserialize_any(WireVisitor)
     }
 }
 
@@ -45,38 +97,64 @@ pub struct Resource {
     pub lock: Option<String>,
 }
 
+/// The fields of a `/cluster/resources` entry that [`Resource`] reads.
+#[derive(serde::Deserialize)]
+struct ResourceFields {
+    #[serde(rename = "type", default)]
+    kind: Wire,
+    #[serde(default)]
+    id: Wire,
+    #[serde(default)]
+    vmid: Wire,
+    #[serde(default)]
+    node: Wire,
+    #[serde(default)]
+    status: Wire,
+    #[serde(default)]
+    template: Wire,
+    #[serde(default)]
+    tags: Wire,
+    #[serde(default)]
+    lock: Wire,
+}
+
 impl Resource {
     /// Read an entry; `None` when it is not a guest entry (no node or vmid).
     pub fn from_value(v: &Value) -> Option<Self> {
-        let kind = v
-            .get("type")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let vmid = int(v.get("vmid")).or_else(|| {
-            v.get("id")
-                .and_then(Value::as_str)
+        if !v.is_object() {
+            return None;
+        }
+        Self::from_fields(ResourceFields::deserialize(v).ok()?)
+    }
+
+    /// Read an entry from its JSON text; `Err` when it is not JSON, `Ok(None)` when it is not
+    /// a guest entry.
+    pub fn from_json(text: &str) -> Result<Option<Self>, serde_json::Error> {
+        if !text.trim_start().starts_with('{') {
+            return Ok(None);
+        }
+        serde_json::from_str(text).map(Self::from_fields)
+    }
+
+    fn from_fields(f: ResourceFields) -> Option<Self> {
+        let vmid = f.vmid.int().or_else(|| {
+            f.id.as_str()
                 .and_then(|id| id.rsplit('/').next())
                 .and_then(|n| n.parse().ok())
         })?;
-        let node = v.get("node").and_then(Value::as_str)?.to_string();
-        let tags = v
-            .get("tags")
-            .and_then(Value::as_str)
+        let tags = f
+            .tags
+            .as_str()
             .map(|t| sets::split_list(&t.to_ascii_lowercase(), &[';', ',', ' ']))
             .unwrap_or_default();
         Some(Resource {
-            kind,
-            node,
+            kind: f.kind.0.unwrap_or_default(),
+            node: f.node.0?,
             vmid: u32::try_from(vmid).ok()?,
-            running: v.get("status").and_then(Value::as_str) == Some("running"),
-            template: int(v.get("template")) == Some(1),
+            running: f.status.as_str() == Some("running"),
+            template: f.template.int() == Some(1),
             tags,
-            lock: v
-                .get("lock")
-                .and_then(Value::as_str)
-                .filter(|s| !s.is_empty())
-                .map(str::to_string),
+            lock: f.lock.0.filter(|s| !s.is_empty()),
         })
     }
 }
@@ -93,45 +171,71 @@ pub struct Config {
 impl Config {
     /// Read a `/config` `data` object.
     pub fn from_value(v: &Value) -> Option<Self> {
-        let map = v.as_object()?;
+        if !v.is_object() {
+            return None;
+        }
+        Some(Self::from_map(BTreeMap::deserialize(v).ok()?))
+    }
+
+    /// Read a `/config` `data` object from its JSON text.
+    pub fn from_json(text: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(text).map(Self::from_map)
+    }
+
+    pub fn from_map(map: BTreeMap<String, Wire>) -> Self {
         let mut keys = BTreeMap::new();
         let mut digest = None;
         for (k, v) in map {
-            let Some(s) = wire_string(v) else { continue };
+            let Some(s) = v.0 else { continue };
             if k == "digest" {
                 digest = Some(s);
             } else {
-                keys.insert(k.clone(), s);
+                keys.insert(k, s);
             }
         }
-        Some(Config { keys, digest })
+        Config { keys, digest }
     }
 
-    /// The applied config from a `/pending` list: each row's `value` (rows with only a
+    /// The applied config from `/pending` rows: each row's `value` (rows with only a
     /// pending value are not applied yet); the `digest` row gives the digest.
-    pub fn from_pending(v: &Value) -> Option<Self> {
+    pub fn from_pending(rows: &[PendingRow]) -> Self {
         let mut keys = BTreeMap::new();
         let mut digest = None;
-        for row in v.as_array()? {
-            let Some(key) = row.get("key").and_then(Value::as_str) else {
-                continue;
-            };
-            let Some(value) = row.get("value").and_then(wire_string) else {
+        for row in rows {
+            let (Some(key), Some(value)) = (row.key.as_str(), row.value.as_str()) else {
                 continue;
             };
             if key == "digest" {
-                digest = Some(value);
+                digest = Some(value.to_string());
             } else {
-                keys.insert(key.to_string(), value);
+                keys.insert(key.to_string(), value.to_string());
             }
         }
-        Some(Config { keys, digest })
+        Config { keys, digest }
     }
 
     /// The value of `key`.
     pub fn get(&self, key: &str) -> Option<&str> {
         self.keys.get(key).map(String::as_str)
     }
+}
+
+/// One row of a `/pending` answer, as PVE sends it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct PendingRow {
+    #[serde(default)]
+    pub key: Wire,
+    #[serde(default)]
+    pub value: Wire,
+    #[serde(default)]
+    pub pending: Wire,
+    #[serde(default)]
+    pub delete: Wire,
+}
+
+/// Read a `/pending` `data` list from its JSON text.
+pub fn pending_rows(text: &str) -> Result<Vec<PendingRow>, serde_json::Error> {
+    serde_json::from_str(text)
 }
 
 /// One `/pending` entry.
@@ -145,24 +249,23 @@ pub struct PendingEntry {
     pub delete: bool,
 }
 
-/// Read a `/pending` `data` list into the entries that actually have something pending.
-pub fn pending_from_value(v: &Value) -> Option<BTreeMap<String, PendingEntry>> {
-    let list = v.as_array()?;
+/// The entries of `/pending` rows that actually have something pending.
+pub fn pending_entries(rows: &[PendingRow]) -> BTreeMap<String, PendingEntry> {
     let mut out = BTreeMap::new();
-    for item in list {
-        let Some(key) = item.get("key").and_then(Value::as_str) else {
+    for row in rows {
+        let Some(key) = row.key.as_str() else {
             continue;
         };
         let e = PendingEntry {
-            value: item.get("value").and_then(wire_string),
-            pending: item.get("pending").and_then(wire_string),
-            delete: int(item.get("delete")).is_some_and(|d| d > 0),
+            value: row.value.0.clone(),
+            pending: row.pending.0.clone(),
+            delete: row.delete.int().is_some_and(|d| d > 0),
         };
         if e.pending.is_some() || e.delete {
             out.insert(key.to_string(), e);
         }
     }
-    Some(out)
+    out
 }
 
 #[cfg(test)]
@@ -192,6 +295,38 @@ mod tests {
     }
 
     #[test]
+    fn wire_strings() {
+        let check = |json: &str, expected: Option<&str>| {
+            let from_text: Wire = serde_json::from_str(json).unwrap();
+            let from_tree = wire_string(&serde_json::from_str(json).unwrap());
+            assert_eq!(from_text.0.as_deref(), expected, "{json} (text)");
+            assert_eq!(from_tree.as_deref(), expected, "{json} (tree)");
+        };
+        check(
+            r#""virtio=BC:24:11:00:00:01""#,
+            Some("virtio=BC:24:11:00:00:01"),
+        );
+        check(r#""""#, Some(""));
+        check("2048", Some("2048"));
+        check("-1", Some("-1"));
+        check("0.5", Some("0.5"));
+        check("true", Some("1"));
+        check("false", Some("0"));
+        check("null", None);
+        check(r#"[1, "a", {"b": [2]}]"#, None);
+        check(r#"{"a": {"b": null}}"#, None);
+    }
+
+    #[test]
+    fn malformed_answers_are_errors_not_empty_configs() {
+        assert!(pending_rows(r#"{"key": "memory"}"#).is_err());
+        assert!(pending_rows("[1]").is_err());
+        assert!(Config::from_json("[]").is_err());
+        assert_eq!(Resource::from_json("[]").unwrap(), None);
+        assert!(Resource::from_json("{").is_err());
+    }
+
+    #[test]
     fn configs_and_pending() {
         let c = Config::from_value(
             &json!({"memory": "2048", "cores": 2, "digest": "abc", "agent": "1"}),
@@ -200,13 +335,23 @@ mod tests {
         assert_eq!(c.get("memory"), Some("2048"));
         assert_eq!(c.get("cores"), Some("2"));
         assert_eq!(c.digest.as_deref(), Some("abc"));
-        let p = pending_from_value(&json!([
-            {"key": "memory", "value": "2048", "pending": 4096},
-            {"key": "cores", "value": 2},
-            {"key": "net1", "value": "virtio=BC:24:11:00:00:01,bridge=vmbr0", "delete": 1}
-        ]))
+        let rows = pending_rows(
+            &json!([
+                {"key": "memory", "value": "2048", "pending": 4096},
+                {"key": "cores", "value": 2},
+                {"key": "net1", "value": "virtio=BC:24:11:00:00:01,bridge=vmbr0", "delete": 1},
+                {"key": "digest", "value": "abc"}
+            ])
+            .to_string(),
+        )
         .unwrap();
+        let p = pending_entries(&rows);
         assert_eq!(p.len(), 2);
+        let c = Config::from_pending(&rows);
+        assert_eq!(
+            (c.get("cores"), c.digest.as_deref()),
+            (Some("2"), Some("abc"))
+        );
         assert_eq!(p["memory"].pending.as_deref(), Some("4096"));
         assert!(p["net1"].delete);
     }

@@ -38,12 +38,11 @@ use proxops_kind_sdk::model::{
 };
 use proxops_kind_sdk::propstring::{PropString, parse_bool};
 use proxops_kind_sdk::size::{self, GIB};
-use serde_json::Value;
 
 use crate::Reference;
 use crate::cloudinit::{self, Keys};
 use crate::desired::*;
-use crate::live::{Config, PendingEntry, Resource, pending_from_value};
+use crate::live::{Config, PendingEntry, PendingRow, Resource, Wire, pending_entries};
 use crate::refs::{self, Targets};
 use crate::secrets::Secrets;
 use crate::validate::parse_hotplug;
@@ -62,13 +61,13 @@ pub fn plan(
 ) -> Result<Proposal, Vec<Diag>> {
     let entry = match &obs.live {
         Some(text) => {
-            let v: Value = serde_json::from_str(text).map_err(|e| {
+            let r = Resource::from_json(text).map_err(|e| {
                 vec![Diag::error(
                     "",
                     format!("the /cluster/resources entry is not JSON: {e}"),
                 )]
             })?;
-            Some(Resource::from_value(&v).ok_or_else(|| {
+            Some(r.ok_or_else(|| {
                 vec![Diag::error(
                     "",
                     "the /cluster/resources entry has no node or vmid".to_string(),
@@ -104,8 +103,11 @@ fn base_path(node: &str, vmid: u32) -> String {
     format!("/nodes/{node}/qemu/{vmid}")
 }
 
-/// Find the answer to the read whose path ends with `suffix`.
-fn read_body(obs: &Observation, suffix: &str) -> Result<Option<Value>, Vec<Diag>> {
+/// Parse the answer to the read whose path ends with `suffix` as `T`.
+fn read_json<T: serde::de::DeserializeOwned>(
+    obs: &Observation,
+    suffix: &str,
+) -> Result<Option<T>, Vec<Diag>> {
     let Some(r) = obs.reads.iter().find(|r| r.call.path.ends_with(suffix)) else {
         return Ok(None);
     };
@@ -124,26 +126,26 @@ fn read_body(obs: &Observation, suffix: &str) -> Result<Option<Value>, Vec<Diag>
     serde_json::from_str(&r.body).map(Some).map_err(|e| {
         vec![Diag::error(
             "",
-            format!("the answer to {} is not JSON: {e}", r.call.path),
+            format!("the answer to {} is not what PVE sends: {e}", r.call.path),
         )]
     })
 }
 
 /// The applied config and its digest: from `/config?current=1`, or, for a running VM, from
-/// the `value` column of `/pending`, which lists every applied key and the digest too.
-fn config_of(obs: &Observation) -> Result<Config, Vec<Diag>> {
-    if let Some(body) = read_body(obs, "/config")? {
-        return Config::from_value(&body)
-            .ok_or_else(|| vec![Diag::error("", "the config read is not a JSON object")]);
+/// the `value` column of `/pending`, which lists every applied key and the digest too; then
+/// also the `/pending` rows (parsed once, read twice).
+fn config_of(obs: &Observation) -> Result<(Config, Option<Vec<PendingRow>>), Vec<Diag>> {
+    let rows: Option<Vec<PendingRow>> = read_json(obs, "/pending")?;
+    if let Some(map) = read_json::<BTreeMap<String, Wire>>(obs, "/config")? {
+        return Ok((Config::from_map(map), rows));
     }
-    let body = read_body(obs, "/pending")?.ok_or_else(|| {
-        vec![Diag::error(
+    let Some(rows) = rows else {
+        return Err(vec![Diag::error(
             "",
             "neither a config nor a pending read is in the observation",
-        )]
-    })?;
-    Config::from_pending(&body)
-        .ok_or_else(|| vec![Diag::error("", "the pending read is not a JSON list")])
+        )]);
+    };
+    Ok((Config::from_pending(&rows), Some(rows)))
 }
 
 fn power_call(node: &str, vmid: u32, verb: &str) -> Call {
@@ -393,7 +395,7 @@ fn prune(flavour: Flavour, r: &Resource, obs: &Observation) -> Result<Proposal, 
         ));
         return Ok(out);
     }
-    let cfg = config_of(obs)?;
+    let (cfg, _) = config_of(obs)?;
     if cfg.get("protection").and_then(parse_bool) == Some(true) {
         out.anomalies.push(Anomaly::new(
             "",
@@ -588,7 +590,7 @@ fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Ve
         ));
         return Ok(out);
     }
-    let cfg = config_of(obs)?;
+    let (cfg, rows) = config_of(obs)?;
     if let Some(lock) = r.lock.as_deref().or(cfg.get("lock")) {
         out.anomalies.push(Anomaly::new(
             "",
@@ -596,14 +598,9 @@ fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Ve
         ));
         return Ok(out);
     }
-    let pending = if r.running {
-        match read_body(obs, "/pending")? {
-            Some(v) => pending_from_value(&v)
-                .ok_or_else(|| vec![Diag::error("", "the pending read is not a JSON list")])?,
-            None => BTreeMap::new(),
-        }
-    } else {
-        BTreeMap::new()
+    let pending = match rows {
+        Some(rows) if r.running => pending_entries(&rows),
+        _ => BTreeMap::new(),
     };
     let mut diff = Diff {
         cfg: &cfg,

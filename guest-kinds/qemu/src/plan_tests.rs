@@ -1638,16 +1638,19 @@ fn observe_reads() {
     };
     assert!(crate::observe(Some(&d), None).is_empty());
     assert_eq!(
-        show(crate::observe(Some(&d), Some(&entry("stopped", false)))),
+        show(crate::observe(
+            Some(&d),
+            Some(&entry("stopped", false).to_string())
+        )),
         vec!["Get /nodes/pve01/qemu/100/config [(\"current\", \"1\", false)]"]
     );
     let mut running = entry("running", false);
     running["node"] = json!("pve02");
     assert_eq!(
-        show(crate::observe(Some(&d), Some(&running))),
+        show(crate::observe(Some(&d), Some(&running.to_string()))),
         vec!["Get /nodes/pve02/qemu/100/pending []",]
     );
-    assert_eq!(crate::observe(None, Some(&running)).len(), 1);
+    assert_eq!(crate::observe(None, Some(&running.to_string())).len(), 1);
 }
 
 #[test]
@@ -1676,8 +1679,8 @@ fn claims_and_identity() {
             false,
         ),
     ] {
-        assert_eq!(crate::claims(Flavour::Vm, &e), vm, "{e}");
-        assert_eq!(crate::claims(Flavour::Template, &e), tpl, "{e}");
+        assert_eq!(crate::claims(Flavour::Vm, &e.to_string()), vm, "{e}");
+        assert_eq!(crate::claims(Flavour::Template, &e.to_string()), tpl, "{e}");
     }
     let d = crate::validate(Flavour::Vm, &base(), &secrets())
         .unwrap()
