@@ -100,6 +100,15 @@ impl std::fmt::Debug for Client {
     }
 }
 
+/// A successful answer whose body is not PVE's JSON envelope.
+fn not_json(method: Method, path: &str, len: usize) -> PveError {
+    PveError::Decode {
+        method: method.as_str().into(),
+        path: path.into(),
+        message: format!("not JSON ({len} bytes)"),
+    }
+}
+
 /// Attempts for requests that are safe to repeat.
 const ATTEMPTS: u32 = 4;
 
@@ -131,6 +140,23 @@ impl Client {
         self.request(Method::Get, path, params, true).await
     }
 
+    /// GET, repeated on transient failures; returns PVE's `data` as the JSON text PVE sent,
+    /// for callers that hand it on (to a kind) rather than read it: no tree is built.
+    pub async fn get_text(&self, path: &str, params: &[Param]) -> Result<String, PveError> {
+        let body = self.request_body(Method::Get, path, params, true).await?;
+        #[derive(serde::Deserialize)]
+        struct Envelope<'a> {
+            #[serde(borrow)]
+            data: Option<&'a serde_json::value::RawValue>,
+        }
+        match serde_json::from_slice::<Envelope<'_>>(&body) {
+            Ok(e) => Ok(e
+                .data
+                .map_or_else(|| "null".to_string(), |d| d.get().to_string())),
+            Err(_) => Err(not_json(Method::Get, path, body.len())),
+        }
+    }
+
     /// One request. With `repeatable`, transient failures (no answer, gateway errors, lock
     /// timeouts) are retried with backoff; only pass it for requests that are safe to repeat.
     pub async fn request(
@@ -140,6 +166,21 @@ impl Client {
         params: &[Param],
         repeatable: bool,
     ) -> Result<Value, PveError> {
+        let body = self.request_body(method, path, params, repeatable).await?;
+        match serde_json::from_slice::<Value>(&body) {
+            Ok(mut j) => Ok(j.get_mut("data").map(Value::take).unwrap_or(Value::Null)),
+            Err(_) => Err(not_json(method, path, body.len())),
+        }
+    }
+
+    /// [`Client::request`] up to the body of a successful answer.
+    async fn request_body(
+        &self,
+        method: Method,
+        path: &str,
+        params: &[Param],
+        repeatable: bool,
+    ) -> Result<bytes::Bytes, PveError> {
         let mut delay = Duration::from_millis(100);
         let mut attempt = 1;
         loop {
@@ -163,7 +204,12 @@ impl Client {
         }
     }
 
-    async fn send(&self, method: Method, path: &str, params: &[Param]) -> Result<Value, PveError> {
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        params: &[Param],
+    ) -> Result<bytes::Bytes, PveError> {
         let url = format!("{}{}", self.api, path);
         let pairs: Vec<(&str, &str)> = params
             .iter()
@@ -202,8 +248,8 @@ impl Client {
             .bytes()
             .await
             .map_err(|e| transport(error_chain(&e)))?;
-        let json: Option<Value> = serde_json::from_slice(&body).ok();
         if !status.is_success() {
+            let json: Option<Value> = serde_json::from_slice(&body).ok();
             let message = json
                 .as_ref()
                 .and_then(|j| j.get("message"))
@@ -234,14 +280,7 @@ impl Client {
                 errors,
             });
         }
-        match json {
-            Some(mut j) => Ok(j.get_mut("data").map(Value::take).unwrap_or(Value::Null)),
-            None => Err(PveError::Decode {
-                method: method.as_str().into(),
-                path: path.into(),
-                message: format!("not JSON ({} bytes)", body.len()),
-            }),
-        }
+        Ok(body)
     }
 
     /// Poll a task until it stops; an error exit status becomes [`PveError::TaskFailed`].

@@ -73,7 +73,10 @@ pub async fn resources(client: &Client) -> Result<Vec<Value>, proxops_pve::PveEr
     let data = client
         .get("/cluster/resources", &[Param::new("type", "vm")])
         .await?;
-    Ok(data.as_array().cloned().unwrap_or_default())
+    match data {
+        Value::Array(entries) => Ok(entries),
+        _ => Ok(Vec::new()),
+    }
 }
 
 /// Plan `objects` (all of one cluster) against the live cluster. With `only`, plan just
@@ -396,8 +399,8 @@ async fn perform_reads(
         let semaphore = semaphore.clone();
         tasks.spawn(async move {
             let _permit = semaphore.acquire_owned().await.expect("semaphore open");
-            let answer = match client.get(&path, &params).await {
-                Ok(data) => (200, data.to_string()),
+            let answer = match client.get_text(&path, &params).await {
+                Ok(data) => (200, data),
                 Err(e) => (
                     e.status().unwrap_or(0),
                     serde_json::json!({ "error": e.to_string() }).to_string(),

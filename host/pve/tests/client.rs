@@ -1,0 +1,83 @@
+//! The client against the simulator over HTTPS: `get_text` hands on exactly the `data` that
+//! `get` parses, and fails the same way.
+
+use std::time::Duration;
+
+use proxops_pve::{Client, ClientConfig, Param, TlsMode};
+use proxops_sim::{SimConfig, Simulator};
+use serde_json::Value;
+
+async fn sim() -> Simulator {
+    proxops_sim::ensure_crypto_provider();
+    let sim = proxops_sim::start(SimConfig {
+        tls: true,
+        ..SimConfig::default()
+    })
+    .await
+    .expect("start the simulator");
+    sim.populate(3);
+    sim
+}
+
+fn client(sim: &Simulator, secret: Option<&str>) -> Client {
+    let (id, real) = sim.token().split_once('=').expect("token has a secret");
+    Client::new(ClientConfig {
+        base_url: sim.base_url(),
+        token_id: id.to_string(),
+        token_secret: secret.unwrap_or(real).to_string(),
+        tls: TlsMode::Fingerprint(sim.fingerprint().expect("TLS is on")),
+        timeout: Duration::from_secs(30),
+    })
+    .expect("client")
+}
+
+/// `get` and `get_text` of one path: the same data, or the same error.
+async fn check(client: &Client, path: &str, params: &[Param]) -> Result<Value, String> {
+    let tree = client.get(path, params).await.map_err(|e| e.to_string());
+    let text = client
+        .get_text(path, params)
+        .await
+        .map(|t| serde_json::from_str::<Value>(&t).expect("get_text returns JSON"))
+        .map_err(|e| e.to_string());
+    assert_eq!(tree, text, "get and get_text disagree on {path}");
+    tree
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_text_is_the_data_get_parses() {
+    let sim = sim().await;
+    let c = client(&sim, None);
+    let resources = check(&c, "/cluster/resources", &[Param::new("type", "vm")])
+        .await
+        .expect("resources");
+    assert_eq!(resources.as_array().map(Vec::len), Some(3), "{resources}");
+    let entry = &resources[0];
+    let base = format!(
+        "/nodes/{}/qemu/{}",
+        entry["node"].as_str().expect("node"),
+        entry["vmid"]
+    );
+    let config = check(&c, &format!("{base}/config"), &[Param::new("current", "1")])
+        .await
+        .expect("config");
+    assert!(config["digest"].is_string(), "{config}");
+    let pending = check(&c, &format!("{base}/pending"), &[])
+        .await
+        .expect("pending");
+    assert!(
+        pending
+            .as_array()
+            .is_some_and(|rows| rows.iter().any(|r| r["key"] == "digest")),
+        "{pending}"
+    );
+
+    let missing = check(&c, "/nodes/pve01/qemu/99999/config", &[])
+        .await
+        .expect_err("no such VM");
+    assert!(missing.contains("99999"), "{missing}");
+    let denied = check(&client(&sim, Some("wrong")), "/cluster/resources", &[])
+        .await
+        .expect_err("wrong secret");
+    assert!(denied.contains("401"), "{denied}");
+    assert!(!denied.contains("wrong"), "the secret leaked: {denied}");
+}
