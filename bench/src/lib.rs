@@ -2,6 +2,7 @@
 //! shares: fixtures on the in-process simulator, the plan cycle, and the VM kind compiled
 //! natively to measure what the WebAssembly boundary costs.
 
+pub mod calls;
 pub mod cycle;
 pub mod fixture;
 pub mod native;

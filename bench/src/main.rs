@@ -39,6 +39,12 @@ const PLAN_RUNS: usize = 3;
 const ENV_URL: &str = "PROXOPS_BENCH_URL";
 const ENV_TOKEN_ID: &str = "PROXOPS_BENCH_TOKEN_ID";
 const ENV_FP: &str = "PROXOPS_BENCH_FP";
+const ENV_WRAPPER: &str = "PROXOPS_BENCH_CHILD_WRAPPER";
+static CHILD_SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// The allocator `proxops` itself uses (see host/cli/src/main.rs).
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     proxops_sim::ensure_crypto_provider();
@@ -202,7 +208,24 @@ fn spawn_child(
     native: bool,
 ) -> (Value, Duration) {
     let exe = std::env::current_exe().expect("own path");
-    let mut cmd = Command::new(exe);
+    // Profiling hook: PROXOPS_BENCH_CHILD_WRAPPER="perf record -g -o /tmp/{label}.data --"
+    // runs every child under that command, `{label}` naming the scenario and backend.
+    let mut cmd = match std::env::var(ENV_WRAPPER) {
+        Ok(wrapper) if !wrapper.trim().is_empty() => {
+            let label = format!(
+                "{scenario}-{}-{}",
+                if native { "native" } else { "wasm" },
+                CHILD_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            );
+            let mut words = wrapper
+                .split_whitespace()
+                .map(|w| w.replace("{label}", &label));
+            let mut cmd = Command::new(words.next().expect("a wrapper command"));
+            cmd.args(words).arg(exe);
+            cmd
+        }
+        _ => Command::new(exe),
+    };
     cmd.arg("child")
         .arg(scenario)
         .arg("--repo")
@@ -487,6 +510,29 @@ async fn suite(n: usize, skip_apply: bool) {
             None,
         );
         economy.push((100, counts));
+
+        let client = endpoint.client();
+        let nodes = fixture::nodes(PLAN_NODES);
+        let costs = proxops_bench::calls::measure(
+            &registry,
+            &client,
+            &fixture::manifest(0, &nodes, "started"),
+            fixture::vmid(0),
+            2000,
+        )
+        .await;
+        for c in costs {
+            table.add(
+                "5 guest calls",
+                format!(
+                    "converged VM {}: component / native (reused, median)",
+                    c.call
+                ),
+                format!("{:.1} us / {:.1} us", c.wasm_us, c.native_us),
+                format!("{:.2}x", c.wasm_us / c.native_us),
+                None,
+            );
+        }
     }
 
     // 1 + 2 + 3. Plan at scale, WASM vs native.

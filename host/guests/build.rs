@@ -147,7 +147,9 @@ fn build(root: &Path, target_dir: &Path, guests: &[GuestCrate]) {
     // Guests ship inside the binary: no debug info, but keep symbol names so a guest
     // trap still shows a readable backtrace.
     cmd.env("CARGO_PROFILE_RELEASE_DEBUG", "false")
-        .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
+        .env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo")
+        .env("CARGO_PROFILE_RELEASE_LTO", "true")
+        .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "1");
     let status = cmd.status().expect("run nested cargo for the guests");
     if !status.success() {
         panic!("building the guest components failed (see the cargo output above)");

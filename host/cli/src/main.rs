@@ -147,6 +147,12 @@ enum SimCommand {
     },
 }
 
+/// mimalloc instead of the system allocator: a plan cycle allocates and frees millions of
+/// small JSON values and strings across threads, where glibc's malloc spent a fifth of the
+/// CPU time (proxops-bench, plan at scale) and left the heap fragmented.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.verbose);
