@@ -9,7 +9,6 @@ use proxops_pve::{Client, Param};
 use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{Call, Method, Observation, Proposal, Read, Resolved};
 use serde_json::Value;
-use tokio::sync::Semaphore;
 
 use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef, method_name};
 use crate::workers::par_map;
@@ -62,7 +61,8 @@ struct Item<'a> {
     object: ObjectRef,
     kind: usize,
     desired: Option<&'a str>,
-    live: Option<Value>,
+    /// The `/cluster/resources` entry, and its JSON text (what kinds get, printed once).
+    live: Option<(&'a Value, String)>,
     depends_on: Vec<String>,
     resolved: Vec<Resolved>,
     referrers: Vec<Resolved>,
@@ -119,7 +119,7 @@ pub async fn plan_cluster(
             },
             kind: o.kind,
             desired: Some(&o.desired),
-            live: entry.cloned(),
+            live: entry.map(|e| (e, e.to_string())),
             depends_on: o
                 .references
                 .iter()
@@ -179,7 +179,7 @@ pub async fn plan_cluster(
                 },
                 kind,
                 desired: None,
-                live: Some(entry.clone()),
+                live: Some((entry, entry.to_string())),
                 depends_on: Vec::new(),
                 resolved: Vec::new(),
                 referrers: Vec::new(),
@@ -190,10 +190,10 @@ pub async fn plan_cluster(
     // Which reads does each item need?
     let wanted: Vec<Result<Vec<Call>, String>> = tokio::task::block_in_place(|| {
         par_map(registry, &items, |instances, item| {
-            let live = item.live.as_ref().map(Value::to_string);
+            let live = item.live.as_ref().map(|(_, text)| text.as_str());
             let calls = instances
                 .get(item.kind)
-                .and_then(|i| i.observe(item.desired, live.as_deref(), &item.referrers))
+                .and_then(|i| i.observe(item.desired, live, &item.referrers))
                 .map_err(|e| e.to_string())?;
             let allowed = &registry.get(item.kind).info().api_paths;
             for c in &calls {
@@ -239,10 +239,13 @@ pub async fn plan_cluster(
 
     let inputs: Vec<(usize, Result<Observation, String>)> = wanted
         .into_iter()
+        .zip(items.iter_mut())
         .enumerate()
-        .map(|(i, calls)| {
+        .map(|(i, (calls, item))| {
+            // The entry's text moves into the observation: nothing reads it after plan.
+            let live = item.live.as_mut().map(|(_, text)| std::mem::take(text));
             let observation = calls.map(|calls| Observation {
-                live: items[i].live.as_ref().map(Value::to_string),
+                live,
                 reads: calls
                     .into_iter()
                     .map(|call| {
@@ -314,7 +317,7 @@ pub async fn plan_cluster(
         let running = item
             .live
             .as_ref()
-            .and_then(|l| l.get("status"))
+            .and_then(|(entry, _)| entry.get("status"))
             .and_then(Value::as_str)
             == Some("running");
         plan.objects.push(ObjectPlan {
@@ -379,6 +382,9 @@ fn read_key(call: &Call) -> String {
 
 /// Perform every distinct read once, at most `concurrency` at a time. A failed read is
 /// handed to the kind as its status and PVE's message.
+///
+/// `concurrency` tasks take the reads from a shared queue: spawning one task per read
+/// would hold 10,000 request futures (kilobytes each) at once for a large cluster.
 async fn perform_reads(
     client: &Client,
     wanted: &[Result<Vec<Call>, String>],
@@ -390,29 +396,38 @@ async fn perform_reads(
             distinct.entry(read_key(c)).or_insert(c);
         }
     }
-    let semaphore = Arc::new(Semaphore::new(concurrency.max(1)));
+    let queue: Vec<(String, String, Vec<Param>)> = distinct
+        .into_iter()
+        .map(|(key, call)| (key, call.path.clone(), to_pve_params(call)))
+        .collect();
+    let workers = concurrency.max(1).min(queue.len());
+    let queue = Arc::new(std::sync::Mutex::new(queue.into_iter()));
     let mut tasks = tokio::task::JoinSet::new();
-    for (key, call) in distinct {
+    for _ in 0..workers {
         let client = client.clone();
-        let path = call.path.clone();
-        let params = to_pve_params(call);
-        let semaphore = semaphore.clone();
+        let queue = queue.clone();
         tasks.spawn(async move {
-            let _permit = semaphore.acquire_owned().await.expect("semaphore open");
-            let answer = match client.get_text(&path, &params).await {
-                Ok(data) => (200, data),
-                Err(e) => (
-                    e.status().unwrap_or(0),
-                    serde_json::json!({ "error": e.to_string() }).to_string(),
-                ),
-            };
-            (key, answer)
+            let mut done = Vec::new();
+            loop {
+                let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+                let Some((key, path, params)) = next else {
+                    break;
+                };
+                let answer = match client.get_text(&path, &params).await {
+                    Ok(data) => (200, data),
+                    Err(e) => (
+                        e.status().unwrap_or(0),
+                        serde_json::json!({ "error": e.to_string() }).to_string(),
+                    ),
+                };
+                done.push((key, answer));
+            }
+            done
         });
     }
     let mut out = HashMap::new();
     while let Some(done) = tasks.join_next().await {
-        let (key, answer) = done.expect("read task panicked");
-        out.insert(key, answer);
+        out.extend(done.expect("read task panicked"));
     }
     out
 }
