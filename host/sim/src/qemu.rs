@@ -518,51 +518,61 @@ pub(crate) fn get_config(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     Ok(Reply::data(Value::Object(out)))
 }
 
+/// One row of GET /pending, as PVE prints it (fields absent rather than null).
+#[derive(serde::Serialize)]
+struct PendingRow<'a> {
+    key: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pending: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delete: Option<u8>,
+}
+
 pub(crate) fn pending(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let st = sim.read();
     let vm = get_vm(&st, req.node(), req.vmid())?;
-    let mut keys: std::collections::BTreeSet<&String> = vm.conf.keys().collect();
-    keys.extend(vm.pending.keys());
-    keys.extend(vm.pending_delete.keys());
+    let mut keys: std::collections::BTreeSet<&str> = vm.conf.keys().map(String::as_str).collect();
+    keys.extend(vm.pending.keys().map(String::as_str));
+    keys.extend(vm.pending_delete.keys().map(String::as_str));
     // PVE lists every top-level key of the loaded config, `digest` included
     // (GuestHelpers::config_with_pending_array; `qm pending` skips it when printing).
-    let digest_key = "digest".to_string();
-    keys.insert(&digest_key);
-    // The schema types `value` and `pending` as strings: values are printed as the config file holds them.
-    let cur: Map<String, Value> = vm.conf.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
-    let pend: Map<String, Value> = vm
-        .pending
-        .iter()
-        .map(|(k, v)| (k.clone(), json!(v)))
+    keys.insert("digest");
+    let digest = vm.digest();
+    // The schema types `value` and `pending` as strings: values are printed as the config
+    // file holds them; the password only masked.
+    let rows: Vec<PendingRow<'_>> = keys
+        .into_iter()
+        .map(|k| {
+            let value = if k == "digest" {
+                Some(digest.as_str())
+            } else {
+                vm.conf.get(k).map(String::as_str)
+            };
+            let pending = vm.pending.get(k).map(String::as_str);
+            let (value, pending) = if k == "cipassword" {
+                (value.map(|_| "**********"), pending.map(|_| "********** "))
+            } else {
+                (value, pending)
+            };
+            PendingRow {
+                key: k,
+                value,
+                pending,
+                delete: vm
+                    .pending_delete
+                    .get(k)
+                    .map(|force| if *force { 2 } else { 1 }),
+            }
+        })
         .collect();
-    let mut out = Vec::new();
-    for k in keys {
-        let mut m = Map::new();
-        m.insert("key".into(), json!(k));
-        if k == "digest" {
-            m.insert("value".into(), json!(vm.digest()));
-        } else if let Some(v) = cur.get(k) {
-            let v = if k == "cipassword" {
-                json!("**********")
-            } else {
-                v.clone()
-            };
-            m.insert("value".into(), v);
-        }
-        if let Some(v) = pend.get(k) {
-            let v = if k == "cipassword" {
-                json!("********** ")
-            } else {
-                v.clone()
-            };
-            m.insert("pending".into(), v);
-        }
-        if let Some(force) = vm.pending_delete.get(k) {
-            m.insert("delete".into(), json!(if *force { 2 } else { 1 }));
-        }
-        out.push(Value::Object(m));
-    }
-    Ok(Reply::data(Value::Array(out)))
+    let raw = serde_json::to_string(&rows).map_err(|e| ApiError::die(e.to_string()))?;
+    Ok(Reply {
+        data: Value::Null,
+        total: None,
+        raw: Some(raw),
+    })
 }
 
 fn status_fields(vmid: u32, vm: &Vm, with_ha: bool) -> Map<String, Value> {

@@ -1,7 +1,7 @@
 //! PVE's parameter schema (an embedded, trimmed copy of pve-api-schema.json) and a validator that reproduces JSONSchema.pm's messages.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use serde_json::{Map, Value};
 
@@ -98,8 +98,10 @@ pub(crate) fn find_property<'a>(props: &'a Map<String, Value>, key: &str) -> Opt
     Some(v)
 }
 
-fn compiled(pattern: &str) -> Option<regex_automata::meta::Regex> {
-    static CACHE: OnceLock<Mutex<HashMap<String, regex_automata::meta::Regex>>> = OnceLock::new();
+/// The compiled pattern, shared: a cloned `Regex` would start with an empty match cache.
+fn compiled(pattern: &str) -> Option<Arc<regex_automata::meta::Regex>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<regex_automata::meta::Regex>>>> =
+        OnceLock::new();
     let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
     let mut guard = cache.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(r) = guard.get(pattern) {
@@ -111,7 +113,7 @@ fn compiled(pattern: &str) -> Option<regex_automata::meta::Regex> {
         .replace("(?>", "(?:")
         .replace("{,", "{0,");
     let anchored = format!("^(?:{translated})$");
-    let r = regex_automata::meta::Regex::new(&anchored).ok()?;
+    let r = Arc::new(regex_automata::meta::Regex::new(&anchored).ok()?);
     guard.insert(pattern.to_string(), r.clone());
     Some(r)
 }
