@@ -103,6 +103,11 @@ fn engine_config(pooling: bool) -> Config {
         .cranelift_nan_canonicalization(true)
         .wasm_relaxed_simd(false)
         .native_unwind_info(true);
+    // Developer aid: `PROXOPS_GUEST_PROFILER=perfmap` writes /tmp/perf-<pid>.map so that
+    // `perf report` names guest functions instead of showing JIT addresses.
+    if std::env::var("PROXOPS_GUEST_PROFILER").as_deref() == Ok("perfmap") {
+        cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     if pooling {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(POOL_INSTANCES)
