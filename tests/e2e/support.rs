@@ -103,24 +103,61 @@ impl Lab {
 
     /// Run proxops on this lab's repository (the repository path is appended to `args`).
     pub async fn run(&self, args: &[&str]) -> Run {
-        let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+        use tokio::io::AsyncReadExt as _;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
             .arg("--cache-dir")
             .arg(shared_cache())
             .args(args)
             .arg(self.repo.path())
             .env(TOKEN_VAR, &self.secret)
             .env_remove("PROXOPS_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
-            .output();
-        // A hang is a bug: fail the test instead of waiting for CI's limit.
-        let out = tokio::time::timeout(std::time::Duration::from_secs(120), child)
-            .await
-            .unwrap_or_else(|_| panic!("proxops {args:?} did not finish within 120 s"))
+            .spawn()
             .expect("run proxops");
+        // Read both pipes as the run goes, so that a run that hangs still shows how far it got.
+        let mut out_pipe = child.stdout.take().expect("stdout piped");
+        let mut err_pipe = child.stderr.take().expect("stderr piped");
+        let stdout = tokio::spawn(async move {
+            let mut buf = Vec::new();
+            let _ = out_pipe.read_to_end(&mut buf).await;
+            buf
+        });
+        let stderr = tokio::spawn(async move {
+            let mut buf = Vec::new();
+            let _ = err_pipe.read_to_end(&mut buf).await;
+            buf
+        });
+        // A hang is a bug: fail the test instead of waiting for CI's limit.
+        let status = match tokio::time::timeout(std::time::Duration::from_secs(120), child.wait())
+            .await
+        {
+            Ok(status) => status.expect("wait for proxops"),
+            Err(_) => {
+                let _ = child.kill().await;
+                let text = |b: Vec<u8>| String::from_utf8_lossy(&b).into_owned();
+                let out = text(stdout.await.unwrap_or_default());
+                let err = text(stderr.await.unwrap_or_default());
+                let log = self.sim.requests();
+                let last: Vec<String> = log
+                    .iter()
+                    .rev()
+                    .take(20)
+                    .rev()
+                    .map(|r| format!("{} {} {} {:?}", r.status, r.method, r.path, r.params))
+                    .collect();
+                panic!(
+                    "proxops {args:?} did not finish within 120 s\n--- stdout\n{out}\n--- stderr\n{err}\n--- the simulator's last {} requests\n{}",
+                    last.len(),
+                    last.join("\n")
+                );
+            }
+        };
         Run {
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            code: status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&stdout.await.unwrap_or_default()).into_owned(),
+            stderr: String::from_utf8_lossy(&stderr.await.unwrap_or_default()).into_owned(),
         }
     }
 

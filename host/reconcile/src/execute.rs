@@ -167,7 +167,7 @@ pub async fn execute(
                         object: object.clone(),
                         by: dep.clone(),
                     });
-                    let _ = finished.send(Some(Finished::failed()));
+                    publish(&finished, Finished::failed());
                     return (index, object, Status::Blocked(why));
                 }
             }
@@ -215,7 +215,7 @@ pub async fn execute(
                     }
                 }
             }
-            let _ = finished.send(Some(outcome));
+            publish(&finished, outcome);
             match first_error {
                 Some(e) => (index, object, Status::Failed(e)),
                 None => (index, object, Status::Done),
@@ -228,6 +228,14 @@ pub async fn execute(
     }
     results.sort_by_key(|(i, _, _)| *i);
     results.into_iter().map(|(_, o, s)| (o, s)).collect()
+}
+
+/// Publish how an object ended to the objects that wait for it. `send_replace` stores the
+/// value even while nobody is subscribed: a dependency can finish before its dependent has
+/// subscribed (the spawning loop is preempted), and `send` would then drop the value and
+/// leave the dependent waiting forever.
+fn publish(tx: &watch::Sender<Option<Finished>>, outcome: Finished) {
+    tx.send_replace(Some(outcome));
 }
 
 async fn run_call(
@@ -300,5 +308,30 @@ async fn exists(shared: &Shared, object: &ObjectRef) -> bool {
             .iter()
             .any(|e| e.get("id").and_then(Value::as_str) == Some(id.as_str())),
         Err(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_outcome_published_before_anyone_waits_is_seen() {
+        let (tx, first) = watch::channel(None);
+        drop(first);
+        let acted = Finished {
+            acted: HashSet::from(["pve01".to_string()]),
+            failed: HashSet::new(),
+        };
+        publish(&tx, acted);
+        let mut late = tx.subscribe();
+        let seen = tokio::time::timeout(Duration::from_secs(5), late.wait_for(Option::is_some))
+            .await
+            .expect("the outcome is there for a late subscriber")
+            .expect("sender alive")
+            .clone()
+            .expect("some outcome");
+        assert!(seen.serves(Some("pve01")));
+        assert!(seen.acted.contains("pve01"));
     }
 }
