@@ -199,6 +199,25 @@ async fn child(args: &[String]) -> Value {
     }
 }
 
+/// A command for a measured process. Profiling hook:
+/// PROXOPS_BENCH_CHILD_WRAPPER="perf record -g -o /tmp/{label}.data --" runs every measured
+/// process under that command, `{label}` naming the scenario, the backend and a sequence number.
+fn measured(exe: &Path, label: &str) -> Command {
+    match std::env::var(ENV_WRAPPER) {
+        Ok(wrapper) if !wrapper.trim().is_empty() => {
+            let seq = CHILD_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let label = format!("{label}-{seq}");
+            let mut words = wrapper
+                .split_whitespace()
+                .map(|w| w.replace("{label}", &label));
+            let mut cmd = Command::new(words.next().expect("a wrapper command"));
+            cmd.args(words).arg(exe);
+            cmd
+        }
+        _ => Command::new(exe),
+    }
+}
+
 /// Run this binary as a child; returns its JSON answer and the wall time from spawn to exit.
 fn spawn_child(
     scenario: &str,
@@ -208,24 +227,8 @@ fn spawn_child(
     native: bool,
 ) -> (Value, Duration) {
     let exe = std::env::current_exe().expect("own path");
-    // Profiling hook: PROXOPS_BENCH_CHILD_WRAPPER="perf record -g -o /tmp/{label}.data --"
-    // runs every child under that command, `{label}` naming the scenario and backend.
-    let mut cmd = match std::env::var(ENV_WRAPPER) {
-        Ok(wrapper) if !wrapper.trim().is_empty() => {
-            let label = format!(
-                "{scenario}-{}-{}",
-                if native { "native" } else { "wasm" },
-                CHILD_SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            );
-            let mut words = wrapper
-                .split_whitespace()
-                .map(|w| w.replace("{label}", &label));
-            let mut cmd = Command::new(words.next().expect("a wrapper command"));
-            cmd.args(words).arg(exe);
-            cmd
-        }
-        _ => Command::new(exe),
-    };
+    let backend = if native { "native" } else { "wasm" };
+    let mut cmd = measured(&exe, &format!("{scenario}-{backend}"));
     cmd.arg("child")
         .arg(scenario)
         .arg("--repo")
@@ -253,6 +256,32 @@ fn spawn_child(
         serde_json::from_str(line).expect("child answers JSON"),
         wall,
     )
+}
+
+/// Run `proxops plan` (the binary built beside this one) on `repo`; its wall time, or `None`
+/// when the binary is not built. A plan that fails or is not a no-op fails the bench.
+fn cli_plan(endpoint: &Endpoint, repo: &Path, cache: &Path) -> Option<Duration> {
+    let exe = std::env::current_exe().ok()?.with_file_name("proxops");
+    if !exe.exists() {
+        return None;
+    }
+    let t = Instant::now();
+    let out = measured(&exe, "plan-cli")
+        .arg("--cache-dir")
+        .arg(cache)
+        .args(["plan", "--detailed-exitcode"])
+        .arg(repo)
+        .env(TOKEN_VAR, &endpoint.token_secret)
+        .output()
+        .expect("run proxops plan");
+    let wall = t.elapsed();
+    assert!(
+        out.status.code() == Some(0),
+        "proxops plan of the converged repository must exit 0 (no changes):\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(wall)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -635,6 +664,20 @@ async fn suite(n: usize, skip_apply: bool) {
             "<= 1.5x",
             Some(ratio <= 1.5),
         );
+
+        // The same plan through the real CLI, when it is built beside the bench.
+        match cli_plan(&endpoint, &repo, &cache) {
+            Some(wall) => table.add(
+                "1 plan at scale",
+                "`proxops plan` binary, same repo: process start to exit (warm cache)",
+                format!("{:.0} ms", ms(wall)),
+                "",
+                None,
+            ),
+            None => eprintln!(
+                "      (no `proxops` binary beside the bench: `cargo build --release -p proxops` adds a row)"
+            ),
+        }
     }
 
     for (count, counts) in &economy {

@@ -49,7 +49,7 @@ struct Cli {
     /// age identity file for the clusters' SOPS documents [default: as sops: $SOPS_AGE_KEY, $SOPS_AGE_KEY_FILE, ~/.config/sops/age/keys.txt].
     #[arg(long, global = true, value_name = "FILE")]
     age_identity: Option<PathBuf>,
-    /// More output (-v: info, -vv: debug).
+    /// More output (-v: info, -vv: debug, with the time each stage took).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     verbose: u8,
     #[command(subcommand)]
@@ -165,17 +165,33 @@ fn main() -> ExitCode {
     }
 }
 
+/// `-v` raises proxops's own logging (info, then debug: stage timings, retries); other
+/// crates stay at warn. `PROXOPS_LOG` (an EnvFilter directive) replaces both.
 fn init_tracing(verbose: u8) {
+    const OURS: [&str; 7] = [
+        "proxops",
+        "proxops_core",
+        "proxops_runtime",
+        "proxops_pve",
+        "proxops_reconcile",
+        "proxops_secrets",
+        "proxops_sim",
+    ];
     let level = match verbose {
-        0 => "warn",
-        1 => "info",
-        _ => "debug",
+        0 => None,
+        1 => Some("info"),
+        _ => Some("debug"),
     };
+    let mut directives = vec!["warn".to_string()];
+    if let Some(level) = level {
+        directives.extend(OURS.iter().map(|c| format!("{c}={level}")));
+    }
     let filter = tracing_subscriber::EnvFilter::try_from_env("PROXOPS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives.join(",")));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .without_time()
         .init();
 }

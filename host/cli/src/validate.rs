@@ -24,7 +24,13 @@ pub struct Checked {
 pub fn check(ctx: &Context, repo: &Path) -> Checked {
     let folders = ctx.kinds.folders();
     let folders: Vec<&str> = folders.iter().map(String::as_str).collect();
+    let started = std::time::Instant::now();
     let (loaded, mut diags) = proxops_core::load(repo, &folders);
+    tracing::debug!(
+        "loaded {} manifests in {:?}",
+        loaded.manifests.len(),
+        started.elapsed()
+    );
     let sops = crate::secrets::for_repo(repo, &loaded.clusters, ctx.age_identity.as_deref());
     let (catalog, mut more) =
         proxops_reconcile::validate_repo(&ctx.kinds, &loaded, &crate::secrets::sources(&sops));

@@ -90,7 +90,13 @@ pub async fn plan_cluster(
     only: Option<&HashSet<String>>,
     secrets: Option<Arc<dyn SecretSource>>,
 ) -> Result<ClusterPlan, ObserveError> {
+    let started = std::time::Instant::now();
     let live = resources(client).await?;
+    tracing::debug!(
+        "{cluster}: listed {} guests in {:?}",
+        live.len(),
+        started.elapsed()
+    );
     let by_id: HashMap<&str, &Value> = live
         .iter()
         .filter_map(|e| e.get("id").and_then(Value::as_str).map(|id| (id, e)))
@@ -215,7 +221,13 @@ pub async fn plan_cluster(
         })
     });
 
+    let step = std::time::Instant::now();
     let mut reads = perform_reads(client, &wanted, read_concurrency).await;
+    tracing::debug!(
+        "{cluster}: read {} answers in {:?} ({read_concurrency} at a time)",
+        reads.len(),
+        step.elapsed()
+    );
     // Hand each answer to its readers, moving it to the last one instead of copying: at
     // 10,000 VMs the answers are tens of MiB.
     let mut uses: HashMap<String, usize> = HashMap::new();
@@ -309,6 +321,11 @@ pub async fn plan_cluster(
         })
     });
 
+    tracing::debug!(
+        "{cluster}: planned {} objects, {:?} since the list",
+        planned.len(),
+        started.elapsed()
+    );
     let mut plan = ClusterPlan {
         cluster: cluster.to_string(),
         objects: Vec::new(),

@@ -237,6 +237,9 @@ impl PolicySet {
     /// Ask every policy in scope about each manifest of `cluster` (manifests of other
     /// clusters are skipped, so the whole repository may be passed).
     pub fn check_manifests(&self, cluster: &str, manifests: &[Manifest]) -> PolicyReport {
+        if self.policies.is_empty() {
+            return PolicyReport::default();
+        }
         let inputs: Vec<ManifestInput> = manifests
             .iter()
             .filter(|m| m.cluster == cluster)
@@ -287,10 +290,17 @@ impl PolicySet {
     /// Ask every policy in scope about the planned actions of `plan`. `manifests` give each
     /// action its document (matched by file); objects without one (prunes) get none.
     pub fn check_plan(&self, plan: &ClusterPlan, manifests: &[Manifest]) -> PolicyReport {
+        if self.policies.is_empty() {
+            return PolicyReport::default();
+        }
         let by_file: BTreeMap<&str, &Manifest> =
             manifests.iter().map(|m| (m.file.as_str(), m)).collect();
         let mut actions = Vec::new();
-        for o in &plan.objects {
+        for o in plan
+            .objects
+            .iter()
+            .filter(|o| !o.proposal.actions.is_empty())
+        {
             let document = o
                 .object
                 .file

@@ -113,6 +113,7 @@ pub fn validate_repo(
     repo: &Repo,
     secrets: &Secrets,
 ) -> (Catalog, Vec<Diagnostic>) {
+    let started = std::time::Instant::now();
     let results = par_map(
         registry,
         &repo.manifests,
@@ -173,6 +174,11 @@ pub fn validate_repo(
     check_references(registry, &objects, secrets, &mut diags);
     check_identities(&objects, &mut diags);
     diags.sort();
+    tracing::debug!(
+        "validated {} manifests in {:?}",
+        repo.manifests.len(),
+        started.elapsed()
+    );
     (Catalog { objects }, diags)
 }
 
