@@ -17,8 +17,8 @@
 //! ```
 
 use proxops_policy_sdk::types::{Diagnostic, Operation};
-use proxops_policy_sdk::wit::{ActionView, Guest, ManifestView, PolicyInfo, Verdict};
-use proxops_policy_sdk::{Doc, Findings, object_path, parse_settings, settings_error};
+use proxops_policy_sdk::wit::{ActionView, Verdict};
+use proxops_policy_sdk::{Doc, Findings, SitePolicy, object_path, settings_error};
 use serde::Deserialize;
 
 pub const DEFAULT_ANNOTATION: &str = "proxops.io/approve-destructive";
@@ -134,37 +134,22 @@ pub fn check_plan(settings: &Settings, actions: &[ActionView]) -> Verdict {
 /// The exported component type.
 pub struct Policy;
 
-impl Guest for Policy {
-    fn metadata() -> PolicyInfo {
-        PolicyInfo {
-            name: "approve-destructive".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            settings_schema: SCHEMA.into(),
-            description: "destructive actions and stops of running VMs need an approval annotation"
-                .into(),
-        }
+impl SitePolicy for Policy {
+    type Settings = Settings;
+    const NAME: &'static str = "approve-destructive";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const DESCRIPTION: &'static str =
+        "destructive actions and stops of running VMs need an approval annotation";
+    const SCHEMA: &'static str = SCHEMA;
+
+    fn validate_settings(settings: &Settings) -> Result<(), Vec<Diagnostic>> {
+        validate_settings(settings)
     }
 
-    fn validate_settings(settings: String) -> Result<(), Vec<Diagnostic>> {
-        validate_settings(&parse_settings(&settings)?)
-    }
+    // Manifests alone destroy nothing; only the plan knows (the default allows).
 
-    /// Manifests alone destroy nothing; only the plan knows.
-    fn check_manifest(_manifest: ManifestView, _settings: String) -> Verdict {
-        Verdict::Allow
-    }
-
-    fn check_plan(actions: Vec<ActionView>, settings: String) -> Verdict {
-        match parse_settings(&settings) {
-            Ok(s) => check_plan(&s, &actions),
-            Err(e) => {
-                let mut f = Findings::new();
-                for e in e {
-                    f.deny("", e.message);
-                }
-                f.verdict()
-            }
-        }
+    fn check_plan(settings: &Settings, actions: &[ActionView]) -> Verdict {
+        check_plan(settings, actions)
     }
 }
 
@@ -174,6 +159,7 @@ proxops_policy_sdk::export_policy!(Policy);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proxops_policy_sdk::wit::Guest;
     use serde_json::json;
 
     struct Case {
@@ -332,7 +318,7 @@ mod tests {
         ];
         for (json, ok) in cases {
             assert_eq!(
-                Policy::validate_settings(json.to_string()).is_ok(),
+                <Policy as Guest>::validate_settings(json.to_string()).is_ok(),
                 *ok,
                 "{json}"
             );

@@ -14,8 +14,8 @@
 //! action sets (`virtio=…,bridge=vmbr0,tag=20`), which also covers `spec.extra`.
 
 use proxops_policy_sdk::types::Diagnostic;
-use proxops_policy_sdk::wit::{ActionView, Guest, ManifestView, PolicyInfo, Verdict};
-use proxops_policy_sdk::{Doc, Findings, object_path, parse_settings, settings_error};
+use proxops_policy_sdk::wit::{ActionView, ManifestView, Verdict};
+use proxops_policy_sdk::{Doc, Findings, SitePolicy, object_path, settings_error};
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Default, Deserialize, PartialEq)]
@@ -239,41 +239,24 @@ pub fn check_plan(settings: &Settings, actions: &[ActionView]) -> Verdict {
 /// The exported component type.
 pub struct Policy;
 
-impl Guest for Policy {
-    fn metadata() -> PolicyInfo {
-        PolicyInfo {
-            name: "network-allowlist".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            settings_schema: SCHEMA.into(),
-            description: "only listed bridges and VLAN ranges".into(),
-        }
+impl SitePolicy for Policy {
+    type Settings = Settings;
+    const NAME: &'static str = "network-allowlist";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const DESCRIPTION: &'static str = "only listed bridges and VLAN ranges";
+    const SCHEMA: &'static str = SCHEMA;
+
+    fn validate_settings(settings: &Settings) -> Result<(), Vec<Diagnostic>> {
+        validate_settings(settings)
     }
 
-    fn validate_settings(settings: String) -> Result<(), Vec<Diagnostic>> {
-        validate_settings(&parse_settings(&settings)?)
+    fn check_manifest(settings: &Settings, manifest: &ManifestView) -> Verdict {
+        check_manifest(settings, manifest)
     }
 
-    fn check_manifest(manifest: ManifestView, settings: String) -> Verdict {
-        match parse_settings(&settings) {
-            Ok(s) => check_manifest(&s, &manifest),
-            Err(e) => settings_verdict(e),
-        }
+    fn check_plan(settings: &Settings, actions: &[ActionView]) -> Verdict {
+        check_plan(settings, actions)
     }
-
-    fn check_plan(actions: Vec<ActionView>, settings: String) -> Verdict {
-        match parse_settings(&settings) {
-            Ok(s) => check_plan(&s, &actions),
-            Err(e) => settings_verdict(e),
-        }
-    }
-}
-
-fn settings_verdict(errors: Vec<Diagnostic>) -> Verdict {
-    let mut f = Findings::new();
-    for e in errors {
-        f.deny("", e.message);
-    }
-    f.verdict()
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -283,6 +266,7 @@ proxops_policy_sdk::export_policy!(Policy);
 mod tests {
     use super::*;
     use proxops_policy_sdk::types::{Change, Operation};
+    use proxops_policy_sdk::wit::Guest;
     use serde_json::json;
 
     fn settings() -> Settings {
@@ -429,7 +413,7 @@ mod tests {
         ];
         for (json, ok) in cases {
             assert_eq!(
-                Policy::validate_settings(json.to_string()).is_ok(),
+                <Policy as Guest>::validate_settings(json.to_string()).is_ok(),
                 *ok,
                 "{json}"
             );

@@ -19,8 +19,8 @@
 
 use proxops_policy_sdk::size::{format_size, parse_size};
 use proxops_policy_sdk::types::Diagnostic;
-use proxops_policy_sdk::wit::{ActionView, Guest, ManifestView, PolicyInfo, Verdict};
-use proxops_policy_sdk::{Doc, Findings, object_path, parse_settings, settings_error};
+use proxops_policy_sdk::wit::{ActionView, ManifestView, Verdict};
+use proxops_policy_sdk::{Doc, Findings, SitePolicy, object_path, settings_error};
 use serde::Deserialize;
 
 const KINDS: &[&str] = &["VM", "TemplateVM"];
@@ -256,41 +256,24 @@ pub fn check_plan(settings: &Settings, actions: &[ActionView]) -> Verdict {
 /// The exported component type.
 pub struct Policy;
 
-impl Guest for Policy {
-    fn metadata() -> PolicyInfo {
-        PolicyInfo {
-            name: "resource-limits".into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            settings_schema: SCHEMA.into(),
-            description: "memory, cores and vCPU caps per cluster or node".into(),
-        }
+impl SitePolicy for Policy {
+    type Settings = Settings;
+    const NAME: &'static str = "resource-limits";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const DESCRIPTION: &'static str = "memory, cores and vCPU caps per cluster or node";
+    const SCHEMA: &'static str = SCHEMA;
+
+    fn validate_settings(settings: &Settings) -> Result<(), Vec<Diagnostic>> {
+        validate_settings(settings)
     }
 
-    fn validate_settings(settings: String) -> Result<(), Vec<Diagnostic>> {
-        validate_settings(&parse_settings(&settings)?)
+    fn check_manifest(settings: &Settings, manifest: &ManifestView) -> Verdict {
+        check_manifest(settings, manifest)
     }
 
-    fn check_manifest(manifest: ManifestView, settings: String) -> Verdict {
-        match parse_settings(&settings) {
-            Ok(s) => check_manifest(&s, &manifest),
-            Err(e) => settings_verdict(e),
-        }
+    fn check_plan(settings: &Settings, actions: &[ActionView]) -> Verdict {
+        check_plan(settings, actions)
     }
-
-    fn check_plan(actions: Vec<ActionView>, settings: String) -> Verdict {
-        match parse_settings(&settings) {
-            Ok(s) => check_plan(&s, &actions),
-            Err(e) => settings_verdict(e),
-        }
-    }
-}
-
-fn settings_verdict(errors: Vec<Diagnostic>) -> Verdict {
-    let mut f = Findings::new();
-    for e in errors {
-        f.deny("", e.message);
-    }
-    f.verdict()
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -300,6 +283,7 @@ proxops_policy_sdk::export_policy!(Policy);
 mod tests {
     use super::*;
     use proxops_policy_sdk::types::{Change, Operation};
+    use proxops_policy_sdk::wit::Guest;
     use serde_json::json;
 
     fn settings() -> Settings {
@@ -457,7 +441,7 @@ mod tests {
         ];
         for (json, ok) in cases {
             assert_eq!(
-                Policy::validate_settings(json.to_string()).is_ok(),
+                <Policy as Guest>::validate_settings(json.to_string()).is_ok(),
                 *ok,
                 "{json}"
             );

@@ -2,12 +2,13 @@
 //! and small helpers for the parts every policy repeats: reading settings, reading manifests,
 //! locating findings and building verdicts.
 //!
-//! A policy is a crate with `crate-type = ["cdylib", "rlib"]` that implements [`wit::Guest`]
-//! and exports it for the component build only:
+//! A policy is a crate with `crate-type = ["cdylib", "rlib"]` that implements [`SitePolicy`]
+//! (typed settings and rule functions; the SDK provides [`wit::Guest`] for it) and exports it
+//! for the component build only:
 //!
 //! ```ignore
 //! struct MyPolicy;
-//! impl proxops_policy_sdk::wit::Guest for MyPolicy { /* metadata, validate_settings, … */ }
+//! impl proxops_policy_sdk::SitePolicy for MyPolicy { /* NAME, SCHEMA, check_manifest, … */ }
 //! #[cfg(target_arch = "wasm32")]
 //! proxops_policy_sdk::export_policy!(MyPolicy);
 //! ```
@@ -33,11 +34,13 @@ pub use bindings::proxops::common::types;
 
 pub mod doc;
 pub mod findings;
+pub mod policy;
 pub mod settings;
 pub mod size;
 
 pub use doc::Doc;
 pub use findings::{Findings, object_path};
+pub use policy::SitePolicy;
 pub use settings::{parse_settings, settings_error};
 
 /// The operation of a planned action, as a lower-case word (`create`, `delete`, …).
