@@ -32,49 +32,81 @@ impl Wire {
 
 impl<'de> Deserialize<'de> for Wire {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct WireVisitor;
-        impl<'de> Visitor<'de> for WireVisitor {
-            type Value = Wire;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a JSON value")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Wire, E> {
-                Ok(Wire(Some(v.to_string())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Wire, E> {
-                Ok(Wire(Some(v)))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Wire, E> {
-                Ok(Wire(Some(v.to_string())))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Wire, E> {
-                Ok(Wire(Some(v.to_string())))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Wire, E> {
-                Ok(Wire(serde_json::Number::from_f64(v).map(|n| n.to_string())))
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Wire, E> {
-                Ok(Wire(Some(if v { "1" } else { "0" }.to_string())))
-            }
-            fn visit_unit<E: de::Error>(self) -> Result<Wire, E> {
-                Ok(Wire(None))
-            }
-            fn visit_none<E: de::Error>(self) -> Result<Wire, E> {
-                Ok(Wire(None))
-            }
-            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Wire, D::Error> {
-                Wire::deserialize(d)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Wire, A::Error> {
-                while a.next_element::<IgnoredAny>()?.is_some() {}
-                Ok(Wire(None))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Wire, A::Error> {
-                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
-                Ok(Wire(None))
-            }
-        }
-        d.deserialize_any(WireVisitor)
+        d.deserialize_any(ScalarVisitor {
+            strings_only: false,
+        })
+        .map(Wire)
+    }
+}
+
+/// A JSON string; any other value reads as absent. For the fields PVE types as strings
+/// (`node`, `status`, `lock`, a row's `key`, …), as the readers before `Wire` did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Text(pub Option<String>);
+
+impl Text {
+    fn as_str(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+impl<'de> Deserialize<'de> for Text {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ScalarVisitor { strings_only: true })
+            .map(Text)
+    }
+}
+
+/// Reads any JSON value as `Some(wire string)` or `None`, consuming lists and objects.
+struct ScalarVisitor {
+    strings_only: bool,
+}
+
+impl ScalarVisitor {
+    fn scalar(&self, printed: impl FnOnce() -> Option<String>) -> Option<String> {
+        if self.strings_only { None } else { printed() }
+    }
+}
+
+impl<'de> Visitor<'de> for ScalarVisitor {
+    type Value = Option<String>;
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(v.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Some(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(self.scalar(|| Some(v.to_string())))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(self.scalar(|| Some(v.to_string())))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(self.scalar(|| serde_json::Number::from_f64(v).map(|n| n.to_string())))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(self.scalar(|| Some(if v { "1" } else { "0" }.to_string())))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        while a.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+        while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
     }
 }
 
@@ -101,21 +133,21 @@ pub struct Resource {
 #[derive(serde::Deserialize)]
 struct ResourceFields {
     #[serde(rename = "type", default)]
-    kind: Wire,
+    kind: Text,
     #[serde(default)]
-    id: Wire,
+    id: Text,
     #[serde(default)]
     vmid: Wire,
     #[serde(default)]
-    node: Wire,
+    node: Text,
     #[serde(default)]
-    status: Wire,
+    status: Text,
     #[serde(default)]
     template: Wire,
     #[serde(default)]
-    tags: Wire,
+    tags: Text,
     #[serde(default)]
-    lock: Wire,
+    lock: Text,
 }
 
 impl Resource {
@@ -131,7 +163,8 @@ impl Resource {
     /// a guest entry.
     pub fn from_json(text: &str) -> Result<Option<Self>, serde_json::Error> {
         if !text.trim_start().starts_with('{') {
-            return Ok(None);
+            // Valid JSON that is not an object is no guest entry; anything else is an error.
+            return serde_json::from_str::<IgnoredAny>(text).map(|_| None);
         }
         serde_json::from_str(text).map(Self::from_fields)
     }
@@ -220,17 +253,51 @@ impl Config {
     }
 }
 
-/// One row of a `/pending` answer, as PVE sends it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+/// One row of a `/pending` answer, as PVE sends it (an object; anything else is an error).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PendingRow {
-    #[serde(default)]
-    pub key: Wire,
-    #[serde(default)]
+    pub key: Text,
     pub value: Wire,
-    #[serde(default)]
     pub pending: Wire,
-    #[serde(default)]
     pub delete: Wire,
+}
+
+impl<'de> Deserialize<'de> for PendingRow {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(serde::Deserialize)]
+        #[serde(field_identifier, rename_all = "lowercase")]
+        enum Field {
+            Key,
+            Value,
+            Pending,
+            Delete,
+            #[serde(other)]
+            Other,
+        }
+        struct RowVisitor;
+        impl<'de> Visitor<'de> for RowVisitor {
+            type Value = PendingRow;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a /pending row (an object)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<PendingRow, A::Error> {
+                let mut row = PendingRow::default();
+                while let Some(field) = a.next_key::<Field>()? {
+                    match field {
+                        Field::Key => row.key = a.next_value()?,
+                        Field::Value => row.value = a.next_value()?,
+                        Field::Pending => row.pending = a.next_value()?,
+                        Field::Delete => row.delete = a.next_value()?,
+                        Field::Other => {
+                            a.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(row)
+            }
+        }
+        d.deserialize_map(RowVisitor)
+    }
 }
 
 /// Read a `/pending` `data` list from its JSON text.
@@ -321,9 +388,29 @@ mod tests {
     fn malformed_answers_are_errors_not_empty_configs() {
         assert!(pending_rows(r#"{"key": "memory"}"#).is_err());
         assert!(pending_rows("[1]").is_err());
+        assert!(pending_rows(r#"[["memory", "2048"]]"#).is_err());
         assert!(Config::from_json("[]").is_err());
         assert_eq!(Resource::from_json("[]").unwrap(), None);
+        assert_eq!(Resource::from_json("null").unwrap(), None);
         assert!(Resource::from_json("{").is_err());
+        assert!(Resource::from_json("abc").is_err());
+    }
+
+    #[test]
+    fn string_fields_read_other_values_as_absent() {
+        let r = Resource::from_json(
+            r#"{"type": "qemu", "vmid": "100", "node": "pve01", "status": "running", "lock": false, "tags": 7}"#,
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!((r.vmid, r.lock, r.tags.len()), (100, None, 0));
+        assert_eq!(
+            Resource::from_json(r#"{"vmid": 100, "node": 5}"#).unwrap(),
+            None
+        );
+        let rows = pending_rows(r#"[{"key": 1, "value": "x", "pending": "y"}, {"key": "memory", "extra": [1], "value": 2048}]"#).unwrap();
+        assert_eq!(pending_entries(&rows).len(), 0);
+        assert_eq!(Config::from_pending(&rows).get("memory"), Some("2048"));
     }
 
     #[test]

@@ -132,19 +132,26 @@ fn read_json<T: serde::de::DeserializeOwned>(
 }
 
 /// The applied config and its digest: from `/config?current=1`, or, for a running VM, from
-/// the `value` column of `/pending`, which lists every applied key and the digest too; then
-/// also the `/pending` rows (parsed once, read twice).
-fn config_of(obs: &Observation) -> Result<(Config, Option<Vec<PendingRow>>), Vec<Diag>> {
-    let rows: Option<Vec<PendingRow>> = read_json(obs, "/pending")?;
+/// the `value` column of `/pending`, which lists every applied key and the digest too. With
+/// `with_pending` (a running VM), also the `/pending` rows, parsed once for both uses.
+fn config_of(
+    obs: &Observation,
+    with_pending: bool,
+) -> Result<(Config, Option<Vec<PendingRow>>), Vec<Diag>> {
     if let Some(map) = read_json::<BTreeMap<String, Wire>>(obs, "/config")? {
+        let rows = if with_pending {
+            read_json(obs, "/pending")?
+        } else {
+            None
+        };
         return Ok((Config::from_map(map), rows));
     }
-    let Some(rows) = rows else {
-        return Err(vec![Diag::error(
+    let rows: Vec<PendingRow> = read_json(obs, "/pending")?.ok_or_else(|| {
+        vec![Diag::error(
             "",
             "neither a config nor a pending read is in the observation",
-        )]);
-    };
+        )]
+    })?;
     Ok((Config::from_pending(&rows), Some(rows)))
 }
 
@@ -395,7 +402,7 @@ fn prune(flavour: Flavour, r: &Resource, obs: &Observation) -> Result<Proposal, 
         ));
         return Ok(out);
     }
-    let (cfg, _) = config_of(obs)?;
+    let (cfg, _) = config_of(obs, false)?;
     if cfg.get("protection").and_then(parse_bool) == Some(true) {
         out.anomalies.push(Anomaly::new(
             "",
@@ -590,7 +597,7 @@ fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Ve
         ));
         return Ok(out);
     }
-    let (cfg, rows) = config_of(obs)?;
+    let (cfg, rows) = config_of(obs, r.running)?;
     if let Some(lock) = r.lock.as_deref().or(cfg.get("lock")) {
         out.anomalies.push(Anomaly::new(
             "",
