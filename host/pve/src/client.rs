@@ -149,11 +149,18 @@ impl Client {
             #[serde(borrow)]
             data: Option<&'a serde_json::value::RawValue>,
         }
+        let not_json = || not_json(Method::Get, path, body.len());
+        // As `get`: any JSON answer is accepted, `data` is null unless an object carries it.
+        if !body.trim_ascii_start().starts_with(b"{") {
+            return serde_json::from_slice::<serde::de::IgnoredAny>(&body)
+                .map(|_| "null".to_string())
+                .map_err(|_| not_json());
+        }
         match serde_json::from_slice::<Envelope<'_>>(&body) {
             Ok(e) => Ok(e
                 .data
                 .map_or_else(|| "null".to_string(), |d| d.get().to_string())),
-            Err(_) => Err(not_json(Method::Get, path, body.len())),
+            Err(_) => Err(not_json()),
         }
     }
 
@@ -184,21 +191,23 @@ impl Client {
         let mut delay = Duration::from_millis(100);
         let mut attempt = 1;
         loop {
+            let secrets = || -> Vec<&str> {
+                params
+                    .iter()
+                    .filter(|p| p.sensitive)
+                    .map(|p| p.value.as_str())
+                    .collect()
+            };
             match self.send(method, path, params).await {
                 Err(e) if repeatable && attempt < ATTEMPTS && e.is_transient() => {
+                    // Redacted before it is logged, like the error that is returned.
+                    let e = e.redact(&secrets());
                     tracing::debug!("{e}; retrying in {delay:?}");
                     tokio::time::sleep(delay).await;
                     delay *= 2;
                     attempt += 1;
                 }
-                Err(e) => {
-                    let secrets: Vec<&str> = params
-                        .iter()
-                        .filter(|p| p.sensitive)
-                        .map(|p| p.value.as_str())
-                        .collect();
-                    return Err(e.redact(&secrets));
-                }
+                Err(e) => return Err(e.redact(&secrets())),
                 ok => return ok,
             }
         }

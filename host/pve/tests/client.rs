@@ -81,3 +81,51 @@ async fn get_text_is_the_data_get_parses() {
     assert!(denied.contains("401"), "{denied}");
     assert!(!denied.contains("wrong"), "the secret leaked: {denied}");
 }
+
+/// A server that answers every request with `body` (HTTP 200), for answers PVE never sends.
+async fn fixed_answer(body: &'static str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = conn.read(&mut buf).await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = conn.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    format!("http://{addr}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_text_agrees_with_get_on_answers_pve_never_sends() {
+    // (body, what both return: Ok(data) or Err)
+    let cases: &[(&str, Result<Value, ()>)] = &[
+        (r#"{"data": {"a": 1}}"#, Ok(serde_json::json!({"a": 1}))),
+        (r#"{"data": null}"#, Ok(Value::Null)),
+        ("{}", Ok(Value::Null)),
+        ("[1, 2]", Ok(Value::Null)),
+        (r#""text""#, Ok(Value::Null)),
+        ("42", Ok(Value::Null)),
+        ("not json", Err(())),
+        (r#"{"data": "#, Err(())),
+    ];
+    for (body, want) in cases {
+        let client = Client::new(ClientConfig {
+            base_url: fixed_answer(body).await,
+            token_id: "root@pam!t".into(),
+            token_secret: "s".into(),
+            tls: TlsMode::Insecure,
+            timeout: Duration::from_secs(10),
+        })
+        .expect("client");
+        let got = check(&client, "/version", &[]).await.map_err(|_| ());
+        assert_eq!(&got, want, "body {body}");
+    }
+}

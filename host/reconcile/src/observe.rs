@@ -152,15 +152,16 @@ pub async fn plan_cluster(
         let claims = tokio::task::block_in_place(|| {
             par_map(registry, &unmatched, |instances, entry| {
                 let text = entry.to_string();
-                (0..registry.len()).find(|&k| {
+                let kind = (0..registry.len()).find(|&k| {
                     instances
                         .get(k)
                         .and_then(|i| i.claims(&text))
                         .unwrap_or(false)
-                })
+                });
+                (kind, text)
             })
         });
-        for (entry, kind) in unmatched.into_iter().zip(claims) {
+        for (entry, (kind, text)) in unmatched.into_iter().zip(claims) {
             let Some(kind) = kind else { continue };
             let id = entry
                 .get("id")
@@ -185,7 +186,7 @@ pub async fn plan_cluster(
                 },
                 kind,
                 desired: None,
-                live: Some((entry, entry.to_string())),
+                live: Some((entry, text)),
                 depends_on: Vec::new(),
                 resolved: Vec::new(),
                 referrers: Vec::new(),
