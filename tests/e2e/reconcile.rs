@@ -205,6 +205,13 @@ async fn check_fails_closed(files: &[(&str, String)], expected: &str) {
     assert_eq!(lab.mutations(), Vec::<String>::new());
 }
 
+/// A TemplateVM cloned from the template `from` (no disks: a clone inherits them).
+fn cloned_template(name: &str, vmid: u32, from: &str) -> String {
+    vm(name, "pve01", vmid, &format!("  clone: {from}\n"))
+        .replace("kind: VM", "kind: TemplateVM")
+        .replace("  disks:\n    - {storage: local-lvm, size: 4GiB}\n", "")
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn fail_closed_rules() {
     let base = |extra: &str| vm("bad", "pve01", 300, extra);
@@ -288,6 +295,14 @@ async fn fail_closed_rules() {
         (
             vec![("vm/lab/bad.yaml", base("  colour: blue\n"))],
             "spec.colour",
+        ),
+        (
+            // Each template would wait for the other forever: refused before any call.
+            vec![
+                ("templatevm/lab/a.yaml", cloned_template("a", 9001, "b")),
+                ("templatevm/lab/b.yaml", cloned_template("b", 9002, "a")),
+            ],
+            "reference cycle TemplateVM/a -> TemplateVM/b -> TemplateVM/a",
         ),
     ];
     for (files, expected) in cases {

@@ -172,6 +172,7 @@ pub fn validate_repo(
     }
 
     check_references(registry, &objects, secrets, &mut diags);
+    check_cycles(&objects, &mut diags);
     check_identities(&objects, &mut diags);
     diags.sort();
     tracing::debug!(
@@ -253,6 +254,98 @@ fn check_references(
         }
     });
     diags.extend(results.into_iter().flatten());
+}
+
+/// References that form a cycle (a TemplateVM cloned from a template cloned from it) can
+/// never be ordered: each object would wait for the other. Each cycle is an error on every
+/// object in it, naming the whole loop.
+fn check_cycles(objects: &[Object], diags: &mut Vec<Diagnostic>) {
+    let index: HashMap<(&str, &str, &str), usize> = objects
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            (
+                (o.cluster.as_str(), o.kind_name.as_str(), o.name.as_str()),
+                i,
+            )
+        })
+        .collect();
+    let edges: Vec<Vec<(usize, &str)>> = objects
+        .iter()
+        .map(|o| {
+            o.references
+                .iter()
+                .filter_map(|r| {
+                    index
+                        .get(&(o.cluster.as_str(), r.kind.as_str(), r.name.as_str()))
+                        .map(|&t| (t, r.path.as_str()))
+                })
+                .collect()
+        })
+        .collect();
+    for cycle in find_cycles(&edges) {
+        let names: Vec<String> = cycle
+            .iter()
+            .chain(cycle.first())
+            .map(|&(i, _)| format!("{}/{}", objects[i].kind_name, objects[i].name))
+            .collect();
+        for &(i, path) in &cycle {
+            diags.push(Diagnostic::error(
+                &objects[i].file,
+                path,
+                format!(
+                    "reference cycle {}: no object in it can be created before the others; break the loop",
+                    names.join(" -> ")
+                ),
+            ));
+        }
+    }
+}
+
+/// The cycles of a graph given as `edges[node] = [(target, label)]`: each cycle once, as
+/// its nodes in order with the label of the edge leaving each. Iterative, so a long chain
+/// of references cannot overflow the stack.
+fn find_cycles<'a>(edges: &[Vec<(usize, &'a str)>]) -> Vec<Vec<(usize, &'a str)>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnPath,
+        Done,
+    }
+    let mut mark = vec![Mark::New; edges.len()];
+    let mut cycles = Vec::new();
+    for start in 0..edges.len() {
+        if mark[start] != Mark::New {
+            continue;
+        }
+        // The current path: (node, next edge to try, label of the edge taken from it).
+        let mut path: Vec<(usize, usize, &str)> = vec![(start, 0, "")];
+        mark[start] = Mark::OnPath;
+        while let Some(&mut (node, ref mut next, ref mut label)) = path.last_mut() {
+            let Some(&(target, edge_label)) = edges[node].get(*next) else {
+                mark[node] = Mark::Done;
+                path.pop();
+                continue;
+            };
+            *next += 1;
+            *label = edge_label;
+            match mark[target] {
+                Mark::New => {
+                    mark[target] = Mark::OnPath;
+                    path.push((target, 0, ""));
+                }
+                Mark::OnPath => {
+                    let from = path
+                        .iter()
+                        .position(|&(n, _, _)| n == target)
+                        .expect("a node on the path");
+                    cycles.push(path[from..].iter().map(|&(n, _, l)| (n, l)).collect());
+                }
+                Mark::Done => {}
+            }
+        }
+    }
+    cycles
 }
 
 /// References between the objects of one cluster, indexed once per cycle so that resolving
@@ -339,5 +432,40 @@ fn check_identities(objects: &[Object], diags: &mut Vec<Diagnostic>) {
                 seen.insert(k, o);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::find_cycles;
+
+    /// (edges as `node -> [targets]`, the cycles expected as node lists)
+    #[test]
+    fn cycles_are_found_once_each() {
+        let check = |graph: &[&[usize]], expected: &[&[usize]]| {
+            let edges: Vec<Vec<(usize, &str)>> = graph
+                .iter()
+                .map(|ts| ts.iter().map(|&t| (t, "ref")).collect())
+                .collect();
+            let got: Vec<Vec<usize>> = find_cycles(&edges)
+                .into_iter()
+                .map(|c| c.into_iter().map(|(n, _)| n).collect())
+                .collect();
+            let expected: Vec<Vec<usize>> = expected.iter().map(|c| c.to_vec()).collect();
+            assert_eq!(got, expected, "graph {graph:?}");
+        };
+        check(&[], &[]);
+        check(&[&[1], &[], &[1]], &[]);
+        check(&[&[0]], &[&[0]]);
+        check(&[&[1], &[0]], &[&[0, 1]]);
+        check(&[&[1], &[2], &[0], &[1]], &[&[0, 1, 2]]);
+        check(&[&[1, 2], &[3], &[3], &[]], &[]);
+        check(&[&[1], &[0], &[3], &[2]], &[&[0, 1], &[2, 3]]);
+        // A long chain is fine (no recursion).
+        let chain: Vec<Vec<usize>> = (0..100_000)
+            .map(|i| if i + 1 < 100_000 { vec![i + 1] } else { vec![] })
+            .collect();
+        let chain: Vec<&[usize]> = chain.iter().map(Vec::as_slice).collect();
+        check(&chain, &[]);
     }
 }
