@@ -106,6 +106,9 @@ pub struct Simulator {
     fingerprint: Option<String>,
     stop: watch::Sender<bool>,
     addr: SocketAddr,
+    /// The thread running the simulator's runtime ([`start`]); joined on shutdown so that
+    /// the state file holds the last change before the caller goes on (or exits).
+    thread: std::sync::Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for Simulator {
@@ -200,15 +203,24 @@ impl Simulator {
         crate::sim::populate_for_scale(&mut st, &self.sim.nodes, count);
     }
 
-    /// Stops accepting connections and closes open ones.
+    /// Stops accepting connections, closes open ones and, for a simulator from [`start`],
+    /// waits until its state is written: a task that finished just before is not lost.
     pub fn shutdown(&self) {
         let _ = self.stop.send(true);
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(thread) = thread {
+            let _ = thread.join();
+        }
     }
 }
 
 impl Drop for Simulator {
     fn drop(&mut self) {
-        let _ = self.stop.send(true);
+        self.shutdown();
     }
 }
 
@@ -284,7 +296,7 @@ fn tls_acceptor() -> Result<(tokio_rustls::TlsAcceptor, String), SimError> {
 /// can delay its tasks, as a real PVE node's tasks are not delayed by its clients.
 pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
     let (tx, rx) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new()
+    let thread = std::thread::Builder::new()
         .name("proxops-sim".into())
         .spawn(move || {
             let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -303,6 +315,7 @@ pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
                 match start_here(config).await {
                     Ok(sim) => {
                         let mut stop = sim.stop.subscribe();
+                        let state = Arc::clone(&sim.sim);
                         if tx.send(Ok(sim)).is_ok() {
                             while !*stop.borrow_and_update() {
                                 if stop.changed().await.is_err() {
@@ -310,6 +323,8 @@ pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
                                 }
                             }
                         }
+                        // Whatever a task job changed last is on disk before the thread ends.
+                        state.persist();
                     }
                     Err(e) => {
                         let _ = tx.send(Err(e));
@@ -317,8 +332,11 @@ pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
                 }
             });
         })?;
-    rx.await
-        .map_err(|_| SimError::Config("the simulator thread ended before it started".into()))?
+    let sim = rx
+        .await
+        .map_err(|_| SimError::Config("the simulator thread ended before it started".into()))??;
+    *sim.thread.lock().unwrap_or_else(|e| e.into_inner()) = Some(thread);
+    Ok(sim)
 }
 
 /// [`start`] on the current runtime.
@@ -379,6 +397,7 @@ async fn start_here(config: SimConfig) -> Result<Simulator, SimError> {
         fingerprint,
         stop,
         addr,
+        thread: std::sync::Mutex::new(None),
     })
 }
 
