@@ -1,7 +1,7 @@
 //! DiskImage and ISO end to end: downloads by PVE from a loopback server, checksums,
 //! image-seeded disks, CD/DVD attachment, and what is reported instead of replaced.
 
-use crate::support::{Lab, serve_files, sha256_hex, vm};
+use crate::support::{Lab, serve_files, sha256_hex, template, vm};
 
 /// A raw "cloud image": PVE imports a raw file at its byte size.
 fn image_bytes() -> Vec<u8> {
@@ -95,7 +95,17 @@ async fn a_checksum_mismatch_fails_the_download_and_only_the_vms_that_need_it() 
         &disk_image("noble", &format!("{base}/noble.raw"), &wrong, ""),
     );
     lab.write("vm/lab/a.yaml", &vm_from_image("a", "pve01", 401, "noble"));
-    lab.write("vm/lab/plain.yaml", &vm("plain", "pve02", 403, ""));
+    // A clone named like the failing DiskImage: it needs a second pass (configure, start),
+    // and objects are told apart by kind and name, so the image's failure does not stop it.
+    lab.write(
+        "templatevm/lab/golden.yaml",
+        &template("golden", "pve02", 9000, ""),
+    );
+    lab.write(
+        "vm/lab/noble.yaml",
+        &vm("noble", "pve02", 403, "  clone: golden\n")
+            .replace("  disks:\n    - {storage: local-lvm, size: 4GiB}\n", ""),
+    );
     let run = lab.run(&["apply"]).await;
     assert_eq!(run.code, 1, "{}", run.stdout);
     assert!(
@@ -108,6 +118,12 @@ async fn a_checksum_mismatch_fails_the_download_and_only_the_vms_that_need_it() 
         "the VM needing the image is not created"
     );
     assert!(lab.sim.vm_config(403).is_some(), "independent VMs proceed");
+    assert_eq!(
+        lab.sim.vm_status(403).as_deref(),
+        Some("running"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -87,10 +87,12 @@ pub async fn apply(
         let results = execute(client, &plan, options.limits, reporter.clone()).await;
         let mut touched = HashSet::new();
         for (object, status) in results {
+            // Kind and name: a DiskImage and a VM may share a name.
+            let id = format!("{}/{}", object.kind, object.name);
             if status == Status::Done {
-                touched.insert(object.name.clone());
+                touched.insert(id);
             } else {
-                failed.insert(object.name.clone());
+                failed.insert(id);
             }
             let key = (object.kind.clone(), object.name.clone());
             match outcome_index.get(&key) {

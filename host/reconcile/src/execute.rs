@@ -137,21 +137,31 @@ pub async fn execute(
     });
 
     // One channel per acting object: None while it runs, then which nodes it failed on.
+    // Dependencies name manifest objects (`Kind/name`); an object being pruned has no
+    // manifest and may share its kind and name with a manifest object (a template whose
+    // vmid changed), so it keeps its channel to itself.
     let key = |o: &ObjectRef| format!("{}/{}", o.kind, o.name);
-    let mut done: HashMap<String, watch::Sender<Option<Finished>>> = HashMap::new();
-    for o in &with_actions {
-        done.insert(key(&o.object), watch::channel(None).0);
-    }
+    let senders: Vec<watch::Sender<Option<Finished>>> = with_actions
+        .iter()
+        .map(|_| watch::channel(None).0)
+        .collect();
+    let done: HashMap<String, usize> = with_actions
+        .iter()
+        .enumerate()
+        .filter(|(_, o)| o.object.file.is_some())
+        .map(|(i, o)| (key(&o.object), i))
+        .collect();
 
     let mut tasks = tokio::task::JoinSet::new();
     for (index, o) in with_actions.iter().enumerate() {
         let waits: Vec<(String, watch::Receiver<Option<Finished>>)> = o
             .depends_on
             .iter()
-            .filter(|d| done.contains_key(d.as_str()) && **d != key(&o.object))
-            .map(|d| (d.clone(), done[d].subscribe()))
+            .filter_map(|d| done.get(d.as_str()).map(|&i| (d, i)))
+            .filter(|&(_, i)| i != index)
+            .map(|(d, i)| (d.clone(), senders[i].subscribe()))
             .collect();
-        let finished = done[&key(&o.object)].clone();
+        let finished = senders[index].clone();
         let object = o.object.clone();
         let actions = o.proposal.actions.clone();
         let shared = shared.clone();

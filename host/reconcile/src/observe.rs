@@ -80,7 +80,7 @@ pub async fn resources(client: &Client) -> Result<Vec<Value>, proxops_pve::PveEr
 }
 
 /// Plan `objects` (all of one cluster) against the live cluster. With `only`, plan just
-/// those object names (later passes of an apply) and skip prune discovery.
+/// those objects, given as `Kind/name` (later passes of an apply), and skip prune discovery.
 pub async fn plan_cluster(
     registry: &KindRegistry,
     client: &Client,
@@ -107,7 +107,7 @@ pub async fn plan_cluster(
     let refs = crate::validate::RefIndex::new(objects);
     let mut items: Vec<Item<'_>> = Vec::new();
     for o in objects {
-        if only.is_some_and(|names| !names.contains(&o.name)) {
+        if only.is_some_and(|ids| !ids.contains(&format!("{}/{}", o.kind_name, o.name))) {
             continue;
         }
         let entry = o

@@ -207,11 +207,7 @@ impl Simulator {
     /// waits until its state is written: a task that finished just before is not lost.
     pub fn shutdown(&self) {
         let _ = self.stop.send(true);
-        let thread = self
-            .thread
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let thread = self.thread.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(thread) = thread {
             let _ = thread.join();
         }
