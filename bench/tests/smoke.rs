@@ -71,3 +71,35 @@ async fn no_op_plan_of_500_vms_makes_one_list_and_the_per_vm_reads() {
         );
     }
 }
+
+/// A library caller on a current-thread runtime can plan and apply too: guest calls run
+/// inline there instead of through `block_in_place`, which panics on such a runtime.
+#[tokio::test(flavor = "current_thread")]
+async fn a_current_thread_runtime_plans_and_applies() {
+    proxops_sim::ensure_crypto_provider();
+    let runtime = Runtime::new(RuntimeConfig {
+        cache_dir: Some(
+            std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("proxops-cache"),
+        ),
+    })
+    .expect("runtime");
+    let registry = KindRegistry::bundled(&runtime).expect("bundled kinds");
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let nodes = fixture::nodes(2);
+    // Creating the fixture plans and applies through the engine.
+    let state = fixture::converged_state(&registry, tmp.path(), 6, &nodes, "started").await;
+    let sim = proxops_sim::start(fixture::sim_config(
+        &nodes,
+        Duration::ZERO,
+        Vec::new(),
+        Some(state),
+    ))
+    .await
+    .expect("simulator");
+    let endpoint = Endpoint::of(&sim);
+    let repo = tmp.path().join("repo");
+    fixture::write_repo(&repo, 6, &nodes, "started", &endpoint);
+    let (run, _) = cycle::plan_cycle(&registry, &endpoint.client(), &repo).await;
+    assert_eq!(run.objects, 6);
+    assert!(run.is_noop(), "{run:?}");
+}

@@ -79,6 +79,16 @@ pub async fn resources(client: &Client) -> Result<Vec<Value>, proxops_pve::PveEr
     }
 }
 
+/// Run guest calls (CPU work on scoped threads) from async code: through `block_in_place` on
+/// a multi-threaded runtime, so the runtime's other tasks move to another worker; directly
+/// on a current-thread runtime, where `block_in_place` would panic.
+fn off_runtime<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+        Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
 /// Plan `objects` (all of one cluster) against the live cluster. With `only`, plan just
 /// those objects, given as `Kind/name` (later passes of an apply), and skip prune discovery.
 pub async fn plan_cluster(
@@ -149,7 +159,7 @@ pub async fn plan_cluster(
                     .is_some_and(|id| !matched.contains(id))
             })
             .collect();
-        let claims = tokio::task::block_in_place(|| {
+        let claims = off_runtime(|| {
             par_map(registry, &unmatched, |instances, entry| {
                 let text = entry.to_string();
                 let kind = (0..registry.len()).find(|&k| {
@@ -195,7 +205,7 @@ pub async fn plan_cluster(
     }
 
     // Which reads does each item need?
-    let wanted: Vec<Result<Vec<Call>, String>> = tokio::task::block_in_place(|| {
+    let wanted: Vec<Result<Vec<Call>, String>> = off_runtime(|| {
         par_map(registry, &items, |instances, item| {
             let live = item.live.as_ref().map(|(_, text)| text.as_str());
             let calls = instances
@@ -271,7 +281,7 @@ pub async fn plan_cluster(
         })
         .collect();
 
-    let planned: Vec<(Proposal, Option<String>)> = tokio::task::block_in_place(|| {
+    let planned: Vec<(Proposal, Option<String>)> = off_runtime(|| {
         par_map(registry, &inputs, |instances, (i, observation)| {
             let item = &items[*i];
             let empty = || Proposal {
