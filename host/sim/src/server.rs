@@ -31,6 +31,15 @@ impl std::fmt::Display for Reset {
 
 impl std::error::Error for Reset {}
 
+/// Pause after a failed accept.
+const ACCEPT_BACKOFF: std::time::Duration = std::time::Duration::from_millis(20);
+/// Longest a TLS handshake may take (short in tests, which wait for it).
+const HANDSHAKE_TIMEOUT: std::time::Duration = if cfg!(test) {
+    std::time::Duration::from_millis(300)
+} else {
+    std::time::Duration::from_secs(10)
+};
+
 /// Accepts connections until `shutdown` flips.
 pub(crate) async fn run(
     listener: TcpListener,
@@ -44,6 +53,8 @@ pub(crate) async fn run(
             _ = shutdown.changed() => break,
         };
         let Ok((tcp, _peer)) = accepted else {
+            // Out of file descriptors and the like: back off instead of spinning a worker.
+            tokio::time::sleep(ACCEPT_BACKOFF).await;
             continue;
         };
         let _ = tcp.set_nodelay(true);
@@ -53,7 +64,9 @@ pub(crate) async fn run(
         tokio::spawn(async move {
             match tls {
                 Some(acceptor) => {
-                    if let Ok(stream) = acceptor.accept(tcp).await {
+                    // A peer that never finishes the handshake does not hold a task forever.
+                    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
+                    if let Ok(Ok(stream)) = handshake.await {
                         serve_connection(stream, sim, stop).await;
                     }
                 }

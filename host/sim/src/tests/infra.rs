@@ -441,3 +441,23 @@ async fn yaml_cluster_and_lxc_ids() {
     assert_eq!(storages.as_array().unwrap().len(), 2);
     assert!(SimConfig::from_yaml_str("bogus: 1").is_err());
 }
+
+#[tokio::test]
+async fn a_peer_that_never_starts_tls_is_disconnected() {
+    use tokio::io::AsyncReadExt as _;
+    let t = T::new().await;
+    let mut idle = tokio::net::TcpStream::connect(t.sim.local_addr())
+        .await
+        .unwrap();
+    let mut buf = [0u8; 16];
+    let read = tokio::time::timeout(Duration::from_secs(5), idle.read(&mut buf))
+        .await
+        .expect("the simulator closes the connection after its handshake timeout");
+    assert_eq!(
+        read.map_err(|e| e.kind()).ok(),
+        Some(0),
+        "closed, nothing sent"
+    );
+    // The simulator still serves.
+    assert!(t.get("/version", &[]).await.is_object());
+}
