@@ -37,6 +37,26 @@ async fn create_from_empty_then_a_second_apply_changes_nothing() {
     let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
     assert_eq!(plan.code, 0, "{}", plan.stdout);
     assert!(plan.stdout.contains("No changes"), "{}", plan.stdout);
+
+    // -vv: the time of each stage, from proxops only (no HTTP library chatter), no colour
+    // when stderr is not a terminal.
+    let verbose = lab.run(&["-vv", "plan"]).await;
+    assert_eq!(verbose.code, 0, "{}", verbose.stderr);
+    for stage in [
+        "loaded 2 manifests in ",
+        "validated 2 manifests in ",
+        "lab: listed 2 guests in ",
+        "lab: read 2 answers in ",
+        "lab: planned 2 objects, ",
+    ] {
+        assert!(
+            verbose.stderr.contains(stage),
+            "{stage}:\n{}",
+            verbose.stderr
+        );
+    }
+    assert!(!verbose.stderr.contains("hyper"), "{}", verbose.stderr);
+    assert!(!verbose.stderr.contains('\x1b'), "{}", verbose.stderr);
 }
 
 /// One drift class: a change made behind proxops's back shows in the plan as exactly the
