@@ -232,6 +232,12 @@ pub async fn plan_cluster(
         })
     });
 
+    // Each read's key (path and parameters), computed once: it de-duplicates the reads and
+    // hands each answer to its readers.
+    let wanted: Vec<Result<Vec<(String, Call)>, String>> = wanted
+        .into_iter()
+        .map(|calls| calls.map(|cs| cs.into_iter().map(|c| (read_key(&c), c)).collect()))
+        .collect();
     let step = std::time::Instant::now();
     let mut reads = perform_reads(client, &wanted, read_concurrency).await;
     tracing::debug!(
@@ -241,23 +247,19 @@ pub async fn plan_cluster(
     );
     // Hand each answer to its readers, moving it to the last one instead of copying: at
     // 10,000 VMs the answers are tens of MiB.
-    let mut uses: HashMap<String, usize> = HashMap::new();
-    for calls in wanted.iter().flatten() {
-        for c in calls {
-            *uses.entry(read_key(c)).or_default() += 1;
+    let mut take = |key: &str| -> (u16, String) {
+        let Some(read) = reads.get_mut(key) else {
+            return (0, "null".into());
+        };
+        read.readers -= 1;
+        if read.readers == 0 {
+            reads
+                .remove(key)
+                .map(|r| r.answer)
+                .unwrap_or((0, "null".into()))
+        } else {
+            read.answer.clone()
         }
-    }
-    let mut take = |call: &Call| -> (u16, String) {
-        let key = read_key(call);
-        let left = uses.get_mut(&key).map(|n| {
-            *n -= 1;
-            *n
-        });
-        match left {
-            Some(0) => reads.remove(&key),
-            _ => reads.get(&key).cloned(),
-        }
-        .unwrap_or((0, "null".into()))
     };
 
     let inputs: Vec<(usize, Result<Observation, String>)> = wanted
@@ -271,8 +273,8 @@ pub async fn plan_cluster(
                 live,
                 reads: calls
                     .into_iter()
-                    .map(|call| {
-                        let (status, body) = take(&call);
+                    .map(|(key, call)| {
+                        let (status, body) = take(&key);
                         Read { call, status, body }
                     })
                     .collect(),
@@ -408,6 +410,12 @@ fn read_key(call: &Call) -> String {
     format!("{}?{}", call.path, params.join("&"))
 }
 
+/// A read's answer (HTTP status and body) and how many kinds still have to receive it.
+struct Answer {
+    readers: usize,
+    answer: (u16, String),
+}
+
 /// Perform every distinct read once, at most `concurrency` at a time. A failed read is
 /// handed to the kind as its status and PVE's message.
 ///
@@ -415,18 +423,23 @@ fn read_key(call: &Call) -> String {
 /// would hold 10,000 request futures (kilobytes each) at once for a large cluster.
 async fn perform_reads(
     client: &Client,
-    wanted: &[Result<Vec<Call>, String>],
+    wanted: &[Result<Vec<(String, Call)>, String>],
     concurrency: usize,
-) -> HashMap<String, (u16, String)> {
-    let mut distinct: BTreeMap<String, &Call> = BTreeMap::new();
-    for calls in wanted.iter().flatten() {
-        for c in calls {
-            distinct.entry(read_key(c)).or_insert(c);
-        }
+) -> HashMap<String, Answer> {
+    let mut distinct: BTreeMap<&str, (&Call, usize)> = BTreeMap::new();
+    for (key, call) in wanted.iter().flatten().flatten() {
+        distinct.entry(key.as_str()).or_insert((call, 0)).1 += 1;
     }
-    let queue: Vec<(String, String, Vec<Param>)> = distinct
+    let queue: Vec<(String, usize, String, Vec<Param>)> = distinct
         .into_iter()
-        .map(|(key, call)| (key, call.path.clone(), to_pve_params(call)))
+        .map(|(key, (call, readers))| {
+            (
+                key.to_string(),
+                readers,
+                call.path.clone(),
+                to_pve_params(call),
+            )
+        })
         .collect();
     let workers = concurrency.max(1).min(queue.len());
     let queue = Arc::new(std::sync::Mutex::new(queue.into_iter()));
@@ -438,7 +451,7 @@ async fn perform_reads(
             let mut done = Vec::new();
             loop {
                 let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
-                let Some((key, path, params)) = next else {
+                let Some((key, readers, path, params)) = next else {
                     break;
                 };
                 let answer = match client.get_text(&path, &params).await {
@@ -448,7 +461,7 @@ async fn perform_reads(
                         serde_json::json!({ "error": e.to_string() }).to_string(),
                     ),
                 };
-                done.push((key, answer));
+                done.push((key, Answer { readers, answer }));
             }
             done
         });
