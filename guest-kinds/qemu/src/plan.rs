@@ -305,6 +305,28 @@ fn clone_create(d: &Desired, source: u32) -> Proposal {
     .param("newid", d.vmid.to_string())
     .param("full", "1")
     .param("name", d.pve_name.clone());
+    push_create(
+        &mut out,
+        d,
+        format!(" as a full clone of TemplateVM `{template}` ({source})"),
+        vec![call],
+        vec![
+            Change::new("vmid", None, Some(d.vmid.to_string())),
+            Change::new("name", None, Some(d.pve_name.clone())),
+        ],
+    );
+    out
+}
+
+/// The drift item and the create action of an absent VM or template; `how` ends the
+/// summary (` as a full clone of …`, or nothing).
+fn push_create(
+    out: &mut Proposal,
+    d: &Desired,
+    how: String,
+    calls: Vec<Call>,
+    changes: Vec<Change>,
+) {
     out.drift.push(Drift::new(
         "",
         None,
@@ -313,21 +335,17 @@ fn clone_create(d: &Desired, source: u32) -> Proposal {
     out.actions.push(Action {
         operation: Operation::Create,
         summary: format!(
-            "create {} {} ({}) on {} as a full clone of TemplateVM `{template}` ({source})",
+            "create {} {} ({}) on {}{how}",
             d.kind.noun(),
             d.vmid,
             d.name,
             d.node
         ),
-        calls: vec![call],
-        changes: vec![
-            Change::new("vmid", None, Some(d.vmid.to_string())),
-            Change::new("name", None, Some(d.pve_name.clone())),
-        ],
+        calls,
+        changes,
         requires_stop: false,
         destructive: false,
     });
-    out
 }
 
 fn create(ctx: &Ctx<'_>) -> Proposal {
@@ -361,25 +379,7 @@ fn create(ctx: &Ctx<'_>) -> Proposal {
     } else {
         calls.push(call);
     }
-    out.drift.push(Drift::new(
-        "",
-        None,
-        Some(format!("{} {} on {}", d.kind.noun(), d.vmid, d.node)),
-    ));
-    out.actions.push(Action {
-        operation: Operation::Create,
-        summary: format!(
-            "create {} {} ({}) on {}",
-            d.kind.noun(),
-            d.vmid,
-            d.name,
-            d.node
-        ),
-        calls,
-        changes,
-        requires_stop: false,
-        destructive: false,
-    });
+    push_create(&mut out, d, String::new(), calls, changes);
     if d.kind == Flavour::Vm && d.state == PowerState::Started {
         out.actions.push(power_action(d, &d.node, true));
     }
