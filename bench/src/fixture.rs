@@ -158,6 +158,8 @@ pub async fn converged_state(
         secrets: None,
         read_concurrency: 16,
         max_passes: 8,
+        memory: std::sync::Arc::new(proxops_reconcile::memory::StopMemory::in_memory()),
+        cancel: None,
     };
     let report = proxops_reconcile::apply(
         registry,
@@ -185,6 +187,7 @@ pub async fn converged_state(
         let (from_id, to_id) = (vmid(p), vmid(i));
         let rename = |text: &str| {
             text.replace(&format!("vm-{from_id}-"), &format!("vm-{to_id}-"))
+                .replace(&format!("proxops-{from_id}"), &format!("proxops-{to_id}"))
                 .replace(&vm_name(p), &vm_name(i))
         };
         let vm = &vms[&from_id.to_string()];

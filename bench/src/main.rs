@@ -177,6 +177,8 @@ async fn child(args: &[String]) -> Value {
                 secrets: None,
                 read_concurrency: READ_CONCURRENCY,
                 max_passes: 8,
+                memory: std::sync::Arc::new(proxops_reconcile::memory::StopMemory::in_memory()),
+                cancel: None,
             };
             let report = proxops_reconcile::apply(
                 &registry,

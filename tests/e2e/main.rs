@@ -2,9 +2,11 @@
 //! simulator. One integration-test binary for the whole workspace.
 
 mod images;
+mod ownership_gate;
 mod policies;
 mod provision;
 mod reconcile;
+mod safety;
 mod sim_serve;
 mod support;
 mod validate;

@@ -21,7 +21,7 @@ async fn create_from_empty_then_a_second_apply_changes_nothing() {
 
     let web = lab.config(101);
     assert_eq!(web["memory"], "1024");
-    assert_eq!(web["tags"], "proxops;web");
+    assert_eq!(web["tags"], "proxops;proxops-101;web");
     assert_eq!(web["name"], "web");
     assert!(
         web["scsi0"].starts_with("local-lvm:vm-101-disk-0"),
@@ -175,7 +175,11 @@ async fn unowned_keys_and_pve_normalisation_never_show() {
     lab.pve(
         Put,
         "/nodes/pve01/qemu/150/config",
-        &[("keyboard", "de"), ("tablet", "0"), ("tags", "B;proxops;A")],
+        &[
+            ("keyboard", "de"),
+            ("tablet", "0"),
+            ("tags", "B;proxops-150;proxops;A"),
+        ],
     )
     .await;
     let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
@@ -394,14 +398,22 @@ async fn non_hotpluggable_change_on_a_running_vm_is_reported_pending_until_reboo
         "vm/lab/app.yaml",
         &vm("app", "pve01", 150, "").replace("memory: 1GiB", "memory: 2GiB"),
     );
-    let run = lab.apply().await;
+    // Pending until reboot needs a human: exit 3, and the summary says so.
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 3, "{}\n{}", run.stdout, run.stderr);
     assert!(
         run.stdout.contains("memory pending until reboot"),
         "{}",
         run.stdout
     );
+    assert!(
+        !run.stdout.contains("matches the manifests"),
+        "{}",
+        run.stdout
+    );
     lab.clear();
-    let again = lab.apply().await;
+    let again = lab.run(&["apply"]).await;
+    assert_eq!(again.code, 3, "{}\n{}", again.stdout, again.stderr);
     assert!(
         again.stdout.contains("pending until reboot"),
         "{}",
@@ -504,6 +516,11 @@ async fn prune_deletes_tagged_vms_only_and_protection_blocks_it() {
 
     lab.remove("vm/lab/old.yaml");
     lab.remove("vm/lab/guarded.yaml");
+    // One manifest stays: a cluster with none prunes nothing without --allow-prune.
+    lab.write(
+        "vm/lab/keep.yaml",
+        &vm("keep", "pve01", 162, "  state: stopped\n"),
+    );
     let plan = lab.run(&["plan"]).await;
     assert!(
         plan.stdout.contains("- VM old") && plan.stdout.contains("[destructive]"),
@@ -512,7 +529,9 @@ async fn prune_deletes_tagged_vms_only_and_protection_blocks_it() {
     );
     assert!(plan.stdout.contains("! VM guarded"), "{}", plan.stdout);
     assert!(!plan.stdout.contains("handmade"), "{}", plan.stdout);
-    lab.apply().await;
+    // The protected guest stays an anomaly: exit 3.
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
     assert!(lab.sim.vm_config(160).is_none(), "old must be pruned");
     assert!(
         lab.sim.vm_config(161).is_some(),

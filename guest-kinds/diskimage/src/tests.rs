@@ -289,7 +289,7 @@ fn explicit_nodes_replace_the_referrers_nodes() {
             "Create: download DiskImage noble to local:import/noble.qcow2 on pve03",
             &dl("pve03", "local"),
             r#"drift : None -> Some("local:import/noble.qcow2 on pve03")"#,
-            "anomaly spec.nodes: VM `web-01` (spec.disks[0].image) is on node pve01, which spec.nodes does not list: the file is not placed there; add pve01 to spec.nodes, or remove spec.nodes to follow the VMs",
+            "anomaly unavailable-on:pve01: VM `web-01` (spec.disks[0].image) is on node pve01, which spec.nodes does not list: the file is not placed there; add pve01 to spec.nodes, or remove spec.nodes to follow the VMs",
         ],
     );
     // A referrer on a listed node needs nothing more.
@@ -436,7 +436,9 @@ fn copies_of_different_sizes_without_a_record_are_an_anomaly() {
 }
 
 #[test]
-fn failed_reads_and_unusable_storages_fail_the_object() {
+/// A node whose storage cannot hold the file, or cannot be read, fails that node only: the
+/// host blocks the referrers there, and the other nodes still get their download.
+fn failed_reads_and_unusable_storages_fail_that_node_only() {
     let refs = [vm("web-01", "pve01"), vm("web-02", "pve02")];
     let d = desired(json!({}));
     let both = World::default()
@@ -455,7 +457,12 @@ fn failed_reads_and_unusable_storages_fail_the_object() {
             .clone()
             .fail("/nodes/pve01/storage", 500, "proxy loop detected"),
         &reads,
-        &["error : reading GET /nodes/pve01/storage failed (HTTP 500): proxy loop detected"],
+        &[
+            "Create: download DiskImage noble to local:import/noble.qcow2 on pve02",
+            &dl("pve02", "local"),
+            "drift : None -> Some(\"local:import/noble.qcow2 on pve02\")",
+            "anomaly unavailable-on:pve01: reading GET /nodes/pve01/storage failed (HTTP 500): proxy loop detected",
+        ],
     );
     check(
         &d,
@@ -465,7 +472,10 @@ fn failed_reads_and_unusable_storages_fail_the_object() {
             .fail("/nodes/pve02/storage/local/content", 0, "connection reset"),
         &reads,
         &[
-            "error : reading GET /nodes/pve02/storage/local/content failed (no HTTP status): connection reset",
+            "Create: download DiskImage noble to local:import/noble.qcow2 on pve01",
+            &dl("pve01", "local"),
+            "drift : None -> Some(\"local:import/noble.qcow2 on pve01\")",
+            "anomaly unavailable-on:pve02: reading GET /nodes/pve02/storage/local/content failed (no HTTP status): connection reset",
         ],
     );
     let world = World::default()
@@ -481,8 +491,8 @@ fn failed_reads_and_unusable_storages_fail_the_object() {
         &world,
         &reads,
         &[
-            "error spec.storage: storage `local` on node pve01 does not hold `import` content (it holds `iso,vztmpl`); enable `import` content on it or choose another storage",
-            "error spec.storage: storage `local` is not available on node pve02 (needed by VM `web-02`)",
+            "anomaly unavailable-on:pve01: storage `local` on node pve01 does not hold `import` content (it holds `iso,vztmpl`); enable `import` content on it or choose another storage",
+            "anomaly unavailable-on:pve02: storage `local` is not available on node pve02 (needed by VM `web-02`)",
         ],
     );
     let mut off = local();
@@ -495,7 +505,9 @@ fn failed_reads_and_unusable_storages_fail_the_object() {
             "GET /nodes/pve01/storage",
             "GET /nodes/pve01/storage/local/content?content=import",
         ],
-        &["error spec.storage: storage `local` is not active on node pve01 (listed in spec.nodes)"],
+        &[
+            "anomaly unavailable-on:pve01: storage `local` is not active on node pve01 (listed in spec.nodes)",
+        ],
     );
 }
 

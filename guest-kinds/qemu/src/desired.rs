@@ -246,13 +246,18 @@ pub struct Tpm {
     pub version: String,
 }
 
-/// One `hostpciN`.
+/// One `hostpciN`: a raw host device, or a PVE resource mapping (exactly one of the two).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PciDevice {
     /// N.
     pub slot: u32,
-    /// Lower-cased BDF.
-    pub device: String,
+    /// Lower-cased BDF of a raw device (only `root@pam` may write it; PVE refuses API tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// A PCI resource mapping (`/cluster/mapping/pci`), written `mapping=<name>`: what an API
+    /// token with `Mapping.Use` may attach.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<String>,
     /// `pcie` token when owned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pcie: Option<bool>,

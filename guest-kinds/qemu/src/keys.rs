@@ -66,7 +66,7 @@ pub const CI_DRIVE_KEYS: &[&str] = &["enabled", "storage"];
 /// Keys under `spec.hardware.tpm`.
 pub const TPM_KEYS: &[&str] = &["storage", "version"];
 /// Keys of a `spec.hardware.pci-devices[]` entry.
-pub const PCI_KEYS: &[&str] = &["slot", "device", "pcie"];
+pub const PCI_KEYS: &[&str] = &["slot", "device", "mapping", "pcie"];
 /// Keys under `spec.options`.
 pub const OPTIONS_KEYS: &[&str] = &[
     "onboot",

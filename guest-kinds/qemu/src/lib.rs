@@ -35,6 +35,13 @@ use serde_json::Value;
 /// The tag that marks a PVE guest as created (and owned) by proxops.
 pub const OWNERSHIP_TAG: &str = "proxops";
 
+/// The vmid-bound ownership mark written at create and at a clone's first configure: PVE
+/// copies tags on clone and restore, so `proxops` alone cannot prove a guest is the one
+/// proxops created; a prune needs the mark to name the guest's own vmid.
+pub fn ownership_mark(vmid: u32) -> String {
+    format!("{OWNERSHIP_TAG}-{vmid}")
+}
+
 /// API path templates this kind calls (below `/api2/json`).
 pub const API_PATHS: &[&str] = &[
     "/nodes/{node}/qemu",

@@ -127,6 +127,8 @@ pub struct Resource {
     pub tags: Vec<String>,
     /// `lock`, when set.
     pub lock: Option<String>,
+    /// `name`, when set.
+    pub name: Option<String>,
 }
 
 /// The fields of a `/cluster/resources` entry that [`Resource`] reads.
@@ -148,6 +150,8 @@ struct ResourceFields {
     tags: Text,
     #[serde(default)]
     lock: Text,
+    #[serde(default)]
+    name: Text,
 }
 
 impl Resource {
@@ -188,6 +192,7 @@ impl Resource {
             template: f.template.int() == Some(1),
             tags,
             lock: f.lock.0.filter(|s| !s.is_empty()),
+            name: f.name.0.filter(|s| !s.is_empty()),
         })
     }
 }

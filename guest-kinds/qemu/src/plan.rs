@@ -350,6 +350,30 @@ fn push_create(
 
 fn create(ctx: &Ctx<'_>) -> Proposal {
     let d = ctx.d;
+    let raw: Vec<Anomaly> = d
+        .hardware
+        .pci_devices
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.device.is_some())
+        .map(|(i, p)| {
+            raw_pci_anomaly(
+                &format!("spec.hardware.pci-devices[{i}]"),
+                &format!("hostpci{}", p.slot),
+            )
+        })
+        .collect();
+    if !raw.is_empty() && ctx.targets.clone_vmid.is_none() {
+        // PVE would refuse the whole create: nothing is sent.
+        let mut out = Proposal::default();
+        out.drift.push(Drift::new(
+            "",
+            None,
+            Some(format!("{} {} on {}", d.kind.noun(), d.vmid, d.node)),
+        ));
+        out.anomalies = raw;
+        return out;
+    }
     if let Some(source) = ctx.targets.clone_vmid {
         return clone_create(d, source);
     }
@@ -388,7 +412,11 @@ fn create(ctx: &Ctx<'_>) -> Proposal {
 
 fn prune(flavour: Flavour, r: &Resource, obs: &Observation) -> Result<Proposal, Vec<Diag>> {
     let mut out = Proposal::default();
-    let what = format!("{} {} on {}", flavour.noun(), r.vmid, r.node);
+    // Prune lines name the live guest: its vmid and its PVE name.
+    let what = match &r.name {
+        Some(name) => format!("{} {} `{name}` on {}", flavour.noun(), r.vmid, r.node),
+        None => format!("{} {} on {}", flavour.noun(), r.vmid, r.node),
+    };
     if r.kind != "qemu"
         || r.template != (flavour == Flavour::Template)
         || !r.tags.iter().any(|t| t == crate::OWNERSHIP_TAG)
@@ -733,7 +761,10 @@ fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Ve
         all.push(power_call(node, r.vmid, "start"));
         out.actions.push(Action {
             operation: Operation::Update,
-            summary: format!("update {what} with a restart: {}", keys.join(", ")),
+            summary: format!(
+                "update {what} with a restart (shut down, write, start; started again if the write fails): {}",
+                keys.join(", ")
+            ),
             calls: all,
             changes,
             requires_stop: true,
@@ -769,7 +800,19 @@ fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Ve
             destructive: false,
         });
     } else if !r.running && want_running {
-        out.actions.push(power_action(d, node, true));
+        let start = power_action(d, node, true);
+        match out.actions.last_mut() {
+            // A clone-backed VM starts only after its own configuration landed: booting it
+            // with the template's cloud-init identity (hostname, addresses, keys) would clash
+            // with the template's other clones. Every other guest gets its start as an action
+            // of its own, which runs even when the write before it failed.
+            Some(update) if d.clone.is_some() && update.operation == Operation::Update => {
+                update.summary = format!("{}, then start it", update.summary);
+                update.calls.extend(start.calls);
+                update.changes.extend(start.changes);
+            }
+            _ => out.actions.push(start),
+        }
     }
     Ok(out)
 }
@@ -1287,14 +1330,23 @@ fn diff_special_drives(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
                         {
                             return Outcome::Same;
                         }
-                        let old = p.get("pre-enrolled-keys").map(str::to_string);
+                        // Both sides in the manifest's vocabulary (`enabled`/`disabled`).
+                        let word = |on: bool| if on { "enabled" } else { "disabled" };
+                        let old = Some(
+                            word(
+                                p.get("pre-enrolled-keys")
+                                    .and_then(parse_bool)
+                                    .unwrap_or(false),
+                            )
+                            .to_string(),
+                        );
                         p.set("pre-enrolled-keys", wire::b(sb));
                         Outcome::Write(
                             p.to_string(),
                             vec![Drift::new(
                                 "spec.hardware.efi-disk.secure-boot",
                                 old,
-                                Some(if sb { "enabled" } else { "disabled" }.into()),
+                                Some(word(sb).into()),
                             )],
                         )
                     });
@@ -1406,47 +1458,89 @@ fn diff_nics(d: &Desired, x: &mut Diff<'_>) {
     }
 }
 
+/// How a live `hostpciN` compares with a declared device: the value to write, and why.
+fn pci_outcome(pci: &PciDevice, path: &str, live: Option<&str>) -> Outcome {
+    let Some(l) = live else {
+        let v = wire::new_pci(pci);
+        return Outcome::Write(v.clone(), vec![Drift::new(path, None, Some(v))]);
+    };
+    let mut p =
+        PropString::parse_with_default(l, "host").unwrap_or_else(|_| PropString::with_bare(l));
+    let mut drift = Vec::new();
+    match (&pci.device, &pci.mapping) {
+        (Some(device), _) => {
+            if p.get("mapping").is_some()
+                || !p.bare.as_deref().is_some_and(|h| wire::pci_eq(h, device))
+            {
+                drift.push(Drift::new(
+                    format!("{path}.device"),
+                    p.bare
+                        .clone()
+                        .or_else(|| p.get("mapping").map(|m| format!("mapping={m}"))),
+                    Some(device.clone()),
+                ));
+                p.remove("mapping");
+                p.bare = Some(device.clone());
+            }
+        }
+        (None, Some(mapping)) => {
+            if p.bare.is_some() || p.get("mapping") != Some(mapping.as_str()) {
+                drift.push(Drift::new(
+                    format!("{path}.mapping"),
+                    p.get("mapping")
+                        .map(str::to_string)
+                        .or_else(|| p.bare.clone()),
+                    Some(mapping.clone()),
+                ));
+                p.bare = None;
+                p.set("mapping", mapping.clone());
+            }
+        }
+        (None, None) => {}
+    }
+    if let Some(e) = pci.pcie
+        && p.get("pcie").and_then(parse_bool).unwrap_or(false) != e
+    {
+        drift.push(Drift::new(
+            format!("{path}.pcie"),
+            p.get("pcie").map(str::to_string),
+            Some(wire::b(e)),
+        ));
+        p.set("pcie", wire::b(e));
+    }
+    if drift.is_empty() {
+        Outcome::Same
+    } else {
+        Outcome::Write(p.canonical(), drift)
+    }
+}
+
+/// The anomaly for a raw PCI device proxops would have to write: PVE lets only `root@pam`
+/// set a non-mapped `hostpciN`, and proxops always authenticates with an API token, so the
+/// write is known to fail; nothing is stopped for it.
+fn raw_pci_anomaly(path: &str, key: &str) -> Anomaly {
+    Anomaly::new(
+        path,
+        format!(
+            "{key} names a raw host PCI device, which PVE lets only root@pam write (\"only root can set '{key}' config for non-mapped devices\"); proxops uses an API token, so it does not stop the guest for a write known to fail. Create a PCI resource mapping (Datacenter -> Resource Mappings), grant the token Mapping.Use on it, and write `mapping: <name>` instead of `device`"
+        ),
+    )
+}
+
 fn diff_pci(d: &Desired, x: &mut Diff<'_>) {
     for (i, pci) in d.hardware.pci_devices.iter().enumerate() {
         let path = format!("spec.hardware.pci-devices[{i}]");
         let key = format!("hostpci{}", pci.slot);
+        if pci.device.is_some() {
+            // Reported, never written.
+            if let Outcome::Write(_, drift) = pci_outcome(pci, &path, x.cfg.get(&key)) {
+                x.out.drift.extend(drift);
+                x.out.anomalies.push(raw_pci_anomaly(&path, &key));
+            }
+            continue;
+        }
         let pci = pci.clone();
-        x.key(&key, true, move |live| {
-            let Some(l) = live else {
-                let v = wire::new_pci(&pci);
-                return Outcome::Write(v.clone(), vec![Drift::new(&path, None, Some(v))]);
-            };
-            let mut p = PropString::parse_with_default(l, "host")
-                .unwrap_or_else(|_| PropString::with_bare(l));
-            let mut drift = Vec::new();
-            if !p
-                .bare
-                .as_deref()
-                .is_some_and(|h| wire::pci_eq(h, &pci.device))
-            {
-                drift.push(Drift::new(
-                    format!("{path}.device"),
-                    p.bare.clone(),
-                    Some(pci.device.clone()),
-                ));
-                p.bare = Some(pci.device.clone());
-            }
-            if let Some(e) = pci.pcie
-                && p.get("pcie").and_then(parse_bool).unwrap_or(false) != e
-            {
-                drift.push(Drift::new(
-                    format!("{path}.pcie"),
-                    p.get("pcie").map(str::to_string),
-                    Some(wire::b(e)),
-                ));
-                p.set("pcie", wire::b(e));
-            }
-            if drift.is_empty() {
-                Outcome::Same
-            } else {
-                Outcome::Write(p.canonical(), drift)
-            }
-        });
+        x.key(&key, true, move |live| pci_outcome(&pci, &path, live));
     }
     let owned: BTreeSet<String> = d
         .hardware

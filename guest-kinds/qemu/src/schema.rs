@@ -81,8 +81,11 @@ pub fn spec_schema(flavour: Flavour) -> Value {
     let pci = json!({
         "type": "object",
         "additionalProperties": false,
-        "required": ["slot", "device"],
+        "required": ["slot"],
+        "oneOf": [{"required": ["device"]}, {"required": ["mapping"]}],
         "properties": {
+            "mapping": {"type": "string", "pattern": "^[A-Za-z][A-Za-z0-9_-]*$",
+                "description": "A PVE PCI resource mapping (Datacenter -> Resource Mappings), written `mapping=<name>`; what an API token with Mapping.Use may attach. Exactly one of `device` and `mapping`."},
             "slot": {"type": "integer", "minimum": 0, "maximum": 999, "description": "N of hostpciN (PVE 9.2 accepts 0-15)."},
             "device": {"type": "string", "pattern": "^([0-9A-Fa-f]{4,}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(\\.[0-9A-Fa-f])?$",
                 "description": "Host PCI address domain:bus:slot[.func]; lower-cased on the wire."},

@@ -59,6 +59,15 @@ pub fn is_unicast_mac(s: &str) -> bool {
     b"02468ace".contains(&second)
 }
 
+/// Whether `s` is a PVE `pve-configid` (resource mapping ids use it): a letter, then at least
+/// one letter, digit, `_` or `-`.
+pub fn is_mapping_id(s: &str) -> bool {
+    let mut b = s.bytes();
+    b.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && s.len() >= 2
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+}
+
 /// Whether `s` (already lower-cased) is a PCI address PVE accepts:
 /// `([a-f0-9]{4,}:)?[a-f0-9]{2}:[a-f0-9]{2}(\.[a-f0-9])?`.
 pub fn is_pci_bdf(s: &str) -> bool {

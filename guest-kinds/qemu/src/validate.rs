@@ -116,7 +116,7 @@ fn check_spec(
             "must be at most 8192 bytes (PVE's limit)",
         );
     }
-    let tags = check_tags(c, spec);
+    let tags = check_tags(c, spec, vmid);
     let extra = check_extra(c, spec);
     let cloud_init_data = check_cloud_init_data(c, spec, &networks);
 
@@ -635,7 +635,20 @@ fn check_pci(c: &mut Checker, hw: &Obj, q35: bool) -> Vec<PciDevice> {
                 }
             }
         }
-        let device = c.string(d, &p, "device", true).and_then(|dev| {
+        let mapping = c.string(d, &p, "mapping", false);
+        if let Some(m) = &mapping
+            && !syntax::is_mapping_id(m)
+        {
+            c.error(join(&p, "mapping"), format!("`{m}` is not a PVE resource mapping id; use letters, digits, `-` and `_`, starting with a letter"));
+        }
+        let has_device = d.contains_key("device");
+        if has_device == mapping.is_some() {
+            c.error(
+                p.clone(),
+                "give exactly one of `device` (a raw host PCI address; PVE lets only root@pam write it) or `mapping` (a PVE resource mapping, usable with an API token that has Mapping.Use)",
+            );
+        }
+        let device = c.string(d, &p, "device", false).and_then(|dev| {
             let lower = dev.to_ascii_lowercase();
             if syntax::is_pci_bdf(&lower) {
                 Some(lower)
@@ -651,8 +664,15 @@ fn check_pci(c: &mut Checker, hw: &Obj, q35: bool) -> Vec<PciDevice> {
                 "pcie=1 needs spec.hardware.machine: q35; PVE ignores it on i440fx",
             );
         }
-        if let (Some(slot), Some(device)) = (slot, device) {
-            out.push(PciDevice { slot, device, pcie });
+        if let Some(slot) = slot
+            && (device.is_some() != mapping.is_some())
+        {
+            out.push(PciDevice {
+                slot,
+                device,
+                mapping,
+                pcie,
+            });
         }
     }
     out.sort_by_key(|d| d.slot);
@@ -737,12 +757,19 @@ pub fn parse_hotplug(s: &str) -> Vec<String> {
     }
 }
 
-fn check_tags(c: &mut Checker, spec: &Obj) -> Vec<String> {
+/// The tags: the user's, plus the ownership tag and the vmid-bound ownership mark
+/// (`proxops-<vmid>`), which a prune requires; `proxops-*` tags are reserved for the marks.
+fn check_tags(c: &mut Checker, spec: &Obj, vmid: Option<u32>) -> Vec<String> {
     let mut tags = vec![crate::OWNERSHIP_TAG.to_string()];
+    if let Some(vmid) = vmid {
+        tags.push(crate::ownership_mark(vmid));
+    }
     if let Some(list) = c.string_list(spec, "spec", "tags") {
         for (i, t) in list.iter().enumerate() {
             let lower = t.to_ascii_lowercase();
-            if syntax::is_tag(&lower) {
+            if lower.starts_with("proxops-") {
+                c.error(index("spec.tags", i), format!("`{t}`: tags starting with `proxops-` are reserved for proxops's ownership marks"));
+            } else if syntax::is_tag(&lower) {
                 tags.push(lower);
             } else {
                 c.error(index("spec.tags", i), format!("`{t}` is not a PVE tag; use letters, digits, `_`, `-`, `+` and `.`, not starting with `-`, `+` or `.`"));

@@ -560,6 +560,42 @@ fn hardware_rules() {
         )],
         &[],
     );
+    vm(
+        &[(
+            "spec/hardware/pci-devices",
+            json!([{"slot": 0, "mapping": "gpu-0"}]),
+        )],
+        &[],
+    );
+    let one_of = "give exactly one of `device` (a raw host PCI address; PVE lets only root@pam write it) or `mapping` (a PVE resource mapping, usable with an API token that has Mapping.Use)";
+    vm(
+        &[(
+            "spec/hardware/pci-devices",
+            json!([{"slot": 0, "mapping": "gpu0", "device": "01:00.0"}]),
+        )],
+        &[("spec.hardware.pci-devices[0]", one_of)],
+    );
+    vm(
+        &[("spec/hardware/pci-devices", json!([{"slot": 0}]))],
+        &[("spec.hardware.pci-devices[0]", one_of)],
+    );
+    vm(
+        &[(
+            "spec/hardware/pci-devices",
+            json!([{"slot": 0, "mapping": "0gpu"}]),
+        )],
+        &[(
+            "spec.hardware.pci-devices[0].mapping",
+            "`0gpu` is not a PVE resource mapping id; use letters, digits, `-` and `_`, starting with a letter",
+        )],
+    );
+    vm(
+        &[("spec/tags", json!(["web", "proxops-7"]))],
+        &[(
+            "spec.tags[1]",
+            "`proxops-7`: tags starting with `proxops-` are reserved for proxops's ownership marks",
+        )],
+    );
 }
 
 #[test]
@@ -781,7 +817,7 @@ fn normalised_desired_state() {
             },
             "options": {},
             "pve-name": "web-01",
-            "tags": ["db", "proxops", "web"]
+            "tags": ["db", "proxops", "proxops-100", "web"]
         })
     );
     // The desired state reads back as itself.

@@ -207,7 +207,15 @@ pub fn nic_token_eq(token: &str, live: Option<&str>, desired: &str) -> bool {
 
 /// The create form of a PCI device.
 pub fn new_pci(p: &PciDevice) -> String {
-    let mut s = PropString::with_bare(p.device.clone());
+    let mut s = match (&p.device, &p.mapping) {
+        (Some(d), _) => PropString::with_bare(d.clone()),
+        (None, Some(m)) => {
+            let mut s = PropString::default();
+            s.set("mapping", m.clone());
+            s
+        }
+        (None, None) => PropString::default(),
+    };
     if let Some(e) = p.pcie {
         s.set("pcie", b(e));
     }

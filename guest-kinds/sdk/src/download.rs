@@ -794,6 +794,10 @@ fn referenced_by(referrers: &[Referrer]) -> String {
     }
 }
 
+/// The anomaly path that tells the host this object cannot serve referrers on a node; the
+/// host blocks those referrers before any of their calls (contract 0.1.0 convention).
+pub const UNAVAILABLE_ON: &str = "unavailable-on:";
+
 /// Compare the desired file with the content listings and propose downloads, drift and
 /// anomalies. A failed read, or a storage a node cannot hold the file on, fails the object.
 pub fn plan(
@@ -802,23 +806,23 @@ pub fn plan(
     obs: &Observation,
 ) -> Result<Proposal, Vec<Diag>> {
     let needs = needs(d, referrers);
-    let mut errors = Vec::new();
+    let mut out = Proposal::default();
     let mut views = Vec::new();
     for node in &needs.nodes {
+        // A node where the file cannot be placed (or its storage not read) fails that node
+        // only: the host blocks the referrers there, before any of their calls.
         match node_view(d, node, &why_needed(d, node, referrers), obs) {
             Ok(v) => views.push(v),
-            Err(e) => errors.push(e),
+            Err(e) => out
+                .anomalies
+                .push(Anomaly::new(format!("{UNAVAILABLE_ON}{node}"), e.message)),
         }
     }
-    if !errors.is_empty() {
-        return Err(errors);
-    }
-    let mut out = Proposal::default();
     let shared = views.iter().any(|v| v.shared);
     for (r, node) in &needs.outside {
         if !shared {
             out.anomalies.push(Anomaly::new(
-                "spec.nodes",
+                format!("{UNAVAILABLE_ON}{node}"),
                 format!(
                     "{} is on node {node}, which spec.nodes does not list: the file is not placed there; add {node} to spec.nodes, or remove spec.nodes to follow the VMs",
                     r.label()

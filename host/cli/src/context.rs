@@ -12,6 +12,9 @@ pub struct Context {
     pub age_identity: Option<PathBuf>,
     pub runtime: Arc<Runtime>,
     pub kinds: KindRegistry,
+    /// Where proxops keeps what a run remembers for the next (failed stop-required changes),
+    /// keyed by endpoint: the cache folder, never the repository.
+    pub state_dir: Option<PathBuf>,
 }
 
 impl Context {
@@ -25,6 +28,10 @@ impl Context {
         } else {
             cache_dir.or_else(proxops_runtime::default_cache_dir)
         };
+        let state_dir = cache_dir
+            .clone()
+            .or_else(proxops_runtime::default_cache_dir)
+            .map(|d| d.join("state"));
         let runtime = Runtime::new(RuntimeConfig { cache_dir })
             .context("starting the WebAssembly runtime")?;
         let kinds = KindRegistry::bundled(&runtime).context("loading the bundled kinds")?;
@@ -32,6 +39,7 @@ impl Context {
             age_identity,
             runtime,
             kinds,
+            state_dir,
         })
     }
 }

@@ -22,6 +22,12 @@ pub mod exit {
     pub const ERROR: u8 = 1;
     /// `plan --detailed-exitcode`: the plan has changes.
     pub const CHANGES: u8 = 2;
+    /// Nothing left to apply, but anomalies or pending-until-reboot changes need a human.
+    pub const ATTENTION: u8 = 3;
+    /// Interrupted by SIGINT.
+    pub const INTERRUPTED: u8 = 130;
+    /// Interrupted by SIGTERM.
+    pub const TERMINATED: u8 = 143;
 }
 
 #[derive(Debug, Parser)]
@@ -75,8 +81,10 @@ enum Command {
     },
     /// Show what apply would change, cluster by cluster, without changing anything.
     #[command(
-        after_help = "Exit status: 0 success, 1 error; with --detailed-exitcode: 0 no changes, 1 error, 2 changes.\n\n\
-        Example:\n  proxops plan examples/homelab --cluster lab"
+        after_help = "Exit status: 0 success, 1 error (invalid input, a cluster not planned, a denying policy).\n\
+        With --detailed-exitcode: 0 converged and clean, 1 error, 2 changes to apply,\n\
+        3 nothing to apply but anomalies or pending-until-reboot changes need a human.\n\n\
+        Example:\n  proxops plan examples/homelab --cluster lab --detailed-exitcode"
     )]
     Plan {
         repo: PathBuf,
@@ -86,17 +94,28 @@ enum Command {
         /// Print the plan as JSON (secret values redacted).
         #[arg(long)]
         json: bool,
-        /// Exit with 2 when there are changes.
+        /// Exit with 2 when there are changes, 3 when only anomalies or pending changes remain.
         #[arg(long)]
         detailed_exitcode: bool,
+        #[command(flatten)]
+        run: RunFlags,
     },
     /// Converge the clusters to the manifests: plan, execute, observe again until converged.
-    #[command(after_help = "Example:\n  proxops apply examples/homelab")]
+    #[command(
+        after_help = "Exit status: 0 the cluster matches the manifests, 1 something failed or was not planned,\n\
+        3 converged but anomalies or pending-until-reboot changes need a human,\n\
+        130/143 interrupted by SIGINT/SIGTERM. On a signal, the actions in flight finish (a guest\n\
+        stopped for a change is started again) and nothing new starts; allow a grace period of\n\
+        at least the cluster's task-timeout-seconds times 3 (stop, write, start) before a SIGKILL.\n\n\
+        Example:\n  proxops apply examples/homelab"
+    )]
     Apply {
         repo: PathBuf,
         /// Only this cluster.
         #[arg(long)]
         cluster: Option<String>,
+        #[command(flatten)]
+        run: RunFlags,
     },
     /// Print the dependency graph of the manifests (clone sources, images, ISOs).
     Graph {
@@ -121,6 +140,27 @@ enum Command {
         /// Kind name, e.g. VM or TemplateVM.
         kind: String,
     },
+}
+
+/// Flags shared by plan and apply.
+#[derive(Debug, Clone, Copy, clap::Args)]
+struct RunFlags {
+    /// Allow a plan to delete up to N guests at once (more than 5, or every guest of a cluster
+    /// with no manifests, are otherwise held back as anomalies).
+    #[arg(long, value_name = "N")]
+    allow_prune: Option<usize>,
+    /// Stop guests again for stop-required changes that failed in an earlier run.
+    #[arg(long)]
+    retry_stop_required: bool,
+}
+
+impl From<RunFlags> for reconcile::RunOptions {
+    fn from(f: RunFlags) -> Self {
+        reconcile::RunOptions {
+            allow_prune: f.allow_prune,
+            retry_stop_required: f.retry_stop_required,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -154,7 +194,19 @@ enum SimCommand {
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors exit 1 like every other error (clap's own code is 2, which means
+    // "changes to apply" for plan); help and version exit 0.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() {
+                exit::ERROR
+            } else {
+                exit::OK
+            });
+        }
+    };
     init_tracing(cli.verbose);
     match run(cli) {
         Ok(code) => ExitCode::from(code),
@@ -235,16 +287,21 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             cluster,
             json,
             detailed_exitcode,
+            run,
         } => runtime.block_on(reconcile::plan(
             &ctx,
             &repo,
             cluster.as_deref(),
             json,
             detailed_exitcode,
+            run.into(),
         )),
-        Command::Apply { repo, cluster } => {
-            runtime.block_on(reconcile::apply(&ctx, &repo, cluster.as_deref()))
-        }
+        Command::Apply { repo, cluster, run } => runtime.block_on(reconcile::apply(
+            &ctx,
+            &repo,
+            cluster.as_deref(),
+            run.into(),
+        )),
         Command::Graph { repo, format } => reconcile::graph(&ctx, &repo, format),
         Command::Policy { command } => policy_cmd::run(&ctx.runtime, command),
         Command::Sim { .. } => unreachable!("handled above"),

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use proxops_core::{ClusterFile, Diagnostic};
 use proxops_reconcile::execute::Limits;
+use proxops_reconcile::memory::StopMemory;
 use proxops_reconcile::{
     ApplyOptions, Catalog, ClusterPlan, Event, Object, ObserveError, Reporter,
 };
@@ -113,7 +114,7 @@ fn cluster_errors<'d>(p: &'d Prepared, cluster: &str) -> Vec<&'d Diagnostic> {
 
 /// Clusters to work on: every cluster file, plus folders naming a cluster without one
 /// (so their error is reported), filtered by `--cluster`.
-fn selected(p: &Prepared, only: Option<&str>) -> Vec<String> {
+fn selected(p: &Prepared) -> Vec<String> {
     let mut names: Vec<String> = p.clusters.keys().cloned().collect();
     for d in p.diags.iter().filter(|d| d.is_error()) {
         if let Some(c) = d
@@ -130,8 +131,84 @@ fn selected(p: &Prepared, only: Option<&str>) -> Vec<String> {
     }
     names.sort();
     names.dedup();
-    names.retain(|n| only.is_none_or(|o| o == n));
     names
+}
+
+/// The clusters to work on, or why there are none: a repository without clusters or
+/// manifests, or a `--cluster` it does not have, is an error, never a silent success.
+fn clusters_to_run(repo: &Path, p: &Prepared, only: Option<&str>) -> Result<Vec<String>, String> {
+    let names = selected(p);
+    if names.is_empty() && p.manifests.is_empty() {
+        return Err(format!(
+            "{} holds no cluster files (clusters/*.yaml) and no manifests: nothing to do; is it a proxops repository?",
+            repo.display()
+        ));
+    }
+    match only {
+        Some(o) if !names.iter().any(|n| n == o) => Err(format!(
+            "there is no cluster `{o}` in {} (clusters: {})",
+            repo.display(),
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
+        )),
+        Some(o) => Ok(vec![o.to_string()]),
+        None => Ok(names),
+    }
+}
+
+/// What plan and apply need besides the repository.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RunOptions {
+    /// Prune even when more than [`PRUNE_GUARD`] guests (or every guest of a cluster with no
+    /// manifests) would go: at most this many.
+    pub allow_prune: Option<usize>,
+    /// Stop guests again for stop-required changes that failed in an earlier run.
+    pub retry_stop_required: bool,
+}
+
+/// More deletes than this in one cluster need `--allow-prune`.
+pub const PRUNE_GUARD: usize = 5;
+
+/// The mass-prune guard: a cluster with no manifests, or a plan that deletes more than
+/// [`PRUNE_GUARD`] guests, prunes nothing unless `--allow-prune` covers every delete. The held
+/// back deletes become anomalies saying why.
+fn guard_prune(plan: &mut ClusterPlan, manifests: usize, allow: Option<usize>) {
+    use proxops_runtime::kind::{Anomaly, Operation};
+    let deletes: usize = plan
+        .objects
+        .iter()
+        .flat_map(|o| &o.proposal.actions)
+        .filter(|a| a.operation == Operation::Delete)
+        .count();
+    let guarded = deletes > PRUNE_GUARD || (manifests == 0 && deletes > 0);
+    if !guarded || allow.is_some_and(|n| n >= deletes) {
+        return;
+    }
+    let why = if manifests == 0 {
+        format!(
+            "cluster {} has no manifests, so every owned guest would be deleted ({deletes}); an empty or mis-checked-out repository must not empty a cluster",
+            plan.cluster
+        )
+    } else {
+        format!("this plan would delete {deletes} guests, more than {PRUNE_GUARD} at once")
+    };
+    for o in &mut plan.objects {
+        let before = o.proposal.actions.len();
+        o.proposal
+            .actions
+            .retain(|a| a.operation != Operation::Delete);
+        if o.proposal.actions.len() != before {
+            o.proposal.anomalies.push(Anomaly {
+                path: String::new(),
+                message: format!(
+                    "not pruned: {why}; check the plan, then run with --allow-prune={deletes}"
+                ),
+            });
+        }
+    }
 }
 
 fn objects_of(catalog: &Catalog, cluster: &str) -> Vec<Object> {
@@ -159,13 +236,49 @@ fn print_warnings(p: &Prepared) {
 }
 
 /// Observe and plan one cluster; `None` (with the reason printed) when it cannot be.
+/// One cluster's plan and what applying it needs.
+struct Planned {
+    plan: ClusterPlan,
+    conn: crate::connect::Connection,
+    objects: Vec<Object>,
+    memory: Arc<StopMemory>,
+}
+
+/// Where the failed stop-required changes of a cluster are remembered: beside the embedded
+/// simulator's state for `sim:` (deleting `.proxops/` starts over), else in the cache folder,
+/// keyed by endpoint and token (never in the repository, which may be read-only).
+fn stop_memory(ctx: &Context, repo: &Path, cluster: &str, endpoint: &str) -> Arc<StopMemory> {
+    use sha2::Digest as _;
+    let path = if endpoint.starts_with("sim:") {
+        Some(
+            repo.join(".proxops")
+                .join(format!("stop-failures-{cluster}.json")),
+        )
+    } else {
+        ctx.state_dir.as_ref().map(|dir| {
+            let key = hex::encode(sha2::Sha256::digest(format!("{endpoint}\0{cluster}")));
+            dir.join("stop-failures").join(format!("{key}.json"))
+        })
+    };
+    let memory = match path.map(StopMemory::open) {
+        Some(Ok(m)) => m,
+        Some(Err(e)) => {
+            eprintln!("warning: {e}; failed stop-required changes are not remembered this run");
+            StopMemory::in_memory()
+        }
+        None => StopMemory::in_memory(),
+    };
+    Arc::new(memory)
+}
+
 async fn plan_one(
     ctx: &Context,
     repo: &Path,
     p: &Prepared,
     name: &str,
     quiet: bool,
-) -> Option<(ClusterPlan, crate::connect::Connection, Vec<Object>)> {
+    run: RunOptions,
+) -> Option<Planned> {
     let errors = cluster_errors(p, name);
     if !errors.is_empty() {
         say(
@@ -196,6 +309,7 @@ async fn plan_one(
         say(quiet, format!("Cluster {name} ({})", conn.label));
     }
     let objects = objects_of(&p.catalog, name);
+    let memory = stop_memory(ctx, repo, name, &conn.label);
     match proxops_reconcile::plan_cluster(
         &ctx.kinds,
         &conn.client,
@@ -207,7 +321,16 @@ async fn plan_one(
     )
     .await
     {
-        Ok(plan) => Some((plan, conn, objects)),
+        Ok(mut plan) => {
+            memory.hold_back(&mut plan, run.retry_stop_required);
+            guard_prune(&mut plan, objects.len(), run.allow_prune);
+            Some(Planned {
+                plan,
+                conn,
+                objects,
+                memory,
+            })
+        }
         Err(ObserveError::Conflicts(diags)) => {
             say(
                 quiet,
@@ -232,21 +355,32 @@ pub async fn plan(
     only: Option<&str>,
     json: bool,
     detailed: bool,
+    run: RunOptions,
 ) -> anyhow::Result<u8> {
     let Some(p) = prepare_or_report(ctx, repo) else {
         return Ok(exit::ERROR);
     };
     print_warnings(&p);
+    let names = match clusters_to_run(repo, &p, only) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::ERROR);
+        }
+    };
     let mut failed = false;
     let mut changes = false;
+    let mut attention = false;
     let mut views = Vec::new();
-    for name in selected(&p, only) {
-        let Some((plan, _conn, _)) = plan_one(ctx, repo, &p, &name, json).await else {
+    for name in names {
+        let Some(Planned { plan, .. }) = plan_one(ctx, repo, &p, &name, json, run).await else {
             failed = true;
             continue;
         };
+        let counts = plan.counts();
         changes |= plan.has_changes();
-        failed |= plan.counts().errors > 0;
+        attention |= counts.anomalies + counts.pending > 0;
+        failed |= counts.errors > 0;
         let policies = policy_report(&p, &name, &plan);
         // A plan that enforce-mode policies deny cannot be applied: plan says so with exit 1.
         failed |= policies.blocks();
@@ -265,8 +399,12 @@ pub async fn plan(
     }
     Ok(if failed {
         exit::ERROR
-    } else if detailed && changes {
+    } else if !detailed {
+        exit::OK
+    } else if changes {
         exit::CHANGES
+    } else if attention {
+        exit::ATTENTION
     } else {
         exit::OK
     })
@@ -298,7 +436,12 @@ impl Progress {
 impl Reporter for Progress {
     fn event(&self, event: Event) {
         let line = match &event {
-            Event::Pass { pass, actions } => format!("pass {pass}: {actions} actions"),
+            Event::Pass { pass, actions } => {
+                format!(
+                    "pass {pass}: {}",
+                    render::count(*actions, "action", "actions")
+                )
+            }
             Event::ActionStarted { object, summary } => {
                 format!("… {} {}: {summary}", object.kind, object.name)
             }
@@ -313,7 +456,7 @@ impl Reporter for Progress {
                 error: Some(e),
             } => format!("✗ {} {}: {summary}: {e}", object.kind, object.name),
             Event::Blocked { object, by } => format!(
-                "✗ {} {}: not attempted, {by} did not converge",
+                "✗ {} {}: not attempted: {by} did not converge",
                 object.kind, object.name
             ),
         };
@@ -341,14 +484,72 @@ impl Reporter for Progress {
     }
 }
 
-pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Result<u8> {
+/// The signal that interrupted an apply, as its exit code (130 SIGINT, 143 SIGTERM).
+fn watch_signals() -> (
+    tokio::sync::watch::Receiver<bool>,
+    Arc<std::sync::atomic::AtomicU8>,
+) {
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let code = Arc::new(std::sync::atomic::AtomicU8::new(0));
+    let seen = code.clone();
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => return,
+            };
+        #[cfg(unix)]
+        let which = tokio::select! {
+            _ = tokio::signal::ctrl_c() => exit::INTERRUPTED,
+            _ = term.recv() => exit::TERMINATED,
+        };
+        #[cfg(not(unix))]
+        let which = {
+            let _ = tokio::signal::ctrl_c().await;
+            exit::INTERRUPTED
+        };
+        seen.store(which, std::sync::atomic::Ordering::SeqCst);
+        eprintln!(
+            "proxops: interrupted; finishing the actions in flight (a stopped guest is started again), starting nothing new"
+        );
+        let _ = tx.send(true);
+    });
+    (rx, code)
+}
+
+pub async fn apply(
+    ctx: &Context,
+    repo: &Path,
+    only: Option<&str>,
+    run: RunOptions,
+) -> anyhow::Result<u8> {
     let Some(p) = prepare_or_report(ctx, repo) else {
         return Ok(exit::ERROR);
     };
     print_warnings(&p);
+    let names = match clusters_to_run(repo, &p, only) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(exit::ERROR);
+        }
+    };
+    let (cancel, signal) = watch_signals();
     let mut failed = false;
-    for name in selected(&p, only) {
-        let Some((plan, conn, objects)) = plan_one(ctx, repo, &p, &name, false).await else {
+    let mut attention = false;
+    for name in names {
+        if *cancel.borrow() {
+            println!("Cluster {name}: not started (interrupted).");
+            continue;
+        }
+        let Some(Planned {
+            plan,
+            conn,
+            objects,
+            memory,
+        }) = plan_one(ctx, repo, &p, &name, false, run).await
+        else {
             failed = true;
             continue;
         };
@@ -356,7 +557,8 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
         let policies = policy_report(&p, &name, &plan);
         print_policies(&policies);
         println!("{}", render::plan_summary(&plan));
-        if plan.counts().errors > 0 {
+        let counts = plan.counts();
+        if counts.errors > 0 {
             failed = true;
         }
         if policies.blocks() {
@@ -365,6 +567,7 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
             continue;
         }
         if !plan.has_changes() {
+            attention |= counts.anomalies + counts.pending > 0;
             continue;
         }
         let options = &p.clusters[&name].options;
@@ -377,6 +580,8 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
             max_passes: options.max_passes,
             secrets: secrets_of(&p, &name),
             gate: Some(policy_gate(&p)),
+            memory: memory.clone(),
+            cancel: Some(cancel.clone()),
         };
         let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
         let progress = Arc::new(Progress::new(actions));
@@ -392,10 +597,14 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
         if let Some(bar) = &progress.bar {
             bar.finish_and_clear();
         }
+        if let Err(e) = memory.save() {
+            eprintln!("warning: {e}");
+        }
         match report {
             Ok(report) => {
                 print!("{}", render::apply_summary(&report));
                 failed |= !report.converged;
+                attention |= !report.clean();
             }
             Err(e) => {
                 println!("  apply stopped: {e}");
@@ -404,7 +613,16 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
         }
         drop(conn);
     }
-    Ok(if failed { exit::ERROR } else { exit::OK })
+    let signal = signal.load(std::sync::atomic::Ordering::SeqCst);
+    Ok(if signal != 0 {
+        signal
+    } else if failed {
+        exit::ERROR
+    } else if attention {
+        exit::ATTENTION
+    } else {
+        exit::OK
+    })
 }
 
 /// Output format of `proxops graph`.

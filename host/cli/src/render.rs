@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
+use proxops_reconcile::ApplyReport;
 use proxops_reconcile::plan::{ClusterPlan, action_view};
-use proxops_reconcile::{ApplyReport, Status};
 use proxops_runtime::kind::Operation;
 
 fn symbol(op: Operation) -> &'static str {
@@ -111,77 +111,117 @@ pub fn plan(plan: &ClusterPlan) -> String {
     out
 }
 
-/// `Plan: 1 to create, …` or `No changes.`
+/// `1 anomaly`, `2 anomalies`: a count and its noun, singular or plural.
+pub fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `Plan: 1 to create, …` or `No changes.`; anomalies, pending changes and objects not
+/// planned follow, and "matches the manifests" is said only when nothing is left at all.
 pub fn plan_summary(plan: &ClusterPlan) -> String {
     let c = plan.counts();
     let mut s = if plan.has_changes() {
         format!(
-            "Plan: {} to create, {} to update, {} to delete, {} power changes",
-            c.create, c.update, c.delete, c.power
+            "Plan: {} to create, {} to update, {} to delete, {}",
+            c.create,
+            c.update,
+            c.delete,
+            count(c.power, "power change", "power changes")
         )
-    } else {
+    } else if c.anomalies + c.pending + c.errors == 0 {
         "No changes: the cluster matches the manifests".to_string()
+    } else {
+        "Nothing to apply, but the cluster does not match the manifests".to_string()
     };
-    for (n, what) in [
-        (c.anomalies, "anomalies"),
-        (c.pending, "pending until reboot"),
-        (c.errors, "objects not planned"),
+    for (n, one, many) in [
+        (
+            c.anomalies,
+            "anomaly needs a human",
+            "anomalies need a human",
+        ),
+        (
+            c.pending,
+            "change pending until reboot",
+            "changes pending until reboot",
+        ),
+        (c.errors, "object not planned", "objects not planned"),
     ] {
         if n > 0 {
-            write!(s, "; {n} {what}").unwrap();
+            write!(s, "; {}", count(n, one, many)).unwrap();
         }
     }
     s.push('.');
     s
 }
 
-/// What an apply did and what is left.
+/// What an apply did and what is left. Failures were printed as they happened (one line each);
+/// the summary counts them and does not repeat them.
 pub fn apply_summary(report: &ApplyReport) -> String {
     let mut out = String::new();
-    let done = report
-        .outcomes
-        .iter()
-        .filter(|(_, s)| *s == Status::Done)
-        .count();
-    for (o, status) in report.failures() {
-        match status {
-            Status::Failed(e) => writeln!(out, "  ✗ {} {}: {e}", o.kind, o.name).unwrap(),
-            Status::Blocked(e) => {
-                writeln!(out, "  ✗ {} {}: not attempted: {e}", o.kind, o.name).unwrap()
-            }
-            Status::Done => {}
-        }
-    }
     if let Some(reason) = &report.stopped {
+        writeln!(out, "  ✗ stopped before the next pass: {reason}").unwrap();
+    }
+    let c = report.counts();
+    let mut did: Vec<String> = [
+        (c.created, "created"),
+        (c.updated, "updated"),
+        (c.deleted, "deleted"),
+        (c.started, "started"),
+        (c.stopped, "stopped"),
+        (c.failed, "failed"),
+        (c.blocked, "blocked"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, what)| format!("{n} {what}"))
+    .collect();
+    if did.is_empty() {
+        did.push("nothing changed".into());
+    }
+    let passes = count(report.passes as usize, "pass", "passes");
+    let left = plan(&report.last);
+    let counts = report.last.counts();
+    if report.converged && report.clean() {
         writeln!(
             out,
-            "  ✗ stopped before the next pass, blocked by policy: {reason}"
+            "Apply complete: {} in {passes}; the cluster matches the manifests.",
+            did.join(", ")
         )
         .unwrap();
-    }
-    let left = plan(&report.last);
-    let failed = report.failures().count();
-    if report.converged {
-        let counts = report.last.counts();
-        let state = match (counts.pending, counts.anomalies) {
-            (0, 0) => "the cluster matches the manifests".to_string(),
-            (0, a) => format!("{a} anomalies need a human"),
-            (p, 0) => format!("{p} changes are pending until their guests reboot"),
-            (p, a) => format!(
-                "{p} changes are pending until their guests reboot and {a} anomalies need a human"
-            ),
-        };
+    } else if report.converged {
+        let mut open = Vec::new();
+        if counts.anomalies > 0 {
+            open.push(count(
+                counts.anomalies,
+                "anomaly needs a human",
+                "anomalies need a human",
+            ));
+        }
+        if counts.pending > 0 {
+            open.push(format!(
+                "{} until their guests reboot",
+                count(counts.pending, "change is pending", "changes are pending")
+            ));
+        }
+        if counts.errors > 0 {
+            open.push(count(
+                counts.errors,
+                "object could not be planned",
+                "objects could not be planned",
+            ));
+        }
         writeln!(
             out,
-            "Apply complete: {done} objects changed in {} passes; {state}.",
-            report.passes
+            "Apply finished: {} in {passes}; the cluster does not match the manifests yet: {}.",
+            did.join(", "),
+            open.join(", ")
         )
         .unwrap();
     } else {
         writeln!(
             out,
-            "Apply incomplete: {done} objects changed, {failed} failed, after {} passes.",
-            report.passes
+            "Apply incomplete: {} in {passes}; the failures are listed above.",
+            did.join(", ")
         )
         .unwrap();
     }

@@ -6,11 +6,72 @@ use std::sync::Arc;
 
 use proxops_pve::Client;
 use proxops_runtime::SecretSource;
+use proxops_runtime::kind::Operation;
 
-use crate::execute::{Event, Limits, Reporter, Status, execute};
+use crate::execute::{Cancel, Event, Limits, Outcome, Reporter, Status, execute};
+use crate::memory::StopMemory;
 use crate::observe::{ObserveError, plan_cluster};
 use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef};
 use crate::{KindRegistry, Object};
+
+/// What an apply did to one object, over all passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Did {
+    pub created: bool,
+    pub updated: bool,
+    pub deleted: bool,
+    pub started: bool,
+    pub stopped: bool,
+}
+
+impl Did {
+    fn note(&mut self, action: &proxops_runtime::kind::Action) {
+        match action.operation {
+            Operation::Create => self.created = true,
+            Operation::Update | Operation::MarkTemplate => self.updated = true,
+            Operation::Delete => self.deleted = true,
+            Operation::Power => {
+                let to = action
+                    .changes
+                    .iter()
+                    .find(|c| c.key == "status")
+                    .and_then(|c| c.new.as_deref());
+                if to == Some("running") {
+                    self.started = true;
+                } else {
+                    self.stopped = true;
+                }
+            }
+        }
+    }
+
+    pub fn any(&self) -> bool {
+        *self != Did::default()
+    }
+}
+
+/// Counts of an apply by outcome; an object counts once, by what mattered most (a VM created,
+/// configured and started in one apply is "created").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct OutcomeCounts {
+    pub created: usize,
+    pub updated: usize,
+    pub deleted: usize,
+    pub started: usize,
+    pub stopped: usize,
+    pub failed: usize,
+    pub blocked: usize,
+}
+
+/// One object's result over the whole apply.
+#[derive(Debug, Clone)]
+pub struct ObjectOutcome {
+    pub object: ObjectRef,
+    /// How its last pass ended.
+    pub status: Status,
+    /// What it changed, over all passes (also when a later action failed).
+    pub did: Did,
+}
 
 /// The result of an apply.
 #[derive(Debug, Clone)]
@@ -20,17 +81,48 @@ pub struct ApplyReport {
     /// The state after the last pass (drift, pending and anomalies left).
     pub last: ClusterPlan,
     /// Objects whose actions ran, and how they ended.
-    pub outcomes: Vec<(ObjectRef, Status)>,
+    pub outcomes: Vec<ObjectOutcome>,
     pub passes: u32,
     /// Nothing is left to do.
     pub converged: bool,
-    /// Why a later pass was not run (a policy denied its plan).
+    /// Why a later pass was not run (a policy denied its plan, or the run was interrupted).
     pub stopped: Option<String>,
 }
 
 impl ApplyReport {
-    pub fn failures(&self) -> impl Iterator<Item = &(ObjectRef, Status)> {
-        self.outcomes.iter().filter(|(_, s)| *s != Status::Done)
+    pub fn failures(&self) -> impl Iterator<Item = &ObjectOutcome> {
+        self.outcomes.iter().filter(|o| o.status != Status::Done)
+    }
+
+    pub fn counts(&self) -> OutcomeCounts {
+        let mut c = OutcomeCounts::default();
+        for o in &self.outcomes {
+            match &o.status {
+                Status::Failed(_) => c.failed += 1,
+                Status::Blocked(_) => c.blocked += 1,
+                Status::Done => {}
+            }
+            let d = o.did;
+            if d.deleted {
+                c.deleted += 1;
+            } else if d.created {
+                c.created += 1;
+            } else if d.updated {
+                c.updated += 1;
+            } else if d.started {
+                c.started += 1;
+            } else if d.stopped {
+                c.stopped += 1;
+            }
+        }
+        c
+    }
+
+    /// The cluster matches the manifests: converged, and no anomaly, pending change or
+    /// unplanned object is left.
+    pub fn clean(&self) -> bool {
+        let c = self.last.counts();
+        self.converged && c.anomalies == 0 && c.pending == 0 && c.errors == 0
     }
 }
 
@@ -47,6 +139,10 @@ pub struct ApplyOptions {
     pub secrets: Option<Arc<dyn SecretSource>>,
     pub read_concurrency: usize,
     pub max_passes: u32,
+    /// Failed stop-required changes, remembered across runs.
+    pub memory: Arc<StopMemory>,
+    /// Set when the run is interrupted: no new action starts.
+    pub cancel: Option<Cancel>,
 }
 
 /// Converge `objects` (one cluster). `first` is a plan already computed (and shown, and
@@ -61,22 +157,28 @@ pub async fn apply(
 ) -> Result<ApplyReport, ObserveError> {
     let cluster = first.cluster.clone();
     let mut last = first.clone();
-    let mut outcomes: Vec<(ObjectRef, Status)> = Vec::new();
-    let mut outcome_index: HashMap<(String, String), usize> = HashMap::new();
+    let mut outcomes: Vec<ObjectOutcome> = Vec::new();
+    let mut outcome_index: HashMap<(String, Option<String>, String), usize> = HashMap::new();
     let mut failed: HashSet<String> = HashSet::new();
+    let mut deleted: HashSet<(String, Option<String>)> = HashSet::new();
     let mut passes = 0;
     let mut stopped = None;
     let mut plan = first.clone();
+    let interrupted = || options.cancel.as_ref().is_some_and(|c| *c.borrow());
     loop {
         let actions: usize = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
         if actions == 0 || passes >= options.max_passes {
+            break;
+        }
+        if interrupted() {
+            stopped = Some("interrupted; no further action was started".to_string());
             break;
         }
         if passes > 0
             && let Some(gate) = &options.gate
             && let Some(reason) = gate(&plan)
         {
-            stopped = Some(reason);
+            stopped = Some(format!("blocked by policy: {reason}"));
             break;
         }
         passes += 1;
@@ -84,27 +186,84 @@ pub async fn apply(
             pass: passes,
             actions,
         });
-        let results = execute(client, &plan, options.limits, reporter.clone()).await;
+        let results = execute(
+            client,
+            &plan,
+            options.limits,
+            reporter.clone(),
+            options.cancel.clone(),
+        )
+        .await;
         let mut touched = HashSet::new();
-        for (object, status) in results {
+        for Outcome {
+            object,
+            status,
+            done,
+            failed_stops,
+        } in results
+        {
             // Kind and name: a DiskImage and a VM may share a name.
             let id = format!("{}/{}", object.kind, object.name);
+            for a in &failed_stops {
+                let why = match &status {
+                    Status::Failed(e) => e.as_str(),
+                    _ => "failed",
+                };
+                options.memory.record(&cluster, &object, a, why);
+            }
+            if failed_stops.is_empty() && status == Status::Done {
+                options.memory.forget(&object);
+            }
+            if done.iter().any(|a| a.operation == Operation::Delete) {
+                deleted.insert((object.kind.clone(), object.resource.clone()));
+            }
             if status == Status::Done {
                 touched.insert(id);
             } else {
                 failed.insert(id);
             }
-            let key = (object.kind.clone(), object.name.clone());
-            match outcome_index.get(&key) {
-                Some(&i) => outcomes[i].1 = status,
+            // A prune candidate and a manifest object may share kind and name (a template
+            // whose vmid changed): the live resource tells them apart.
+            let key = (
+                object.kind.clone(),
+                object
+                    .file
+                    .is_none()
+                    .then(|| object.resource.clone())
+                    .flatten(),
+                object.name.clone(),
+            );
+            let slot = match outcome_index.get(&key) {
+                Some(&i) => i,
                 None => {
                     outcome_index.insert(key, outcomes.len());
-                    outcomes.push((object, status));
+                    outcomes.push(ObjectOutcome {
+                        object,
+                        status: Status::Done,
+                        did: Did::default(),
+                    });
+                    outcomes.len() - 1
                 }
+            };
+            outcomes[slot].status = status;
+            for a in &done {
+                outcomes[slot].did.note(a);
             }
         }
         touched.retain(|n| !failed.contains(n));
-        if touched.is_empty() {
+        // Pruned objects are gone: they are not planned again.
+        let manifest_touched: HashSet<String> = touched
+            .iter()
+            .filter(|id| {
+                objects
+                    .iter()
+                    .any(|o| format!("{}/{}", o.kind_name, o.name) == **id)
+            })
+            .cloned()
+            .collect();
+        if manifest_touched.is_empty() {
+            // Only prunes acted (and are gone): nothing is left to plan again.
+            plan.objects.clear();
             break;
         }
         plan = plan_cluster(
@@ -113,37 +272,34 @@ pub async fn apply(
             &cluster,
             objects,
             options.read_concurrency,
-            Some(&touched),
+            Some(&manifest_touched),
             options.secrets.clone(),
         )
         .await?;
-        // Replace the re-planned objects in `last`; pruned objects acted on and gone no
-        // longer appear in a fresh plan.
+        options.memory.hold_back(&mut plan, false);
+        // Replace the re-planned objects in `last`.
         let fresh: HashMap<(&str, &str), &ObjectPlan> = plan
             .objects
             .iter()
+            .filter(|p| p.object.file.is_some())
             .map(|p| ((p.object.kind.as_str(), p.object.name.as_str()), p))
             .collect();
         for slot in &mut last.objects {
+            if slot.object.file.is_none() {
+                continue;
+            }
             if let Some(p) = fresh.get(&(slot.object.kind.as_str(), slot.object.name.as_str())) {
                 *slot = (*p).clone();
             }
         }
-        last.objects.retain(|o| {
-            o.object.file.is_some()
-                || !touched.contains(&o.object.name)
-                || fresh.contains_key(&(o.object.kind.as_str(), o.object.name.as_str()))
-        });
     }
+    // A pruned object is gone: nothing of it is left to show.
+    last.objects.retain(|o| {
+        o.object.file.is_some()
+            || !deleted.contains(&(o.object.kind.clone(), o.object.resource.clone()))
+    });
     // An object that failed keeps its planned actions in `last` (they did not happen).
     let converged = failed.is_empty() && !plan.has_changes() && stopped.is_none();
-    if converged {
-        for o in &mut last.objects {
-            if o.object.file.is_none() {
-                o.proposal.actions.clear();
-            }
-        }
-    }
     Ok(ApplyReport {
         initial: first,
         last,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proxops_pve::{Client, PveError, Upid};
-use proxops_runtime::kind::{Call, Method, Operation};
+use proxops_runtime::kind::{Action, Call, Method, Operation};
 use serde_json::Value;
 use tokio::sync::{Semaphore, watch};
 
@@ -59,6 +59,18 @@ pub enum Status {
     Blocked(String),
 }
 
+/// One object's result: its status, what it changed, and the stop-required actions that
+/// failed (so a later run does not stop the guest again for the same change).
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub object: ObjectRef,
+    pub status: Status,
+    /// The actions that completed, in order.
+    pub done: Vec<Action>,
+    /// Actions that need the guest stopped and failed.
+    pub failed_stops: Vec<Action>,
+}
+
 /// Execution limits.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -107,13 +119,33 @@ struct Shared {
     reporter: Arc<dyn Reporter>,
 }
 
-/// Run every object's actions; returns the status of each object that had actions.
+/// A stop or shutdown of a guest (`POST …/status/stop|shutdown`).
+fn is_stop(call: &Call) -> bool {
+    call.method == Method::Post
+        && (call.path.ends_with("/status/shutdown") || call.path.ends_with("/status/stop"))
+}
+
+/// The restore step of an action whose call `failed` failed: when a stop ran before it and
+/// the action ends by starting the guest again (the declared power state the kind proposed),
+/// that start. A failed write must not leave a guest down.
+pub fn restore_call(action: &Action, failed: usize) -> Option<&Call> {
+    let stopped_before = action.calls[..failed].iter().any(is_stop);
+    let last = action.calls.last()?;
+    let restarts = last.method == Method::Post && last.path.ends_with("/status/start");
+    (stopped_before && restarts && failed + 1 < action.calls.len()).then_some(last)
+}
+
+/// Cancelled: start no new action (the one in flight finishes, with its restore).
+pub type Cancel = tokio::sync::watch::Receiver<bool>;
+
+/// Run every object's actions; returns the outcome of each object that had actions.
 pub async fn execute(
     client: &Client,
     plan: &ClusterPlan,
     limits: Limits,
     reporter: Arc<dyn Reporter>,
-) -> Vec<(ObjectRef, Status)> {
+    cancel: Option<Cancel>,
+) -> Vec<Outcome> {
     let with_actions: Vec<_> = plan
         .objects
         .iter()
@@ -165,7 +197,14 @@ pub async fn execute(
         let object = o.object.clone();
         let actions = o.proposal.actions.clone();
         let shared = shared.clone();
+        let cancel = cancel.clone();
         tasks.spawn(async move {
+            let blocked = |why: String| Outcome {
+                object: object.clone(),
+                status: Status::Blocked(why),
+                done: Vec::new(),
+                failed_stops: Vec::new(),
+            };
             for (dep, mut rx) in waits {
                 let outcome = match rx.wait_for(Option::is_some).await {
                     Ok(v) => v.clone().unwrap_or_default(),
@@ -178,66 +217,103 @@ pub async fn execute(
                         by: dep.clone(),
                     });
                     publish(&finished, Finished::failed());
-                    return (index, object, Status::Blocked(why));
+                    return (index, blocked(why));
                 }
             }
             // Actions run in order. After a failure, the object's remaining actions on that
-            // node are skipped; actions on other nodes (a DiskImage's per-node downloads) go on.
+            // node are skipped; actions on other nodes (a DiskImage's per-node downloads) go
+            // on, and so does a power step after a failed update (the guest exists; a failed
+            // write never keeps it from its declared power state).
             let mut outcome = Finished::default();
             let mut first_error = None;
+            let mut done = Vec::new();
+            let mut failed_stops = Vec::new();
+            let mut failed_ops: Vec<(String, Operation)> = Vec::new();
             for action in actions {
                 let node = action
                     .calls
                     .iter()
                     .find_map(|c| call_node(&c.path))
-                    .map(str::to_string);
-                if outcome
-                    .failed
-                    .iter()
-                    .any(|n| Some(n) == node.as_ref() || n.is_empty())
-                {
+                    .map(str::to_string)
+                    .unwrap_or_default();
+                let skip = failed_ops.iter().any(|(n, op)| {
+                    (n == &node || n.is_empty())
+                        && !(action.operation == Operation::Power && *op == Operation::Update)
+                });
+                if skip {
                     continue;
+                }
+                if cancel.as_ref().is_some_and(|c| *c.borrow()) {
+                    let why = "interrupted: not started".to_string();
+                    outcome.failed.insert(node);
+                    first_error.get_or_insert(format!("{}: {why}", action.summary));
+                    break;
                 }
                 shared.reporter.event(Event::ActionStarted {
                     object: object.clone(),
                     summary: action.summary.clone(),
                 });
                 let mut error = None;
-                for call in &action.calls {
-                    if let Err(e) = run_call(&shared, call, action.operation, &object).await {
-                        error = Some(e);
-                        break;
+                for (i, call) in action.calls.iter().enumerate() {
+                    let Err(e) = run_call(&shared, call, action.operation, &object).await else {
+                        continue;
+                    };
+                    let mut e = e;
+                    if let Some(restore) = restore_call(&action, i) {
+                        e = match run_call(&shared, restore, Operation::Power, &object).await {
+                            Ok(()) => {
+                                format!("{e}; the guest was started again (its declared state)")
+                            }
+                            Err(r) => {
+                                format!("{e}; starting the guest again failed too, it is DOWN: {r}")
+                            }
+                        };
                     }
+                    error = Some(e);
+                    break;
                 }
                 shared.reporter.event(Event::ActionDone {
                     object: object.clone(),
                     summary: action.summary.clone(),
                     error: error.clone(),
                 });
-                let node = node.unwrap_or_default();
                 match error {
                     Some(e) => {
-                        outcome.failed.insert(node);
+                        outcome.failed.insert(node.clone());
+                        failed_ops.push((node, action.operation));
                         first_error.get_or_insert(format!("{}: {e}", action.summary));
+                        if action.requires_stop {
+                            failed_stops.push(action);
+                        }
                     }
                     None => {
                         outcome.acted.insert(node);
+                        done.push(action);
                     }
                 }
             }
             publish(&finished, outcome);
-            match first_error {
-                Some(e) => (index, object, Status::Failed(e)),
-                None => (index, object, Status::Done),
-            }
+            let status = match first_error {
+                Some(e) => Status::Failed(e),
+                None => Status::Done,
+            };
+            (
+                index,
+                Outcome {
+                    object,
+                    status,
+                    done,
+                    failed_stops,
+                },
+            )
         });
     }
     let mut results = Vec::new();
     while let Some(r) = tasks.join_next().await {
         results.push(r.expect("executor task panicked"));
     }
-    results.sort_by_key(|(i, _, _)| *i);
-    results.into_iter().map(|(_, o, s)| (o, s)).collect()
+    results.sort_by_key(|(i, _)| *i);
+    results.into_iter().map(|(_, o)| o).collect()
 }
 
 /// Publish how an object ended to the objects that wait for it. `send_replace` stores the
@@ -324,6 +400,58 @@ async fn exists(shared: &Shared, object: &ObjectRef) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proxops_runtime::kind::Param;
+
+    fn action(paths: &[&str]) -> Action {
+        Action {
+            operation: Operation::Update,
+            summary: String::new(),
+            calls: paths
+                .iter()
+                .map(|p| Call {
+                    method: Method::Post,
+                    path: p.to_string(),
+                    params: Vec::<Param>::new(),
+                })
+                .collect(),
+            changes: Vec::new(),
+            requires_stop: true,
+            destructive: false,
+        }
+    }
+
+    #[test]
+    fn a_failure_after_a_stop_restores_with_the_actions_own_start() {
+        let base = "/nodes/pve01/qemu/100";
+        let stop_write_start = action(&[
+            &format!("{base}/status/shutdown"),
+            &format!("{base}/config"),
+            &format!("{base}/resize"),
+            &format!("{base}/status/start"),
+        ]);
+        let start = |a: &Action, failed| restore_call(a, failed).map(|c| c.path.clone());
+        for (failed, restores) in [(0, false), (1, true), (2, true), (3, false)] {
+            assert_eq!(
+                start(&stop_write_start, failed).is_some(),
+                restores,
+                "call {failed} failed"
+            );
+        }
+        assert_eq!(
+            start(&stop_write_start, 1).as_deref(),
+            Some("/nodes/pve01/qemu/100/status/start")
+        );
+        // Stopped on purpose (declared stopped): nothing to restore.
+        let stop_then_write = action(&[
+            &format!("{base}/status/shutdown"),
+            &format!("{base}/config"),
+        ]);
+        assert_eq!(start(&stop_then_write, 1), None);
+        // No stop before the failure: the guest was never disturbed.
+        let write_then_start =
+            action(&[&format!("{base}/config"), &format!("{base}/status/start")]);
+        assert_eq!(start(&write_then_start, 0), None);
+    }
 
     #[tokio::test]
     async fn an_outcome_published_before_anyone_waits_is_seen() {

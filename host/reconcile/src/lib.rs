@@ -3,7 +3,9 @@
 
 pub mod apply;
 pub mod execute;
+pub mod memory;
 pub mod observe;
+pub mod ownership;
 pub mod plan;
 pub mod policy;
 pub mod registry;

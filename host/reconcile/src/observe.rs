@@ -10,6 +10,7 @@ use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{Call, Method, Observation, Proposal, Read, Resolved};
 use serde_json::Value;
 
+use crate::ownership::{self, AdoptClaim, LiveGuest, Scope};
 use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef, method_name};
 use crate::workers::par_map;
 use crate::{KindRegistry, Object};
@@ -66,13 +67,18 @@ struct Item<'a> {
     depends_on: Vec<String>,
     resolved: Vec<Resolved>,
     referrers: Vec<Resolved>,
+    /// The manifest's explicit take-over, if any.
+    adopt: Option<&'a AdoptClaim>,
+    /// The object's own vmid (guest id space).
+    vmid: Option<u64>,
+    /// Templates it references: their vmid and live guest (absent: created in this run).
+    sources: Vec<(String, u64, Option<LiveGuest>)>,
 }
 
-/// Live guests of the cluster, by `/cluster/resources` id.
+/// Every `/cluster/resources` entry: guests, and the nodes and storages (the node list is
+/// checked before any write, and comes from the same read).
 pub async fn resources(client: &Client) -> Result<Vec<Value>, proxops_pve::PveError> {
-    let data = client
-        .get("/cluster/resources", &[Param::new("type", "vm")])
-        .await?;
+    let data = client.get("/cluster/resources", &[]).await?;
     match data {
         Value::Array(entries) => Ok(entries),
         _ => Ok(Vec::new()),
@@ -104,7 +110,9 @@ pub async fn plan_cluster(
     let live = resources(client).await?;
     tracing::debug!(
         "{cluster}: listed {} guests in {:?}",
-        live.len(),
+        live.iter()
+            .filter(|e| LiveGuest::from_entry(e).is_some())
+            .count(),
         started.elapsed()
     );
     let by_id: HashMap<&str, &Value> = live
@@ -113,6 +121,21 @@ pub async fn plan_cluster(
         .collect();
 
     check_live_conflicts(objects, &live)?;
+
+    let nodes: HashSet<String> = live
+        .iter()
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some("node"))
+        .filter_map(|e| e.get("node").and_then(Value::as_str).map(str::to_string))
+        .collect();
+    let by_name: HashMap<(&str, &str), &Object> = objects
+        .iter()
+        .map(|o| ((o.kind_name.as_str(), o.name.as_str()), o))
+        .collect();
+    let guest_vmid = |o: &Object| {
+        (o.key.space == "guest-id")
+            .then(|| o.key.key.parse::<u64>().ok())
+            .flatten()
+    };
 
     let refs = crate::validate::RefIndex::new(objects);
     let mut items: Vec<Item<'_>> = Vec::new();
@@ -143,6 +166,23 @@ pub async fn plan_cluster(
                 .collect(),
             resolved: refs.resolve(o),
             referrers: refs.referrers(o),
+            adopt: o.adopt.as_ref(),
+            vmid: guest_vmid(o),
+            sources: o
+                .references
+                .iter()
+                .filter_map(|r| by_name.get(&(r.kind.as_str(), r.name.as_str())))
+                .filter_map(|t| {
+                    let vmid = guest_vmid(t)?;
+                    let guest = t
+                        .key
+                        .resource_id
+                        .as_deref()
+                        .and_then(|id| by_id.get(id))
+                        .and_then(|e| LiveGuest::from_entry(e));
+                    Some((format!("{} {}", t.kind_name, t.name), vmid, guest))
+                })
+                .collect(),
         });
     }
     if only.is_none() {
@@ -200,6 +240,9 @@ pub async fn plan_cluster(
                 depends_on: Vec::new(),
                 resolved: Vec::new(),
                 referrers: Vec::new(),
+                adopt: None,
+                vmid: LiveGuest::from_entry(entry).map(|g| g.vmid),
+                sources: Vec::new(),
             });
         }
     }
@@ -344,6 +387,10 @@ pub async fn plan_cluster(
         objects: Vec::new(),
     };
     for (item, (proposal, error)) in items.into_iter().zip(planned) {
+        let (proposal, error) = match error {
+            Some(e) => (proposal, Some(e)),
+            None => gate(&item, proposal, &nodes),
+        };
         let running = item
             .live
             .as_ref()
@@ -360,7 +407,157 @@ pub async fn plan_cluster(
             error,
         });
     }
+    block_dependents(&mut plan);
     Ok(plan)
+}
+
+/// The anomaly path by which a kind says an object cannot serve its referrers on a node
+/// (a file not placed there, a storage that cannot hold it there, a failed storage read):
+/// `unavailable-on:<node>`. A convention of contract 0.1.0 (see ARCHITECTURE.md).
+pub const UNAVAILABLE_ON: &str = "unavailable-on:";
+
+/// Block, before any call, every object whose dependency could not be planned (or is itself
+/// blocked), or cannot serve the object's node: a VM is never created or started on a node
+/// where its ISO or disk image is not.
+fn block_dependents(plan: &mut ClusterPlan) {
+    loop {
+        // `Kind/name` -> (the nodes it cannot serve, None for all; why).
+        let mut unavailable: HashMap<String, (Option<HashSet<&str>>, String)> = HashMap::new();
+        for o in plan.objects.iter().filter(|o| o.object.file.is_some()) {
+            let id = format!("{}/{}", o.object.kind, o.object.name);
+            if o.error.is_some() {
+                unavailable.insert(id.clone(), (None, format!("{id} could not be planned")));
+                continue;
+            }
+            for a in &o.proposal.anomalies {
+                if let Some(node) = a.path.strip_prefix(UNAVAILABLE_ON) {
+                    let entry = unavailable
+                        .entry(id.clone())
+                        .or_insert_with(|| (Some(HashSet::new()), String::new()));
+                    if let Some(nodes) = &mut entry.0 {
+                        nodes.insert(node);
+                    }
+                    entry.1 = format!("{id} is not available on node {node}: {}", a.message);
+                }
+            }
+        }
+        let mut blocked = Vec::new();
+        for (i, o) in plan.objects.iter().enumerate() {
+            if o.error.is_some() || !o.has_actions() {
+                continue;
+            }
+            let node = o.object.node.as_deref();
+            let why = o.depends_on.iter().find_map(|d| {
+                let (nodes, why) = unavailable.get(d)?;
+                match nodes {
+                    None => Some(why.clone()),
+                    Some(nodes) => node.filter(|n| nodes.contains(n)).map(|_| why.clone()),
+                }
+            });
+            if let Some(why) = why {
+                blocked.push((i, why));
+            }
+        }
+        if blocked.is_empty() {
+            return;
+        }
+        for (i, why) in blocked {
+            let o = &mut plan.objects[i];
+            o.proposal.actions.clear();
+            o.error = Some(format!("blocked, nothing will be sent for it: {why}"));
+        }
+    }
+}
+
+/// The ownership gate, for every kind and every write: a live guest proxops does not own gets
+/// no actions (an anomaly instead, or the ownership tags alone for an explicit take-over); a
+/// prune needs the vmid-bound mark; a clone source must be owned; and every mutating call
+/// must be about this object on a node of the cluster, or the object fails with nothing sent.
+fn gate(
+    item: &Item<'_>,
+    proposal: Proposal,
+    nodes: &HashSet<String>,
+) -> (Proposal, Option<String>) {
+    let guest = item
+        .live
+        .as_ref()
+        .and_then(|(entry, _)| LiveGuest::from_entry(entry));
+    let only = |message: String| Proposal {
+        actions: Vec::new(),
+        drift: Vec::new(),
+        pending: Vec::new(),
+        anomalies: vec![proxops_runtime::kind::Anomaly {
+            path: String::new(),
+            message,
+        }],
+    };
+    if let Some(g) = &guest {
+        if item.desired.is_some() && !g.tagged() {
+            return match item.adopt {
+                Some(claim) if ownership::claim_matches(claim, g) => {
+                    (ownership::adopt_proposal(g), None)
+                }
+                claim => (ownership::unowned(g, claim), None),
+            };
+        }
+        let deletes = proposal
+            .actions
+            .iter()
+            .any(|a| a.operation == proxops_runtime::kind::Operation::Delete);
+        if deletes {
+            let refusal = if g.tagged() {
+                ownership::prune_refusal(g)
+            } else {
+                Some(format!(
+                    "{} has no `{}` tag; proxops never deletes a guest it does not own",
+                    g.describe(),
+                    ownership::OWNERSHIP_TAG
+                ))
+            };
+            if let Some(why) = refusal {
+                return (only(why), None);
+            }
+        }
+    }
+    let mut clone_sources = Vec::new();
+    for (label, vmid, source) in &item.sources {
+        match source {
+            Some(s) if !s.tagged() => {
+                let clones_it = proposal
+                    .actions
+                    .iter()
+                    .flat_map(|a| &a.calls)
+                    .any(|c| c.path.ends_with(&format!("/{vmid}/clone")));
+                if clones_it {
+                    return (
+                        only(format!(
+                            "{label} is {}, which proxops does not own; not cloning from it (adopt the template first)",
+                            s.describe()
+                        )),
+                        None,
+                    );
+                }
+            }
+            _ => clone_sources.push(*vmid),
+        }
+    }
+    let scope = Scope {
+        vmid: item.vmid,
+        clone_sources,
+        nodes,
+    };
+    match ownership::check_calls(&proposal.actions, &scope) {
+        Ok(()) => (proposal, None),
+        Err(e) => (
+            Proposal {
+                actions: Vec::new(),
+                drift: proposal.drift,
+                pending: proposal.pending,
+                anomalies: proposal.anomalies,
+            },
+            Some(e),
+        ),
+    }
 }
 
 /// A VM id that a manifest claims but PVE holds as a container is a conflict: qm and lxc
@@ -475,7 +672,89 @@ async fn perform_reads(
 
 #[cfg(test)]
 mod tests {
-    use super::path_allowed;
+    use super::{UNAVAILABLE_ON, block_dependents, path_allowed};
+    use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef};
+    use proxops_runtime::kind::{Action, Anomaly, Operation, Proposal};
+
+    fn object(kind: &str, name: &str, node: &str, deps: &[&str]) -> ObjectPlan {
+        ObjectPlan {
+            object: ObjectRef {
+                kind: kind.into(),
+                name: name.into(),
+                file: Some(format!("{}/lab/{name}.yaml", kind.to_lowercase())),
+                node: Some(node.into()),
+                resource: None,
+            },
+            kind_index: 0,
+            desired: None,
+            running: false,
+            proposal: Proposal {
+                actions: vec![Action {
+                    operation: Operation::Create,
+                    summary: format!("create {name}"),
+                    calls: Vec::new(),
+                    changes: Vec::new(),
+                    requires_stop: false,
+                    destructive: false,
+                }],
+                drift: Vec::new(),
+                pending: Vec::new(),
+                anomalies: Vec::new(),
+            },
+            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn dependents_are_blocked_on_the_nodes_their_dependency_cannot_serve() {
+        let mut iso = object("ISO", "installer", "", &[]);
+        iso.object.node = None;
+        iso.proposal.anomalies.push(Anomaly {
+            path: format!("{UNAVAILABLE_ON}pve02"),
+            message: "not placed there".into(),
+        });
+        let mut broken = object("DiskImage", "noble", "", &[]);
+        broken.error = Some("storage read failed".into());
+        broken.proposal.actions.clear();
+        let mut plan = ClusterPlan {
+            cluster: "lab".into(),
+            objects: vec![
+                iso,
+                broken,
+                object("VM", "a", "pve01", &["ISO/installer"]),
+                object("VM", "b", "pve02", &["ISO/installer"]),
+                object("TemplateVM", "t", "pve01", &["DiskImage/noble"]),
+                object("VM", "c", "pve01", &["TemplateVM/t"]),
+                object("VM", "d", "pve02", &[]),
+            ],
+        };
+        block_dependents(&mut plan);
+        let blocked: Vec<(&str, bool)> = plan
+            .objects
+            .iter()
+            .map(|o| {
+                (
+                    o.object.name.as_str(),
+                    o.error.is_some() && !o.has_actions(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            blocked,
+            [
+                ("installer", false),
+                ("noble", true),
+                ("a", false),
+                ("b", true),
+                ("t", true),
+                ("c", true),
+                ("d", false),
+            ]
+        );
+        let why = plan.objects[3].error.as_deref().unwrap();
+        assert!(why.contains("not available on node pve02"), "{why}");
+    }
 
     #[test]
     fn path_templates_match_one_segment_per_placeholder() {

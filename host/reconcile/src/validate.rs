@@ -10,6 +10,7 @@ use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{self, ObjectKey, Reference, Resolved, Severity};
 
 use crate::KindRegistry;
+use crate::ownership::AdoptClaim;
 use crate::workers::par_map;
 
 /// A manifest that passed its kind's validation.
@@ -25,6 +26,8 @@ pub struct Object {
     pub desired: String,
     pub key: ObjectKey,
     pub references: Vec<Reference>,
+    /// `metadata.adopt`: an explicit take-over of a live guest proxops did not create.
+    pub adopt: Option<crate::ownership::AdoptClaim>,
 }
 
 /// The validated objects of a repository.
@@ -128,7 +131,10 @@ pub fn validate_repo(
             };
             let instance = instances.get(index).map_err(internal)?;
             instance.set_secrets(secrets.for_cluster(&m.cluster));
-            let manifest = m.document.to_string();
+            // `metadata.adopt` belongs to the host, not to the kind's schema.
+            let (adopt, stripped) = take_adopt(&m.document)
+                .map_err(|msg| vec![Diagnostic::error(&m.file, "metadata.adopt", msg)])?;
+            let manifest = stripped.as_ref().unwrap_or(&m.document).to_string();
             let validated = instance
                 .validate(&manifest)
                 .map_err(internal)?
@@ -140,6 +146,28 @@ pub fn validate_repo(
                 })?;
             let references = instance.references(&validated.desired).map_err(internal)?;
             let key = instance.identity(&validated.desired).map_err(internal)?;
+            if let Some(claim) = &adopt {
+                if key.space != "guest-id" {
+                    return Err(vec![Diagnostic::error(
+                        &m.file,
+                        "metadata.adopt",
+                        format!(
+                            "only guests can be adopted; a {} has no vmid",
+                            registry.get(index).info().kind
+                        ),
+                    )]);
+                }
+                if key.key != claim.vmid.to_string() {
+                    return Err(vec![Diagnostic::error(
+                        &m.file,
+                        "metadata.adopt.vmid",
+                        format!(
+                            "metadata.adopt names vmid {}, but the manifest is for vmid {}; they must agree",
+                            claim.vmid, key.key
+                        ),
+                    )]);
+                }
+            }
             let warnings = validated
                 .warnings
                 .iter()
@@ -154,6 +182,7 @@ pub fn validate_repo(
                 desired: validated.desired,
                 key,
                 references,
+                adopt,
             };
             Ok((object, warnings))
         },
@@ -181,6 +210,48 @@ pub fn validate_repo(
         started.elapsed()
     );
     (Catalog { objects }, diags)
+}
+
+/// Split `metadata.adopt: {vmid, name}` off a manifest: the claim, and the manifest without it
+/// (`None` when there was nothing to remove).
+fn take_adopt(
+    document: &serde_json::Value,
+) -> Result<(Option<AdoptClaim>, Option<serde_json::Value>), String> {
+    let Some(adopt) = document.get("metadata").and_then(|m| m.get("adopt")) else {
+        return Ok((None, None));
+    };
+    let shape = "write it as `adopt: {vmid: <the live vmid>, name: <the live PVE name>}`";
+    let fields = adopt
+        .as_object()
+        .ok_or_else(|| format!("metadata.adopt is not a mapping; {shape}"))?;
+    if let Some(unknown) = fields.keys().find(|k| *k != "vmid" && *k != "name") {
+        return Err(format!(
+            "unknown field `{unknown}` in metadata.adopt; {shape}"
+        ));
+    }
+    let vmid = fields
+        .get("vmid")
+        .and_then(serde_json::Value::as_u64)
+        .ok_or_else(|| format!("metadata.adopt.vmid is missing or not a number; {shape}"))?;
+    let name = fields
+        .get("name")
+        .and_then(serde_json::Value::as_str)
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| format!("metadata.adopt.name is missing or empty; {shape}"))?;
+    let mut stripped = document.clone();
+    if let Some(meta) = stripped
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        meta.remove("adopt");
+    }
+    Ok((
+        Some(AdoptClaim {
+            vmid,
+            name: name.to_string(),
+        }),
+        Some(stripped),
+    ))
 }
 
 /// Resolve every reference by (cluster, kind, name) and let the referring kind check the

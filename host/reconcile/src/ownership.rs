@@ -1,0 +1,496 @@
+//! Ownership: proxops writes only to live objects it provably owns, and every mutating call a
+//! kind proposes must be about the object it was planned for.
+//!
+//! A live guest is proxops's when PVE stores the `proxops` tag in its config (updates need
+//! that much, so a half-configured clone of an owned template is still repaired). Deleting
+//! needs more: PVE copies tags on clone and on restore to another vmid, so a human's GUI clone
+//! of a proxops template carries `proxops` too. Every guest proxops creates or configures
+//! therefore also carries the vmid-bound mark `proxops-<vmid>`, and a prune needs the mark to
+//! name the guest's own vmid. Both are read from the guest's `/cluster/resources` entry.
+//!
+//! Taking over a guest proxops did not create is explicit: a manifest's `metadata.adopt`
+//! names the vmid and PVE name the operator (or `proxops adopt`) saw; while both still match,
+//! the only write allowed is the ownership mark itself.
+
+use std::collections::HashSet;
+
+use proxops_runtime::kind::{Action, Anomaly, Call, Change, Method, Operation, Param, Proposal};
+use serde_json::Value;
+
+/// The tag every proxops guest carries.
+pub const OWNERSHIP_TAG: &str = "proxops";
+
+/// The vmid-bound ownership mark of guest `vmid`.
+pub fn mark_for(vmid: u64) -> String {
+    format!("{OWNERSHIP_TAG}-{vmid}")
+}
+
+/// A live guest (VM, template or container) as `/cluster/resources` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveGuest {
+    /// `qemu` or `lxc`.
+    pub kind: String,
+    pub vmid: u64,
+    pub node: String,
+    pub name: Option<String>,
+    /// Lower-cased, in PVE's order.
+    pub tags: Vec<String>,
+    pub template: bool,
+}
+
+/// What the ownership mark of a tagged guest says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// `proxops-<its own vmid>`.
+    Own,
+    /// Only marks of other vmids: a copy (clone or restore) of those guests.
+    Other(Vec<u64>),
+    /// No `proxops-<vmid>` tag at all (created before marks existed, or tagged by hand).
+    Missing,
+}
+
+fn flag(v: Option<&Value>) -> bool {
+    match v {
+        Some(Value::Bool(b)) => *b,
+        Some(Value::Number(n)) => n.as_u64() == Some(1),
+        Some(Value::String(s)) => s == "1",
+        _ => false,
+    }
+}
+
+/// PVE's tag list: `;`, `,` and spaces all separate tags.
+pub fn split_tags(text: &str) -> Vec<String> {
+    text.split([';', ',', ' '])
+        .filter(|t| !t.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+impl LiveGuest {
+    /// The guest of a `/cluster/resources` entry; `None` for nodes, storages and the like.
+    pub fn from_entry(entry: &Value) -> Option<LiveGuest> {
+        let kind = entry.get("type").and_then(Value::as_str)?;
+        if kind != "qemu" && kind != "lxc" {
+            return None;
+        }
+        let vmid = match entry.get("vmid")? {
+            Value::Number(n) => n.as_u64()?,
+            Value::String(s) => s.parse().ok()?,
+            _ => return None,
+        };
+        Some(LiveGuest {
+            kind: kind.to_string(),
+            vmid,
+            node: entry.get("node").and_then(Value::as_str)?.to_string(),
+            name: entry
+                .get("name")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            tags: entry
+                .get("tags")
+                .and_then(Value::as_str)
+                .map(split_tags)
+                .unwrap_or_default(),
+            template: flag(entry.get("template")),
+        })
+    }
+
+    /// Carries the `proxops` tag: proxops may update it.
+    pub fn tagged(&self) -> bool {
+        self.tags.iter().any(|t| t == OWNERSHIP_TAG)
+    }
+
+    pub fn mark(&self) -> Mark {
+        let marks: Vec<u64> = self
+            .tags
+            .iter()
+            .filter_map(|t| t.strip_prefix("proxops-"))
+            .filter_map(|n| n.parse().ok())
+            .collect();
+        if marks.contains(&self.vmid) {
+            Mark::Own
+        } else if marks.is_empty() {
+            Mark::Missing
+        } else {
+            Mark::Other(marks)
+        }
+    }
+
+    fn noun(&self) -> &'static str {
+        match (self.kind.as_str(), self.template) {
+            ("lxc", false) => "container",
+            ("lxc", true) => "container template",
+            (_, true) => "template",
+            _ => "VM",
+        }
+    }
+
+    /// `VM 6019 "payroll" on node pve01 (tags: prod)`, for messages.
+    pub fn describe(&self) -> String {
+        let name = self
+            .name
+            .as_deref()
+            .map(|n| format!(" {n:?}"))
+            .unwrap_or_default();
+        let tags = if self.tags.is_empty() {
+            "no tags".to_string()
+        } else {
+            format!("tags: {}", self.tags.join(";"))
+        };
+        format!(
+            "{} {}{name} on node {} ({tags})",
+            self.noun(),
+            self.vmid,
+            self.node
+        )
+    }
+}
+
+/// A manifest's explicit take-over of a guest proxops did not create (`metadata.adopt`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdoptClaim {
+    pub vmid: u64,
+    pub name: String,
+}
+
+/// The proposal for a manifest whose live guest proxops does not own: nothing but an anomaly
+/// that names the guest and the way to take it over.
+pub fn unowned(guest: &LiveGuest, claim: Option<&AdoptClaim>) -> Proposal {
+    let how = format!(
+        "to take it over deliberately, add `metadata.adopt: {{vmid: {}, name: {}}}` to the manifest (the first apply then only adds the ownership tags), or give the manifest a free vmid",
+        guest.vmid,
+        guest.name.as_deref().unwrap_or("<its PVE name>")
+    );
+    let message = match claim {
+        Some(c) => format!(
+            "metadata.adopt names vmid {} {:?}, but the live guest is {}: it changed since it was adopted, so nothing is planned for it; check the guest, then correct metadata.adopt",
+            c.vmid,
+            c.name,
+            guest.describe()
+        ),
+        None => format!(
+            "vmid {} is held by {}, which proxops does not own (no `{OWNERSHIP_TAG}` tag); nothing is planned for it: {how}",
+            guest.vmid,
+            guest.describe()
+        ),
+    };
+    Proposal {
+        actions: Vec::new(),
+        drift: Vec::new(),
+        pending: Vec::new(),
+        anomalies: vec![Anomaly {
+            path: if claim.is_some() {
+                "metadata.adopt".into()
+            } else {
+                "spec.vmid".into()
+            },
+            message,
+        }],
+    }
+}
+
+/// Whether `claim` still describes `guest`.
+pub fn claim_matches(claim: &AdoptClaim, guest: &LiveGuest) -> bool {
+    claim.vmid == guest.vmid && guest.name.as_deref() == Some(claim.name.as_str())
+}
+
+/// The one write of a take-over: the ownership tags added to the guest's own tags. Nothing
+/// else changes, nothing stops or restarts.
+pub fn adopt_proposal(guest: &LiveGuest) -> Proposal {
+    let mut tags = guest.tags.clone();
+    for t in [OWNERSHIP_TAG.to_string(), mark_for(guest.vmid)] {
+        if !tags.contains(&t) {
+            tags.push(t);
+        }
+    }
+    let old = guest.tags.join(";");
+    let new = tags.join(";");
+    let path = format!("/nodes/{}/{}/{}/config", guest.node, guest.kind, guest.vmid);
+    let method = if guest.kind == "lxc" {
+        Method::Put
+    } else {
+        Method::Post
+    };
+    Proposal {
+        actions: vec![Action {
+            operation: Operation::Update,
+            summary: format!(
+                "adopt {}: add the ownership tags (nothing else changes, no restart)",
+                guest.describe()
+            ),
+            calls: vec![Call {
+                method,
+                path,
+                params: vec![Param {
+                    name: "tags".into(),
+                    value: new.clone(),
+                    sensitive: false,
+                }],
+            }],
+            changes: vec![Change {
+                key: "tags".into(),
+                old: (!old.is_empty()).then_some(old),
+                new: Some(new),
+                sensitive: false,
+            }],
+            requires_stop: false,
+            destructive: false,
+        }],
+        drift: Vec::new(),
+        pending: Vec::new(),
+        anomalies: Vec::new(),
+    }
+}
+
+/// Why a prune candidate (a tagged guest no manifest names) may not be deleted, if it may not.
+pub fn prune_refusal(guest: &LiveGuest) -> Option<String> {
+    match guest.mark() {
+        Mark::Own => None,
+        Mark::Other(of) => {
+            let of: Vec<String> = of.iter().map(u64::to_string).collect();
+            Some(format!(
+                "{} carries the `{OWNERSHIP_TAG}` tag but is a copy of proxops guest {} (its ownership mark names that vmid, not {}): a clone or restore made outside proxops; not deleting it. Delete it by hand, or give it a manifest",
+                guest.describe(),
+                of.join(", "),
+                guest.vmid
+            ))
+        }
+        Mark::Missing => Some(format!(
+            "{} carries the `{OWNERSHIP_TAG}` tag but no ownership mark `{}`; proxops cannot prove it created this guest, so it does not delete it. Delete it by hand, or give it a manifest (an apply adds the mark)",
+            guest.describe(),
+            mark_for(guest.vmid)
+        )),
+    }
+}
+
+/// What the mutating calls of one object may touch.
+#[derive(Debug)]
+pub struct Scope<'a> {
+    /// The object's own vmid, for objects in the guest id space.
+    pub vmid: Option<u64>,
+    /// Vmids it may clone from: its resolved, owned (or still to be created) templates.
+    pub clone_sources: Vec<u64>,
+    /// The cluster's nodes; empty when the listing had none (then nodes are not checked).
+    pub nodes: &'a HashSet<String>,
+}
+
+/// The guest a path is about: `/nodes/{node}/{qemu|lxc}/{vmid}/…`.
+fn path_guest(path: &str) -> Option<(&str, Option<u64>, &str)> {
+    let rest = path.strip_prefix("/nodes/")?;
+    let mut parts = rest.splitn(4, '/');
+    let node = parts.next()?;
+    match parts.next() {
+        Some("qemu" | "lxc") => {}
+        _ => return Some((node, None, "")),
+    }
+    let vmid = parts.next().and_then(|v| v.parse().ok());
+    Some((node, vmid, parts.next().unwrap_or("")))
+}
+
+fn param<'c>(call: &'c Call, name: &str) -> Option<&'c str> {
+    call.params
+        .iter()
+        .find(|p| p.name == name)
+        .map(|p| p.value.as_str())
+}
+
+/// Check every mutating call of `actions` against `scope`: its node exists, and any guest it
+/// names is the object's own (or, for `POST …/{vmid}/clone`, an allowed clone source).
+pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), String> {
+    for call in actions.iter().flat_map(|a| &a.calls) {
+        if call.method == Method::Get {
+            continue;
+        }
+        let Some((node, vmid, rest)) = path_guest(&call.path) else {
+            continue;
+        };
+        if !scope.nodes.is_empty() && !scope.nodes.contains(node) {
+            let mut known: Vec<&str> = scope.nodes.iter().map(String::as_str).collect();
+            known.sort_unstable();
+            return Err(format!(
+                "node {node} is not a node of this cluster (its nodes: {}); nothing was sent",
+                known.join(", ")
+            ));
+        }
+        let own = |v: u64| scope.vmid == Some(v);
+        let ok = match vmid {
+            Some(v) if own(v) => true,
+            Some(v) => {
+                rest == "clone"
+                    && call.method == Method::Post
+                    && scope.clone_sources.contains(&v)
+                    && param(call, "newid")
+                        .and_then(|n| n.parse().ok())
+                        .is_some_and(own)
+            }
+            // `POST /nodes/{node}/qemu` creates the guest named by its `vmid` parameter.
+            None if call.path.ends_with("/qemu") || call.path.ends_with("/lxc") => {
+                param(call, "vmid")
+                    .and_then(|v| v.parse().ok())
+                    .is_some_and(own)
+            }
+            None => true,
+        };
+        if !ok {
+            return Err(format!(
+                "the kind proposed {} {}, which is not about this object{}; nothing was sent",
+                crate::plan::method_name(call.method),
+                call.path,
+                scope
+                    .vmid
+                    .map(|v| format!(" (vmid {v})"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn guest(tags: &str, vmid: u64) -> LiveGuest {
+        LiveGuest::from_entry(
+            &json!({"id": format!("qemu/{vmid}"), "type": "qemu", "vmid": vmid,
+            "node": "pve01", "name": "payroll", "tags": tags}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn marks_tell_own_guests_from_copies() {
+        for (tags, vmid, tagged, mark) in [
+            ("prod", 6019, false, Mark::Missing),
+            ("", 6019, false, Mark::Missing),
+            ("proxops", 100, true, Mark::Missing),
+            ("proxops;proxops-100", 100, true, Mark::Own),
+            ("Proxops,PROXOPS-100", 100, true, Mark::Own),
+            ("proxops;proxops-9000", 101, true, Mark::Other(vec![9000])),
+            ("proxops-100", 100, false, Mark::Own),
+            ("proxops;proxops-abc", 100, true, Mark::Missing),
+        ] {
+            let g = guest(tags, vmid);
+            assert_eq!((g.tagged(), g.mark()), (tagged, mark), "{tags} on {vmid}");
+        }
+        assert!(prune_refusal(&guest("proxops;proxops-100", 100)).is_none());
+        let copy = prune_refusal(&guest("proxops;proxops-9000", 101)).unwrap();
+        assert!(copy.contains("copy of proxops guest 9000"), "{copy}");
+    }
+
+    #[test]
+    fn only_guests_are_guests() {
+        for entry in [
+            json!({"id": "node/pve01", "type": "node", "node": "pve01"}),
+            json!({"id": "storage/pve01/local", "type": "storage", "node": "pve01"}),
+            json!({"id": "qemu/1", "type": "qemu", "node": "pve01"}),
+        ] {
+            assert_eq!(LiveGuest::from_entry(&entry), None, "{entry}");
+        }
+    }
+
+    fn call(method: Method, path: &str, params: &[(&str, &str)]) -> Action {
+        Action {
+            operation: Operation::Update,
+            summary: String::new(),
+            calls: vec![Call {
+                method,
+                path: path.into(),
+                params: params
+                    .iter()
+                    .map(|(n, v)| Param {
+                        name: n.to_string(),
+                        value: v.to_string(),
+                        sensitive: false,
+                    })
+                    .collect(),
+            }],
+            changes: Vec::new(),
+            requires_stop: false,
+            destructive: false,
+        }
+    }
+
+    #[test]
+    fn calls_stay_on_their_object() {
+        let nodes: HashSet<String> = ["pve01".to_string(), "pve02".to_string()].into();
+        let scope = Scope {
+            vmid: Some(100),
+            clone_sources: vec![9000],
+            nodes: &nodes,
+        };
+        use Method::*;
+        for (method, path, params, ok) in [
+            (Post, "/nodes/pve01/qemu/100/config", &[][..], true),
+            (Get, "/nodes/pve09/qemu/7/config", &[], true),
+            (Post, "/nodes/pve01/qemu/101/config", &[], false),
+            (Delete, "/nodes/pve01/qemu/6019", &[], false),
+            (Post, "/nodes/pve09/qemu/100/status/start", &[], false),
+            (Post, "/nodes/pve01/qemu", &[("vmid", "100")], true),
+            (Post, "/nodes/pve01/qemu", &[("vmid", "6019")], false),
+            (Post, "/nodes/pve09/qemu", &[("vmid", "100")], false),
+            (
+                Post,
+                "/nodes/pve01/qemu/9000/clone",
+                &[("newid", "100")],
+                true,
+            ),
+            (
+                Post,
+                "/nodes/pve01/qemu/9000/clone",
+                &[("newid", "101")],
+                false,
+            ),
+            (
+                Post,
+                "/nodes/pve01/qemu/9001/clone",
+                &[("newid", "100")],
+                false,
+            ),
+            (Post, "/nodes/pve01/qemu/9000/config", &[], false),
+            (Post, "/nodes/pve02/storage/local/download-url", &[], true),
+        ] {
+            let got = check_calls(&[call(method, path, params)], &scope);
+            assert_eq!(got.is_ok(), ok, "{path} {params:?}: {got:?}");
+        }
+        let download_kind = Scope {
+            vmid: None,
+            clone_sources: Vec::new(),
+            nodes: &nodes,
+        };
+        assert!(
+            check_calls(
+                &[call(Post, "/nodes/pve01/qemu/100/config", &[])],
+                &download_kind
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn adoption_adds_only_the_tags() {
+        let g = guest("prod;web", 6019);
+        let p = adopt_proposal(&g);
+        assert_eq!(p.actions.len(), 1);
+        let c = &p.actions[0].calls[0];
+        assert_eq!(c.path, "/nodes/pve01/qemu/6019/config");
+        assert_eq!(c.params.len(), 1);
+        assert_eq!(c.params[0].value, "prod;web;proxops;proxops-6019");
+        assert!(!p.actions[0].requires_stop);
+        assert!(claim_matches(
+            &AdoptClaim {
+                vmid: 6019,
+                name: "payroll".into()
+            },
+            &g
+        ));
+        assert!(!claim_matches(
+            &AdoptClaim {
+                vmid: 6019,
+                name: "web".into()
+            },
+            &g
+        ));
+    }
+}

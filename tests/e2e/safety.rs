@@ -1,0 +1,401 @@
+//! Safety at the edges (issue: never touch what proxops does not own, never leave a guest
+//! down, never report success that did not happen): each observed failure as a test against
+//! the simulator, asserting on its request log and state.
+
+use proxops_pve::Method::Post;
+use proxops_sim::{FaultKind, FaultRule};
+
+use crate::support::{Lab, template, vm};
+
+/// Someone else's VM: created through the API, untagged, two NICs, running.
+async fn payroll(lab: &Lab, vmid: u32) {
+    let id = vmid.to_string();
+    lab.pve(
+        Post,
+        "/nodes/pve01/qemu",
+        &[
+            ("vmid", id.as_str()),
+            ("name", "payroll"),
+            ("tags", "prod"),
+            ("memory", "4096"),
+            ("cores", "2"),
+            ("scsi0", "local-lvm:8"),
+            ("net0", "virtio,bridge=vmbr0"),
+            ("net1", "virtio,bridge=vmbr0"),
+            ("start", "1"),
+        ],
+    )
+    .await;
+}
+
+fn requests_about(lab: &Lab, vmid: u32) -> Vec<String> {
+    let needle = format!("/qemu/{vmid}");
+    lab.sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_mutating() && r.path.contains(&needle))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_manifest_on_someone_elses_vmid_never_touches_it() {
+    let lab = Lab::start().await;
+    payroll(&lab, 6019).await;
+    let before = lab.config(6019);
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 6019, ""));
+    lab.clear();
+
+    let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 3, "{}\n{}", plan.stdout, plan.stderr);
+    for needle in ["payroll", "proxops does not own", "metadata.adopt", "pve01"] {
+        assert!(plan.stdout.contains(needle), "{needle}:\n{}", plan.stdout);
+    }
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+    assert_eq!(lab.config(6019), before);
+    assert_eq!(lab.sim.vm_status(6019).as_deref(), Some("running"));
+
+    // The operator corrects the vmid: 6020 is created, 6019 is neither renamed nor deleted.
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 6020, ""));
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(requests_about(&lab, 6019), Vec::<String>::new());
+    assert_eq!(lab.config(6019), before);
+    assert_eq!(lab.config(6020)["tags"], "proxops;proxops-6020");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_templatevm_manifest_never_templates_someone_elses_running_vm() {
+    let lab = Lab::start().await;
+    payroll(&lab, 6019).await;
+    lab.write(
+        "templatevm/lab/golden.yaml",
+        &template("golden", "pve01", 6019, "  state: stopped\n"),
+    );
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+    assert_eq!(lab.sim.vm_status(6019).as_deref(), Some("running"));
+    assert!(!lab.config(6019).contains_key("template"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn metadata_adopt_adds_only_the_ownership_tags_then_the_guest_is_managed() {
+    let lab = Lab::start().await;
+    payroll(&lab, 6019).await;
+    let before = lab.config(6019);
+    let manifest = vm("payroll", "pve01", 6019, "  memory: 4GiB\n")
+        .replace("  memory: 1GiB\n", "")
+        .replace(
+            "metadata: {name: payroll}",
+            "metadata:\n  name: payroll\n  adopt: {vmid: 6019, name: payroll}",
+        );
+    // A claim that no longer matches the live guest is an anomaly, nothing more.
+    lab.write(
+        "vm/lab/payroll.yaml",
+        &manifest.replace(
+            "adopt: {vmid: 6019, name: payroll}",
+            "adopt: {vmid: 6019, name: web}",
+        ),
+    );
+    lab.clear();
+    let stale = lab.run(&["apply"]).await;
+    assert_eq!(stale.code, 3, "{}\n{}", stale.stdout, stale.stderr);
+    assert!(stale.stdout.contains("metadata.adopt"), "{}", stale.stdout);
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+
+    lab.write("vm/lab/payroll.yaml", &manifest);
+    let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
+    assert!(plan.stdout.contains("adopt VM 6019"), "{}", plan.stdout);
+    lab.clear();
+    // One apply: the take-over write, then the next pass manages the guest like any other.
+    let apply = lab.run(&["apply"]).await;
+    assert!(
+        apply.code == 0 || apply.code == 3,
+        "{}\n{}",
+        apply.stdout,
+        apply.stderr
+    );
+    let writes = lab.mutations();
+    assert_eq!(
+        writes.first().map(String::as_str),
+        Some("POST /nodes/pve01/qemu/6019/config -> 200"),
+        "{writes:?}"
+    );
+    assert!(
+        !writes.iter().any(|w| w.contains("/status/")),
+        "an adoption must not stop or restart the guest: {writes:?}"
+    );
+    let after = lab.config(6019);
+    let tags: Vec<&str> = after["tags"].split(';').collect();
+    assert!(
+        tags.contains(&"proxops") && tags.contains(&"proxops-6019"),
+        "{tags:?}"
+    );
+    assert_eq!(after["memory"], before["memory"]);
+    assert_eq!(lab.sim.vm_status(6019).as_deref(), Some("running"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn prune_needs_the_vmid_bound_mark_and_names_the_live_guest() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 110, ""));
+    lab.apply().await;
+    assert_eq!(lab.config(110)["tags"], "proxops;proxops-110");
+    // Tagged by hand, no mark; and a copy of a proxops guest (its mark names another vmid).
+    for (vmid, tags) in [(120, "proxops"), (130, "proxops;proxops-110")] {
+        let id = vmid.to_string();
+        lab.pve(
+            Post,
+            "/nodes/pve02/qemu",
+            &[("vmid", id.as_str()), ("name", "copy"), ("tags", tags)],
+        )
+        .await;
+    }
+    lab.remove("vm/lab/web.yaml");
+    lab.write("vm/lab/other.yaml", &vm("other", "pve01", 140, ""));
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(
+        apply.stdout.contains("delete VM 110 `web`"),
+        "{}",
+        apply.stdout
+    );
+    assert!(
+        apply.stdout.contains("no ownership mark"),
+        "{}",
+        apply.stdout
+    );
+    assert!(
+        apply.stdout.contains("copy of proxops guest 110"),
+        "{}",
+        apply.stdout
+    );
+    assert!(lab.sim.vm_config(110).is_none(), "110 was pruned");
+    assert!(lab.sim.vm_config(120).is_some() && lab.sim.vm_config(130).is_some());
+    assert_eq!(requests_about(&lab, 120), Vec::<String>::new());
+    assert_eq!(requests_about(&lab, 130), Vec::<String>::new());
+    // Nothing is shown for the guest just deleted.
+    let summary = apply.stdout.split("Apply").last().unwrap_or_default();
+    assert!(!summary.contains("VM 110"), "{}", apply.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_stop_required_write_starts_the_guest_again_and_is_not_retried_blindly() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "  hardware: {machine: q35}\n"),
+    );
+    lab.sim.set_faults(vec![FaultRule {
+        method: "POST".into(),
+        path: "/nodes/{node}/qemu/{vmid}/config".into(),
+        kind: FaultKind::Status {
+            code: 500,
+            message: "injected: storage unreachable".into(),
+        },
+        probability: None,
+        times: None,
+    }]);
+    let plan = lab.run(&["plan"]).await;
+    assert!(plan.stdout.contains("with a restart"), "{}", plan.stdout);
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(apply.stdout.contains("started again"), "{}", apply.stdout);
+    assert_eq!(apply.stdout.matches("✗").count(), 1, "{}", apply.stdout);
+    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+    let writes: Vec<String> = requests_about(&lab, 150);
+    assert_eq!(
+        writes,
+        [
+            "POST /nodes/pve01/qemu/150/status/shutdown",
+            "POST /nodes/pve01/qemu/150/config",
+            "POST /nodes/pve01/qemu/150/status/start",
+        ],
+    );
+
+    // The next run does not stop the guest again for the same change.
+    lab.clear();
+    let again = lab.run(&["apply"]).await;
+    assert_eq!(again.code, 3, "{}\n{}", again.stdout, again.stderr);
+    assert!(
+        again.stdout.contains("--retry-stop-required"),
+        "{}",
+        again.stdout
+    );
+    assert_eq!(requests_about(&lab, 150), Vec::<String>::new());
+
+    // Once the cause is fixed, the operator retries and it converges.
+    lab.sim.set_faults(Vec::new());
+    let retry = lab.run(&["apply", "--retry-stop-required"]).await;
+    assert_eq!(retry.code, 0, "{}\n{}", retry.stdout, retry.stderr);
+    assert_eq!(lab.config(150)["machine"], "q35");
+    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_raw_pci_device_is_an_anomaly_up_front_and_nothing_stops() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/gpu.yaml", &vm("gpu", "pve01", 160, ""));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/gpu.yaml",
+        &vm(
+            "gpu",
+            "pve01",
+            160,
+            "  hardware:\n    pci-devices: [{slot: 0, device: '0000:01:00.0'}]\n",
+        ),
+    );
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(apply.stdout.contains("Mapping.Use"), "{}", apply.stdout);
+    assert_eq!(requests_about(&lab, 160), Vec::<String>::new());
+    assert_eq!(lab.sim.vm_status(160).as_deref(), Some("running"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_iso_not_placed_on_the_vms_node_blocks_the_vm_before_any_call() {
+    let lab = Lab::start().await;
+    lab.write(
+        "iso/lab/installer.yaml",
+        "apiVersion: proxops/v1alpha1\nkind: ISO\nmetadata: {name: installer}\nspec:\n  url: http://127.0.0.1:9/installer.iso\n  storage: local\n  filename: installer.iso\n  nodes: [pve01]\n",
+    );
+    lab.write(
+        "vm/lab/web.yaml",
+        &vm(
+            "web",
+            "pve02",
+            170,
+            "  hardware: {cdrom: {iso: installer}}\n",
+        ),
+    );
+    lab.clear();
+    let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 1, "{}\n{}", plan.stdout, plan.stderr);
+    assert!(
+        plan.stdout.contains("not available on node pve02"),
+        "{}",
+        plan.stdout
+    );
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(lab.sim.vm_config(170).is_none());
+    assert_eq!(requests_about(&lab, 170), Vec::<String>::new());
+    assert!(
+        !lab.mutations().iter().any(|m| m.contains("/nodes/pve02/")),
+        "{:?}",
+        lab.mutations()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_the_cluster_does_not_have_is_refused_before_any_write() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/web.yaml", &vm("web", "pve09", 180, ""));
+    lab.clear();
+    let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 1, "{}\n{}", plan.stdout, plan.stderr);
+    assert!(
+        plan.stdout
+            .contains("node pve09 is not a node of this cluster"),
+        "{}",
+        plan.stdout
+    );
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_codes_tell_clean_changes_attention_and_errors_apart() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 190, ""));
+    let code = |r: &crate::support::Run| r.code;
+    assert_eq!(code(&lab.run(&["plan", "--detailed-exitcode"]).await), 2);
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 0, "{}", apply.stdout);
+    assert!(
+        apply
+            .stdout
+            .contains("Apply complete: 1 created in 1 pass;"),
+        "{}",
+        apply.stdout
+    );
+    assert_eq!(code(&lab.run(&["plan", "--detailed-exitcode"]).await), 0);
+    // A refused disk shrink: nothing to apply, an anomaly: 3, and apply says so too.
+    lab.write(
+        "vm/lab/web.yaml",
+        &vm("web", "pve01", 190, "").replace("size: 4GiB", "size: 2GiB"),
+    );
+    let attention = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(attention.code, 3, "{}", attention.stdout);
+    assert!(
+        attention.stdout.contains("1 anomaly need"),
+        "{}",
+        attention.stdout
+    );
+    assert!(
+        !attention.stdout.contains("matches the manifests"),
+        "{}",
+        attention.stdout
+    );
+    assert_eq!(code(&lab.run(&["apply"]).await), 3);
+
+    let unknown = lab.run(&["apply", "--cluster", "no-such-cluster"]).await;
+    assert_eq!(unknown.code, 1);
+    assert!(
+        unknown.stderr.contains("no cluster `no-such-cluster`"),
+        "{}",
+        unknown.stderr
+    );
+    let usage = lab.run(&["plan", "--no-such-flag"]).await;
+    assert_eq!(usage.code, 1, "{}", usage.stderr);
+
+    let empty = tempfile::tempdir().unwrap();
+    let run = crate::support::proxops(&["plan", empty.path().to_str().unwrap()]);
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("no cluster files"), "{}", run.stderr);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mass_prune_needs_allow_prune() {
+    let lab = Lab::start().await;
+    for i in 0..6 {
+        lab.write(
+            &format!("vm/lab/w{i}.yaml"),
+            &vm(&format!("w{i}"), "pve01", 300 + i, "  state: stopped\n"),
+        );
+    }
+    lab.apply().await;
+    for i in 0..6 {
+        lab.remove(&format!("vm/lab/w{i}.yaml"));
+    }
+    lab.write(
+        "vm/lab/keep.yaml",
+        &vm("keep", "pve01", 399, "  state: stopped\n"),
+    );
+    lab.clear();
+    let held = lab.run(&["apply"]).await;
+    assert_eq!(held.code, 3, "{}\n{}", held.stdout, held.stderr);
+    assert!(held.stdout.contains("--allow-prune=6"), "{}", held.stdout);
+    assert!(!lab.mutations().iter().any(|m| m.starts_with("DELETE")));
+    let allowed = lab.run(&["apply", "--allow-prune=6"]).await;
+    assert_eq!(allowed.code, 0, "{}\n{}", allowed.stdout, allowed.stderr);
+    assert_eq!(
+        lab.mutations()
+            .iter()
+            .filter(|m| m.starts_with("DELETE"))
+            .count(),
+        6
+    );
+}
