@@ -280,6 +280,11 @@ async fn an_iso_not_placed_on_the_vms_node_blocks_the_vm_before_any_call() {
         ),
     );
     lab.clear();
+    // Validate can only warn: on shared storage one file serves every node.
+    let validate = lab.run(&["validate"]).await;
+    assert_eq!(validate.code, 0, "{}\n{}", validate.stdout, validate.stderr);
+    let text = format!("{}{}", validate.stdout, validate.stderr);
+    assert!(text.contains("is placed on pve01 only"), "{text}");
     let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
     assert_eq!(plan.code, 1, "{}\n{}", plan.stdout, plan.stderr);
     assert!(
@@ -398,4 +403,54 @@ async fn mass_prune_needs_allow_prune() {
             .count(),
         6
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_finishes_the_stop_write_start_in_flight_and_exits_143() {
+    let lab = Lab::with(proxops_sim::SimConfig {
+        task_duration: std::time::Duration::from_millis(1500),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "  hardware: {machine: q35}\n"),
+    );
+    lab.clear();
+    let mut child = lab.spawn(&["apply"]);
+    // Wait until the shutdown task is running, then ask proxops to stop.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !lab
+        .sim
+        .requests()
+        .iter()
+        .any(|r| r.path.ends_with("/status/shutdown"))
+    {
+        assert!(std::time::Instant::now() < deadline, "no shutdown was sent");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pid = child.id().expect("running").to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
+        .await
+        .expect("proxops exits after the action in flight")
+        .expect("wait");
+    assert_eq!(out.code(), Some(143));
+    assert_eq!(
+        requests_about(&lab, 150),
+        [
+            "POST /nodes/pve01/qemu/150/status/shutdown",
+            "POST /nodes/pve01/qemu/150/config",
+            "POST /nodes/pve01/qemu/150/status/start",
+        ],
+        "the sequence in flight finishes"
+    );
+    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+    assert_eq!(lab.config(150)["machine"], "q35");
 }

@@ -161,6 +161,22 @@ impl Lab {
         }
     }
 
+    /// Start proxops on this lab's repository without waiting for it (output discarded).
+    pub fn spawn(&self, args: &[&str]) -> tokio::process::Child {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+            .arg("--cache-dir")
+            .arg(shared_cache())
+            .args(args)
+            .arg(self.repo.path())
+            .env(TOKEN_VAR, &self.secret)
+            .env_remove("PROXOPS_LOG")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("run proxops")
+    }
+
     /// `apply`, asserting success.
     pub async fn apply(&self) -> Run {
         let run = self.run(&["apply"]).await;

@@ -157,7 +157,9 @@ pub fn check_references(
     d: &Desired,
     resolved: &[(Reference, String)],
 ) -> Vec<proxops_kind_sdk::check::Diag> {
-    refs::targets(d, resolved).err().unwrap_or_default()
+    let mut out = refs::targets(d, resolved).err().unwrap_or_default();
+    out.extend(refs::placement_warnings(d, resolved));
+    out
 }
 
 /// Whether a live `/cluster/resources` entry belongs to this kind and carries the ownership tag.

@@ -171,3 +171,35 @@ pub fn targets(d: &Desired, resolved: &[(Reference, String)]) -> Result<Targets,
         Err(errors)
     }
 }
+
+/// A warning for each ISO or DiskImage whose explicit `spec.nodes` leaves out this VM's node.
+/// Only a warning: on shared storage one file serves every node, and only the plan, which
+/// reads the storage's `shared` flag, can tell; it blocks the VM when the file is not there.
+pub fn placement_warnings(d: &Desired, resolved: &[(Reference, String)]) -> Vec<Diag> {
+    resolved
+        .iter()
+        .filter(|(r, _)| r.kind == "ISO" || r.kind == "DiskImage")
+        .filter_map(|(r, desired)| {
+            let t: Value = serde_json::from_str(desired).ok()?;
+            let nodes: Vec<&str> = t
+                .get("nodes")?
+                .as_array()?
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            (!nodes.is_empty() && !nodes.contains(&d.node.as_str())).then(|| {
+                Diag::warning(
+                    &r.path,
+                    format!(
+                        "{} `{}` is placed on {} only (its spec.nodes), but this VM is on {}: unless its storage is shared, the plan blocks this VM; add {} to its spec.nodes",
+                        r.kind,
+                        r.name,
+                        nodes.join(", "),
+                        d.node,
+                        d.node
+                    ),
+                )
+            })
+        })
+        .collect()
+}
