@@ -454,3 +454,41 @@ async fn sigterm_finishes_the_stop_write_start_in_flight_and_exits_143() {
     assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
     assert_eq!(lab.config(150)["machine"], "q35");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stale_digest_is_planned_again_not_failed() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "  tags: [blue]\n"),
+    );
+    // Once as a failed task (PVE checks the digest inside the worker), once as a 500.
+    for (colour, kind) in [
+        ("blue", FaultKind::FailTask {
+            message: "400 Parameter verification failed.\ndigest: detected modified configuration - file changed by other user? Try again.\nchecksum mismatch (file change by other user?)".into(),
+        }),
+        ("green", FaultKind::Status {
+            code: 500,
+            message: "checksum mismatch (file change by other user?)".into(),
+        }),
+    ] {
+        lab.write(
+            "vm/lab/app.yaml",
+            &vm("app", "pve01", 150, &format!("  tags: [{colour}]\n")),
+        );
+        lab.sim.set_faults(vec![FaultRule {
+            method: "POST".into(),
+            path: "/nodes/{node}/qemu/{vmid}/config".into(),
+            kind,
+            probability: None,
+            times: Some(1),
+        }]);
+        let apply = lab.run(&["apply"]).await;
+        assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+        assert!(apply.stdout.contains("planned again"), "{}", apply.stdout);
+        let tags = lab.config(150)["tags"].clone();
+        assert_eq!(tags, format!("{colour};proxops;proxops-150"));
+    }
+}

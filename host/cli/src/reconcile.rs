@@ -455,6 +455,10 @@ impl Reporter for Progress {
                 summary,
                 error: Some(e),
             } => format!("✗ {} {}: {summary}: {e}", object.kind, object.name),
+            Event::Stale { object, summary } => format!(
+                "↻ {} {}: {summary}: the config changed since it was read; planned again",
+                object.kind, object.name
+            ),
             Event::Blocked { object, by } => format!(
                 "✗ {} {}: not attempted: {by} did not converge",
                 object.kind, object.name

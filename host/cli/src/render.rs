@@ -217,10 +217,17 @@ pub fn apply_summary(report: &ApplyReport) -> String {
             open.join(", ")
         )
         .unwrap();
-    } else {
+    } else if c.failed + c.blocked > 0 || report.stopped.is_some() {
         writeln!(
             out,
             "Apply incomplete: {} in {passes}; the failures are listed above.",
+            did.join(", ")
+        )
+        .unwrap();
+    } else {
+        writeln!(
+            out,
+            "Apply incomplete: {} in {passes}; actions are still left after the pass limit (max-passes in the cluster file).",
             did.join(", ")
         )
         .unwrap();

@@ -36,6 +36,12 @@ pub enum Event {
         object: ObjectRef,
         by: String,
     },
+    /// A write found the config changed since it was read (`checksum mismatch`, as a 500 or
+    /// as a failed task): nothing was written; the object is planned again.
+    Stale {
+        object: ObjectRef,
+        summary: String,
+    },
 }
 
 /// Receives progress events; must be cheap.
@@ -133,6 +139,12 @@ pub fn restore_call(action: &Action, failed: usize) -> Option<&Call> {
     let last = action.calls.last()?;
     let restarts = last.method == Method::Post && last.path.ends_with("/status/start");
     (stopped_before && restarts && failed + 1 < action.calls.len()).then_some(last)
+}
+
+/// PVE's answer to a write whose `digest` no longer matches the config (a 500 on the sync
+/// form, a failed task on the async one).
+pub fn stale_digest(error: &str) -> bool {
+    error.contains("checksum mismatch") || error.contains("config file has been modified")
 }
 
 /// Cancelled: start no new action (the one in flight finishes, with its restore).
@@ -270,6 +282,16 @@ pub async fn execute(
                         };
                     }
                     error = Some(e);
+                    break;
+                }
+                if error.as_deref().is_some_and(stale_digest) {
+                    // Someone changed the config between our read and our write (or an
+                    // earlier attempt of this write landed): re-plan from a fresh read
+                    // instead of failing. Its remaining actions wait for that plan.
+                    shared.reporter.event(Event::Stale {
+                        object: object.clone(),
+                        summary: action.summary.clone(),
+                    });
                     break;
                 }
                 shared.reporter.event(Event::ActionDone {
