@@ -492,3 +492,38 @@ async fn a_stale_digest_is_planned_again_not_failed() {
         assert_eq!(tags, format!("{colour};proxops;proxops-150"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_summary_counts_a_create_whose_start_failed_as_created_and_failed() {
+    let lab = Lab::start().await;
+    lab.sim.set_faults(vec![FaultRule {
+        method: "POST".into(),
+        path: "/nodes/{node}/qemu/{vmid}/status/start".into(),
+        kind: FaultKind::FailTask {
+            message: "start failed: injected".into(),
+        },
+        probability: None,
+        times: Some(1),
+    }]);
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 191, ""));
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(
+        apply
+            .stdout
+            .contains("Apply incomplete: 1 created, 1 failed in 1 pass;"),
+        "{}",
+        apply.stdout
+    );
+    assert_eq!(
+        apply.stdout.matches("start failed: injected").count(),
+        1,
+        "{}",
+        apply.stdout
+    );
+    // The next apply starts it: a create that landed but did not start is a start.
+    let again = lab.run(&["apply"]).await;
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+    assert!(again.stdout.contains("1 started"), "{}", again.stdout);
+    assert_eq!(lab.sim.vm_status(191).as_deref(), Some("running"));
+}
