@@ -103,6 +103,11 @@ impl Lab {
 
     /// Run proxops on this lab's repository (the repository path is appended to `args`).
     pub async fn run(&self, args: &[&str]) -> Run {
+        self.run_env(args, &[]).await
+    }
+
+    /// [`Lab::run`] with extra environment variables (set after the defaults, so they win).
+    pub async fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         use tokio::io::AsyncReadExt as _;
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
             .arg("--cache-dir")
@@ -111,6 +116,7 @@ impl Lab {
             .arg(self.repo.path())
             .env(TOKEN_VAR, &self.secret)
             .env_remove("PROXOPS_LOG")
+            .envs(env.iter().copied())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
@@ -293,4 +299,13 @@ pub async fn serve_files(
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     hex::encode(sha2::Sha256::digest(bytes))
+}
+
+impl Lab {
+    /// Write a binary file (a policy's .wasm) into the lab repository.
+    pub fn write_bytes(&self, path: &str, bytes: &[u8]) {
+        let path = self.repo.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
 }

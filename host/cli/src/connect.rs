@@ -66,12 +66,22 @@ pub async fn connect(
                 bail!("{}: spec.token is required for {url}", cluster.file)
             };
             let secret = match &token.secret {
-                SecretSource::Env(var) => std::env::var(var).map_err(|_| {
-                    anyhow::anyhow!(
-                        "{}: spec.token.secret: environment variable {var} is not set",
-                        cluster.file
-                    )
-                })?,
+                SecretSource::Env(var) => {
+                    let value = std::env::var(var).map_err(|_| {
+                        anyhow::anyhow!(
+                            "{}: spec.token.secret: environment variable {var} is not set",
+                            cluster.file
+                        )
+                    })?;
+                    // Registered for redaction before anything can print it; too short refused.
+                    proxops_core::text::register(&value).map_err(|e| {
+                        anyhow::anyhow!(
+                            "{}: spec.token.secret: environment variable {var}: {e}",
+                            cluster.file
+                        )
+                    })?;
+                    value
+                }
                 SecretSource::Sops(path) => sops
                     .ok_or_else(|| {
                         anyhow::anyhow!(

@@ -6,6 +6,7 @@ use proxops_runtime::CacheOutcome;
 
 use crate::context::Context;
 use crate::exit;
+use crate::output::{self, outln};
 
 pub fn kinds(ctx: &Context, json: bool) -> anyhow::Result<u8> {
     let rows: Vec<serde_json::Value> = ctx
@@ -29,16 +30,20 @@ pub fn kinds(ctx: &Context, json: bool) -> anyhow::Result<u8> {
         })
         .collect();
     if json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        output::json(&rows)?;
         return Ok(exit::OK);
     }
-    println!(
+    outln!(
         "{:<12} {:<18} {:<8} {:<16} {:>9}  CACHE",
-        "KIND", "API-VERSION", "SOURCE", "SHA256", "SIZE"
+        "KIND",
+        "API-VERSION",
+        "SOURCE",
+        "SHA256",
+        "SIZE"
     );
     for r in rows {
         let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
-        println!(
+        outln!(
             "{:<12} {:<18} {:<8} {:<16} {:>9}  {}",
             s("kind"),
             s("api-version"),
@@ -64,6 +69,6 @@ pub fn schema(ctx: &Context, kind: &str) -> anyhow::Result<u8> {
         );
     };
     let schema: serde_json::Value = serde_json::from_str(&component.info().schema)?;
-    println!("{}", serde_json::to_string_pretty(&schema)?);
+    output::json(&schema)?;
     Ok(exit::OK)
 }

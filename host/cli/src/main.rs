@@ -3,6 +3,7 @@
 mod connect;
 mod context;
 mod inspect;
+mod output;
 mod policy_cmd;
 mod reconcile;
 mod render;
@@ -207,45 +208,15 @@ fn main() -> ExitCode {
             });
         }
     };
-    init_tracing(cli.verbose);
+    output::install_panic_hook();
+    output::init_tracing(cli.verbose);
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            output::errln!("error: {e:#}");
             ExitCode::from(exit::ERROR)
         }
     }
-}
-
-/// `-v` raises proxops's own logging (info, then debug: stage timings, retries); other
-/// crates stay at warn. `PROXOPS_LOG` (an EnvFilter directive) replaces both.
-fn init_tracing(verbose: u8) {
-    const OURS: [&str; 7] = [
-        "proxops",
-        "proxops_core",
-        "proxops_runtime",
-        "proxops_pve",
-        "proxops_reconcile",
-        "proxops_secrets",
-        "proxops_sim",
-    ];
-    let level = match verbose {
-        0 => None,
-        1 => Some("info"),
-        _ => Some("debug"),
-    };
-    let mut directives = vec!["warn".to_string()];
-    if let Some(level) = level {
-        directives.extend(OURS.iter().map(|c| format!("{c}={level}")));
-    }
-    let filter = tracing_subscriber::EnvFilter::try_from_env("PROXOPS_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(directives.join(",")));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .without_time()
-        .init();
 }
 
 fn run(cli: Cli) -> anyhow::Result<u8> {

@@ -16,6 +16,7 @@ use proxops_reconcile::{
 use proxops_reconcile::policy::{PolicyReport, PolicySet};
 
 use crate::context::Context;
+use crate::output::{self, errln, out, outln};
 use crate::secrets::LazySops;
 use crate::{exit, render, validate};
 
@@ -50,9 +51,9 @@ fn prepare_or_report(ctx: &Context, repo: &Path) -> Option<Prepared> {
     match prepare(ctx, repo) {
         Ok(p) => Some(p),
         Err(diags) => {
-            eprintln!("not run: the site policies cannot be loaded (no cluster was contacted):");
+            errln!("not run: the site policies cannot be loaded (no cluster was contacted):");
             for d in diags {
-                eprintln!("  {d}");
+                errln!("  {}", output::inline(&d.to_string()));
             }
             None
         }
@@ -62,9 +63,9 @@ fn prepare_or_report(ctx: &Context, repo: &Path) -> Option<Prepared> {
 fn print_policies(report: &PolicyReport) {
     let lines = report.lines();
     if !lines.is_empty() {
-        println!("Policies:");
+        outln!("Policies:");
         for line in lines {
-            println!("  {line}");
+            outln!("  {}", output::inline(&line));
         }
     }
 }
@@ -223,15 +224,15 @@ fn objects_of(catalog: &Catalog, cluster: &str) -> Vec<Object> {
 /// A line for the human: stdout, or stderr when stdout carries JSON.
 fn say(quiet: bool, line: String) {
     if quiet {
-        eprintln!("{line}");
+        errln!("{line}");
     } else {
-        println!("{line}");
+        outln!("{line}");
     }
 }
 
 fn print_warnings(p: &Prepared) {
     for d in p.diags.iter().filter(|d| !d.is_error()) {
-        eprintln!("{d}");
+        errln!("{}", output::inline(&d.to_string()));
     }
 }
 
@@ -263,7 +264,7 @@ fn stop_memory(ctx: &Context, repo: &Path, cluster: &str, endpoint: &str) -> Arc
     let memory = match path.map(StopMemory::open) {
         Some(Ok(m)) => m,
         Some(Err(e)) => {
-            eprintln!("warning: {e}; failed stop-required changes are not remembered this run");
+            errln!("warning: {e}; failed stop-required changes are not remembered this run");
             StopMemory::in_memory()
         }
         None => StopMemory::in_memory(),
@@ -286,7 +287,7 @@ async fn plan_one(
             format!("Cluster {name}: not planned; fix these first (no PVE call was made):"),
         );
         for d in &errors {
-            say(quiet, format!("  {d}"));
+            say(quiet, format!("  {}", output::inline(&d.to_string())));
         }
         return None;
     }
@@ -338,7 +339,7 @@ async fn plan_one(
                     .to_string(),
             );
             for d in &diags {
-                say(quiet, format!("  {d}"));
+                say(quiet, format!("  {}", output::inline(&d.to_string())));
             }
             None
         }
@@ -364,7 +365,7 @@ pub async fn plan(
     let names = match clusters_to_run(repo, &p, only) {
         Ok(n) => n,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return Ok(exit::ERROR);
         }
     };
@@ -389,13 +390,13 @@ pub async fn plan(
             view["policies"] = policies.json();
             views.push(view);
         } else {
-            print!("{}", render::plan(&plan));
+            out!("{}", render::plan(&plan));
             print_policies(&policies);
-            println!("{}", render::plan_summary(&plan));
+            outln!("{}", render::plan_summary(&plan));
         }
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&views)?);
+        output::json(&views)?;
     }
     Ok(if failed {
         exit::ERROR
@@ -449,12 +450,23 @@ impl Reporter for Progress {
                 object,
                 summary,
                 error: None,
-            } => format!("✓ {} {}: {summary}", object.kind, object.name),
+            } => format!(
+                "✓ {} {}: {}",
+                object.kind,
+                output::inline(&object.name),
+                output::inline(summary)
+            ),
             Event::ActionDone {
                 object,
                 summary,
                 error: Some(e),
-            } => format!("✗ {} {}: {summary}: {e}", object.kind, object.name),
+            } => format!(
+                "✗ {} {}: {}: {}",
+                object.kind,
+                output::inline(&object.name),
+                output::inline(summary),
+                output::inline(e)
+            ),
             Event::Stale { object, summary } => format!(
                 "↻ {} {}: {summary}: the config changed since it was read; planned again",
                 object.kind, object.name
@@ -474,14 +486,14 @@ impl Reporter for Progress {
                     bar.inc(1);
                 }
                 if matches!(event, Event::ActionStarted { .. }) {
-                    bar.set_message(line);
+                    bar.set_message(output::clean(&line));
                 } else {
-                    bar.println(line);
+                    bar.println(output::clean(&line));
                 }
             }
             None => {
                 if !matches!(event, Event::ActionStarted { .. }) {
-                    println!("  {line}");
+                    outln!("  {}", output::inline(&line));
                 }
             }
         }
@@ -514,7 +526,7 @@ fn watch_signals() -> (
             exit::INTERRUPTED
         };
         seen.store(which, std::sync::atomic::Ordering::SeqCst);
-        eprintln!(
+        errln!(
             "proxops: interrupted; finishing the actions in flight (a stopped guest is started again), starting nothing new"
         );
         let _ = tx.send(true);
@@ -535,7 +547,7 @@ pub async fn apply(
     let names = match clusters_to_run(repo, &p, only) {
         Ok(n) => n,
         Err(e) => {
-            eprintln!("error: {e}");
+            errln!("error: {e}");
             return Ok(exit::ERROR);
         }
     };
@@ -544,7 +556,7 @@ pub async fn apply(
     let mut attention = false;
     for name in names {
         if *cancel.borrow() {
-            println!("Cluster {name}: not started (interrupted).");
+            outln!("Cluster {name}: not started (interrupted).");
             continue;
         }
         let Some(Planned {
@@ -557,16 +569,16 @@ pub async fn apply(
             failed = true;
             continue;
         };
-        print!("{}", render::plan(&plan));
+        out!("{}", render::plan(&plan));
         let policies = policy_report(&p, &name, &plan);
         print_policies(&policies);
-        println!("{}", render::plan_summary(&plan));
+        outln!("{}", render::plan_summary(&plan));
         let counts = plan.counts();
         if counts.errors > 0 {
             failed = true;
         }
         if policies.blocks() {
-            println!("Apply of cluster {name} blocked by policy; no change was made.");
+            outln!("Apply of cluster {name} blocked by policy; no change was made.");
             failed = true;
             continue;
         }
@@ -602,16 +614,16 @@ pub async fn apply(
             bar.finish_and_clear();
         }
         if let Err(e) = memory.save() {
-            eprintln!("warning: {e}");
+            errln!("warning: {e}");
         }
         match report {
             Ok(report) => {
-                print!("{}", render::apply_summary(&report));
+                out!("{}", render::apply_summary(&report));
                 failed |= !report.converged;
                 attention |= !report.clean();
             }
             Err(e) => {
-                println!("  apply stopped: {e}");
+                outln!("  apply stopped: {e}");
                 failed = true;
             }
         }
@@ -643,7 +655,7 @@ pub fn graph(ctx: &Context, repo: &Path, format: GraphFormat) -> anyhow::Result<
     let errors: Vec<&Diagnostic> = p.diags.iter().filter(|d| d.is_error()).collect();
     if !errors.is_empty() {
         for d in errors {
-            eprintln!("{d}");
+            errln!("{}", output::inline(&d.to_string()));
         }
         return Ok(exit::ERROR);
     }
@@ -688,6 +700,6 @@ pub fn graph(ctx: &Context, repo: &Path, format: GraphFormat) -> anyhow::Result<
     if let GraphFormat::Dot = format {
         out.push_str("}\n");
     }
-    print!("{out}");
+    out!("{out}");
     Ok(exit::OK)
 }

@@ -4,6 +4,8 @@
 use std::fmt::Write as _;
 
 use proxops_reconcile::ApplyReport;
+
+use crate::output::inline;
 use proxops_reconcile::plan::{ClusterPlan, action_view};
 use proxops_runtime::kind::Operation;
 
@@ -18,7 +20,7 @@ fn symbol(op: Operation) -> &'static str {
 
 fn value(v: &Option<String>) -> String {
     match v {
-        Some(v) => format!("{v:?}"),
+        Some(v) => format!("{:?}", inline(v)),
         None => "(none)".into(),
     }
 }
@@ -27,9 +29,11 @@ fn value(v: &Option<String>) -> String {
 pub fn plan(plan: &ClusterPlan) -> String {
     let mut out = String::new();
     for o in &plan.objects {
-        let who = format!("{} {}", o.object.kind, o.object.name);
+        // Names, summaries, messages and values come from manifests, kinds and PVE: each is
+        // escaped on its own, so none can start a line of its own or move the cursor.
+        let who = format!("{} {}", inline(&o.object.kind), inline(&o.object.name));
         if let Some(e) = &o.error {
-            writeln!(out, "  ✗ {who}: cannot plan: {e}").unwrap();
+            writeln!(out, "  ✗ {who}: cannot plan: {}", inline(e)).unwrap();
             continue;
         }
         for a in &o.proposal.actions {
@@ -41,19 +45,25 @@ pub fn plan(plan: &ClusterPlan) -> String {
             if a.requires_stop {
                 marks.push_str("  [stop required]");
             }
-            writeln!(out, "  {} {who}: {}{marks}", symbol(a.operation), a.summary).unwrap();
+            writeln!(
+                out,
+                "  {} {who}: {}{marks}",
+                symbol(a.operation),
+                inline(&a.summary)
+            )
+            .unwrap();
             for c in &view.changes {
                 match (&c.old, &c.new) {
                     (None, Some(_)) => {
-                        writeln!(out, "      + {} = {}", c.key, value(&c.new)).unwrap()
+                        writeln!(out, "      + {} = {}", inline(&c.key), value(&c.new)).unwrap()
                     }
                     (Some(_), None) => {
-                        writeln!(out, "      - {} = {}", c.key, value(&c.old)).unwrap()
+                        writeln!(out, "      - {} = {}", inline(&c.key), value(&c.old)).unwrap()
                     }
                     _ => writeln!(
                         out,
                         "      ~ {}: {} -> {}",
-                        c.key,
+                        inline(&c.key),
                         value(&c.old),
                         value(&c.new)
                     )
@@ -76,7 +86,7 @@ pub fn plan(plan: &ClusterPlan) -> String {
                 writeln!(
                     out,
                     "  ~ {who}: drift {}: {live} -> {desired} (reported, not changed)",
-                    d.path
+                    inline(&d.path)
                 )
                 .unwrap();
             }
@@ -95,7 +105,7 @@ pub fn plan(plan: &ClusterPlan) -> String {
             writeln!(
                 out,
                 "  … {who}: {} pending until reboot: {live} -> {desired}",
-                p.path
+                inline(&p.path)
             )
             .unwrap();
         }
@@ -103,9 +113,9 @@ pub fn plan(plan: &ClusterPlan) -> String {
             let path = if a.path.is_empty() {
                 String::new()
             } else {
-                format!("{}: ", a.path)
+                format!("{}: ", inline(&a.path))
             };
-            writeln!(out, "  ! {who}: {path}{}", a.message).unwrap();
+            writeln!(out, "  ! {who}: {path}{}", inline(&a.message)).unwrap();
         }
     }
     out
@@ -159,7 +169,7 @@ pub fn plan_summary(plan: &ClusterPlan) -> String {
 pub fn apply_summary(report: &ApplyReport) -> String {
     let mut out = String::new();
     if let Some(reason) = &report.stopped {
-        writeln!(out, "  ✗ stopped before the next pass: {reason}").unwrap();
+        writeln!(out, "  ✗ stopped before the next pass: {}", inline(reason)).unwrap();
     }
     let c = report.counts();
     let mut did: Vec<String> = [

@@ -1,5 +1,7 @@
 //! The clusters' SOPS documents as secret sources: opened on first use, so a repository that
-//! names no secret needs no age identity.
+//! names no secret needs no age identity. Every value is registered with the process-wide
+//! redactor ([`proxops_core::text::register`]) the moment it is resolved, before anyone
+//! sees it; a value shorter than 8 bytes is refused with an error naming its path.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,17 +48,26 @@ impl LazySops {
     /// A value for the host itself (the API token), with an error naming file and path.
     pub fn lookup(&self, path: &str) -> Result<String, String> {
         let doc = self.doc()?;
-        doc.lookup(path)
-            .map(str::to_string)
-            .map_err(|e| e.to_string())
+        let value = doc.lookup(path).map_err(|e| e.to_string())?;
+        register(value).map_err(|why| format!("secret `{path}` in {}: {why}", self.shown))?;
+        Ok(value.to_string())
     }
+}
+
+/// Register a resolved value with the redactor; refuse it when it is too short to be
+/// scrubbed safely. The error never holds the value.
+fn register(value: &str) -> Result<(), String> {
+    proxops_core::text::register(value).map_err(|e| e.to_string())
 }
 
 impl SecretSource for LazySops {
     fn resolve(&self, path: &str) -> Result<String, SecretError> {
         let doc = self.doc().map_err(SecretError::Invalid)?;
         match doc.get(path) {
-            Ok(v) => Ok(v.to_string()),
+            Ok(v) => {
+                register(v).map_err(SecretError::Invalid)?;
+                Ok(v.to_string())
+            }
             Err(LookupError::Missing) => Err(SecretError::Missing),
             Err(LookupError::Empty) => Err(SecretError::Empty),
             Err(LookupError::Invalid(why)) => Err(SecretError::Invalid(why)),

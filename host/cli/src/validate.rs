@@ -8,6 +8,7 @@ use proxops_core::Diagnostic;
 
 use crate::context::Context;
 use crate::exit;
+use crate::output::outln;
 use crate::secrets::LazySops;
 
 /// A loaded and validated repository.
@@ -48,19 +49,19 @@ pub fn run(ctx: &Context, repo: &Path, json: bool) -> anyhow::Result<u8> {
     let Checked { catalog, diags, .. } = check(ctx, repo);
     let errors = diags.iter().filter(|d| d.is_error()).count();
     if json {
-        println!("{}", serde_json::to_string_pretty(&diags)?);
+        crate::output::json(&diags)?;
     } else {
         for d in &diags {
-            println!("{d}");
+            outln!("{d}");
         }
         let warnings = diags.len() - errors;
         if errors == 0 {
-            println!(
+            outln!(
                 "{} manifests valid ({warnings} warnings)",
                 catalog.objects.len()
             );
         } else {
-            println!("{errors} errors, {warnings} warnings");
+            outln!("{errors} errors, {warnings} warnings");
         }
     }
     Ok(if errors == 0 { exit::OK } else { exit::ERROR })

@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod diag;
 pub mod repo;
 pub mod settings;
+pub mod text;
 
 pub use cluster::{ClusterFile, Endpoint, SecretSource, Tls};
 pub use diag::{Diagnostic, Severity};

@@ -113,7 +113,16 @@ fn not_json(method: Method, path: &str, len: usize) -> PveError {
 const ATTEMPTS: u32 = 4;
 
 impl Client {
+    /// A client for `config`. The token secret is registered with the process-wide redactor
+    /// ([`proxops_core::text::register`]), so it is scrubbed from every text proxops prints;
+    /// refusing a secret shorter than 8 bytes is the caller's job, when it resolves it.
     pub fn new(config: ClientConfig) -> Result<Client, PveError> {
+        Client::build(config).map_err(PveError::cleaned)
+    }
+
+    fn build(config: ClientConfig) -> Result<Client, PveError> {
+        // A short secret is not registered (it would scrub ordinary text); callers refuse it.
+        let _ = proxops_core::text::register(&config.token_secret);
         if !(config.base_url.starts_with("https://") || config.base_url.starts_with("http://")) {
             return Err(PveError::Config(format!(
                 "`{}` is not an http(s) URL",
@@ -201,13 +210,13 @@ impl Client {
             match self.send(method, path, params).await {
                 Err(e) if repeatable && attempt < ATTEMPTS && e.is_transient() => {
                     // Redacted before it is logged, like the error that is returned.
-                    let e = e.redact(&secrets());
+                    let e = e.redact(&secrets()).cleaned();
                     tracing::debug!("{e}; retrying in {delay:?}");
                     tokio::time::sleep(delay).await;
                     delay *= 2;
                     attempt += 1;
                 }
-                Err(e) => return Err(e.redact(&secrets())),
+                Err(e) => return Err(e.redact(&secrets()).cleaned()),
                 ok => return ok,
             }
         }
@@ -219,6 +228,11 @@ impl Client {
         path: &str,
         params: &[Param],
     ) -> Result<bytes::Bytes, PveError> {
+        // Values derived from secrets (a kind marks them sensitive, e.g. the percent-encoded
+        // `sshkeys`) are scrubbed from all output too, in case PVE quotes them back later.
+        for p in params.iter().filter(|p| p.sensitive) {
+            let _ = proxops_core::text::register(&p.value);
+        }
         let url = format!("{}{}", self.api, path);
         let pairs: Vec<(&str, &str)> = params
             .iter()
@@ -292,8 +306,16 @@ impl Client {
         Ok(body)
     }
 
-    /// Poll a task until it stops; an error exit status becomes [`PveError::TaskFailed`].
+    /// Poll a task until it stops; an error exit status becomes [`PveError::TaskFailed`], its
+    /// text cleaned ([`PveError::cleaned`]) like every error of this client, so no caller can
+    /// print a secret PVE quotes in a task's exit status.
     pub async fn wait_task(&self, upid: &str, timeout: Duration) -> Result<TaskOutcome, PveError> {
+        self.poll_task(upid, timeout)
+            .await
+            .map_err(PveError::cleaned)
+    }
+
+    async fn poll_task(&self, upid: &str, timeout: Duration) -> Result<TaskOutcome, PveError> {
         let parsed = Upid::parse(upid).ok_or_else(|| PveError::Decode {
             method: "GET".into(),
             path: "tasks".into(),

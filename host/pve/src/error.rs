@@ -75,6 +75,60 @@ impl PveError {
         }
     }
 
+    /// The error as it may leave the client: every registered secret
+    /// ([`proxops_core::text::register`]) redacted in all its encodings, and every control
+    /// character escaped (PVE's text is foreign: a message cannot move the cursor or start a
+    /// line of its own). The client returns no error that has not been through this.
+    pub fn cleaned(self) -> PveError {
+        let clean = |s: String| proxops_core::text::clean_inline(&s).into_owned();
+        match self {
+            PveError::Api {
+                method,
+                path,
+                status,
+                message,
+                errors,
+            } => PveError::Api {
+                method,
+                path: clean(path),
+                status,
+                message: clean(message),
+                errors: errors
+                    .into_iter()
+                    .map(|(k, v)| (clean(k), clean(v)))
+                    .collect(),
+            },
+            PveError::Transport {
+                method,
+                path,
+                message,
+            } => PveError::Transport {
+                method,
+                path: clean(path),
+                message: clean(message),
+            },
+            PveError::Tls(message) => PveError::Tls(clean(message)),
+            PveError::Decode {
+                method,
+                path,
+                message,
+            } => PveError::Decode {
+                method,
+                path: clean(path),
+                message: clean(message),
+            },
+            PveError::TaskFailed { upid, exitstatus } => PveError::TaskFailed {
+                upid: clean(upid),
+                exitstatus: clean(exitstatus),
+            },
+            PveError::TaskTimeout { upid, seconds } => PveError::TaskTimeout {
+                upid: clean(upid),
+                seconds,
+            },
+            PveError::Config(message) => PveError::Config(clean(message)),
+        }
+    }
+
     /// Remove every occurrence of the given secret values from the error text.
     pub fn redact(self, secrets: &[&str]) -> PveError {
         let scrub = |s: String| {

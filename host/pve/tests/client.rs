@@ -129,3 +129,88 @@ async fn get_text_agrees_with_get_on_answers_pve_never_sends() {
         assert_eq!(&got, want, "body {body}");
     }
 }
+
+/// What the client returns when PVE quotes `message` in a failed call (`Status`) or in a
+/// failed task (`FailTask`) of a create that carried the sensitive `cipassword`.
+async fn failure_text(kind: proxops_sim::FaultKind) -> String {
+    let sim = sim().await;
+    sim.set_faults(vec![proxops_sim::FaultRule {
+        method: "POST".into(),
+        path: "/nodes/{node}/qemu".into(),
+        kind,
+        probability: None,
+        times: None,
+    }]);
+    let c = client(&sim, None);
+    let params = [
+        Param::new("vmid", "4242"),
+        Param {
+            sensitive: true,
+            ..Param::new("cipassword", PASSWORD)
+        },
+    ];
+    let result = match c
+        .request(
+            proxops_pve::Method::Post,
+            "/nodes/pve01/qemu",
+            &params,
+            false,
+        )
+        .await
+    {
+        Ok(upid) => {
+            let upid = upid.as_str().expect("a UPID").to_string();
+            c.wait_task(&upid, Duration::from_secs(30))
+                .await
+                .map(|o| o.exitstatus)
+        }
+        Err(e) => Err(e),
+    };
+    // The password did reach PVE, where it belongs.
+    assert!(
+        sim.requests()
+            .iter()
+            .any(|r| r.params.contains(&("cipassword".into(), PASSWORD.into()))),
+        "the request did not carry the password"
+    );
+    result.expect_err("the fault fails the call").to_string()
+}
+
+const PASSWORD: &str = "s3cret pass+word/ü";
+
+/// PVE's text quoting the password in every encoding, with terminal control sequences.
+const QUOTING: &str = "bad: [s3cret pass+word/ü] [s3cret%20pass%2Bword%2F%C3%BC] [s3cret+pass%2Bword%2F%C3%BC] [s3cret%20pass%2bword%2f%c3%bc] \u{1b}[2J\u{7}\r\nnext";
+
+const CLEANED: &str =
+    "bad: [(sensitive)] [(sensitive)] [(sensitive)] [(sensitive)] \\u{1b}[2J\\u{7}\\u{d}\\u{a}next";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pve_text_in_errors_and_task_statuses_is_redacted_and_escaped() {
+    use proxops_sim::FaultKind;
+    for (kind, expected) in [
+        (
+            FaultKind::Status {
+                code: 500,
+                message: QUOTING.into(),
+            },
+            format!("POST /nodes/pve01/qemu: HTTP 500: {CLEANED}"),
+        ),
+        (
+            FaultKind::FailTask {
+                message: QUOTING.into(),
+            },
+            // The simulator, as PVE, flattens a task's status to one line.
+            format!("failed: {}", CLEANED.replace("\\u{d}\\u{a}", "\\u{d} ")),
+        ),
+    ] {
+        let got = failure_text(kind).await;
+        assert!(
+            got.ends_with(&expected),
+            "got {got:?}, expected …{expected:?}"
+        );
+        assert!(
+            !got.contains(PASSWORD) && !got.contains('\u{1b}'),
+            "{got:?}"
+        );
+    }
+}

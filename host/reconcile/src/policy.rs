@@ -405,9 +405,14 @@ fn hash_mismatch(file: &str, at: &str, entry: &PolicyEntry, actual: &str) -> Dia
     )
 }
 
-/// A change as policies see it: sensitive values replaced, the flag kept.
+/// A change as policies see it: sensitive values replaced, the flag kept; any other value
+/// passes the process-wide redactor, in case it quotes a secret the kind did not mark.
 fn redact(c: &Change) -> Change {
     let hide = |v: &Option<String>| v.as_ref().map(|_| "(sensitive)".to_string());
+    let scrub = |v: &Option<String>| {
+        v.as_deref()
+            .map(|s| proxops_core::text::redact(s).into_owned())
+    };
     if c.sensitive {
         Change {
             key: c.key.clone(),
@@ -416,7 +421,11 @@ fn redact(c: &Change) -> Change {
             sensitive: true,
         }
     } else {
-        c.clone()
+        Change {
+            old: scrub(&c.old),
+            new: scrub(&c.new),
+            ..c.clone()
+        }
     }
 }
 
