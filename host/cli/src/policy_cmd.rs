@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::Subcommand;
-use proxops_core::settings::{Mode, PolicyEntry, Scope};
+use proxops_core::settings::{GuestBudget, Mode, PolicyEntry, Scope};
 use proxops_reconcile::policy::{
     LoadedPolicy, ManifestInput, PolicyReport, PolicySet, actions_from_plan_json,
 };
@@ -223,7 +223,8 @@ fn evaluate(
     };
     let policy = LoadedPolicy::from_wasm(runtime, &wasm, &entry, &settings_file, "")
         .map_err(Failure::Diagnostics)?;
-    let set = PolicySet::from_policies(vec![policy.clone()]);
+    // The same evaluation as plan/apply: the same PolicySet calls, the default budget.
+    let set = PolicySet::from_policies(vec![policy.clone()], GuestBudget::default().policy);
 
     let mut inputs = Vec::new();
     for path in &opts.manifests {

@@ -26,6 +26,8 @@ struct Prepared {
     diags: Vec<Diagnostic>,
     sops: BTreeMap<String, Arc<LazySops>>,
     policies: Arc<PolicySet>,
+    /// `guest-budget.kind`: the time each kind may take per cluster and run.
+    kind_budget: Option<Duration>,
 }
 
 /// Load, validate and load the site policies. An invalid `proxops.yaml` or policy stops the
@@ -41,6 +43,7 @@ fn prepare(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagnostic>> {
         diags: checked.diags,
         sops: checked.sops,
         policies: Arc::new(policies),
+        kind_budget: settings.guest_budget.kind,
     })
 }
 
@@ -160,7 +163,7 @@ fn print_warnings(p: &Prepared) {
 
 /// Observe and plan one cluster; `None` (with the reason printed) when it cannot be.
 async fn plan_one(
-    ctx: &Context,
+    kinds: &proxops_reconcile::KindRegistry,
     repo: &Path,
     p: &Prepared,
     name: &str,
@@ -197,7 +200,7 @@ async fn plan_one(
     }
     let objects = objects_of(&p.catalog, name);
     match proxops_reconcile::plan_cluster(
-        &ctx.kinds,
+        kinds,
         &conn.client,
         name,
         &objects,
@@ -241,7 +244,9 @@ pub async fn plan(
     let mut changes = false;
     let mut views = Vec::new();
     for name in selected(&p, only) {
-        let Some((plan, _conn, _)) = plan_one(ctx, repo, &p, &name, json).await else {
+        // One run per cluster: a kind that fails here is not called again for this cluster.
+        let kinds = ctx.kinds.for_run(p.kind_budget);
+        let Some((plan, _conn, _)) = plan_one(&kinds, repo, &p, &name, json).await else {
             failed = true;
             continue;
         };
@@ -348,7 +353,9 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
     print_warnings(&p);
     let mut failed = false;
     for name in selected(&p, only) {
-        let Some((plan, conn, objects)) = plan_one(ctx, repo, &p, &name, false).await else {
+        // One run per cluster (plan and every apply pass): see `KindRegistry::for_run`.
+        let kinds = ctx.kinds.for_run(p.kind_budget);
+        let Some((plan, conn, objects)) = plan_one(&kinds, repo, &p, &name, false).await else {
             failed = true;
             continue;
         };
@@ -381,7 +388,7 @@ pub async fn apply(ctx: &Context, repo: &Path, only: Option<&str>) -> anyhow::Re
         let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
         let progress = Arc::new(Progress::new(actions));
         let report = proxops_reconcile::apply(
-            &ctx.kinds,
+            &kinds,
             &conn.client,
             &objects,
             plan,
