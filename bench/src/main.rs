@@ -306,10 +306,13 @@ impl Table {
         target: impl Into<String>,
         ok: Option<bool>,
     ) {
+        let (metric, value) = (metric.into(), value.into());
+        // Each row as soon as it is measured, so a later failure keeps the earlier figures.
+        eprintln!("      {section} | {metric} | {value}");
         self.0.push(Row {
             section,
-            metric: metric.into(),
-            value: value.into(),
+            metric,
+            value,
             target: target.into(),
             ok,
         });

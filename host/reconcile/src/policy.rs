@@ -292,6 +292,14 @@ impl PolicySet {
     /// A policy that fails on one manifest is not called for the other manifests of that
     /// cluster: one failure finding stands for all of them.
     pub fn check_manifest_inputs(&self, inputs: &[ManifestInput]) -> PolicyReport {
+        if self.policies.is_empty() {
+            return PolicyReport::default();
+        }
+        // One thread for the batch when called from async code, not one per guest call.
+        proxops_runtime::off_tokio(|| self.manifest_checks(inputs))
+    }
+
+    fn manifest_checks(&self, inputs: &[ManifestInput]) -> PolicyReport {
         let mut report = PolicyReport::default();
         for (index, p) in self.policies.iter().enumerate() {
             let mut failed: Vec<&str> = Vec::new();
@@ -379,6 +387,13 @@ impl PolicySet {
 
     /// [`PolicySet::check_plan`] over actions built by the caller (`policy test --plan`).
     pub fn check_actions(&self, cluster: &str, actions: &[PlannedAction]) -> PolicyReport {
+        if self.policies.is_empty() {
+            return PolicyReport::default();
+        }
+        proxops_runtime::off_tokio(|| self.action_checks(cluster, actions))
+    }
+
+    fn action_checks(&self, cluster: &str, actions: &[PlannedAction]) -> PolicyReport {
         let mut report = PolicyReport::default();
         for (index, p) in self.policies.iter().enumerate() {
             if !p.scope.includes_cluster(cluster) {

@@ -164,8 +164,10 @@ impl GuestRun {
 }
 
 /// Run `f` where wasmtime-wasi's synchronous bindings may block: here, unless this thread
-/// belongs to a tokio runtime, then on a scoped thread of its own.
-fn off_tokio<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+/// belongs to a tokio runtime, then on a scoped thread of its own. Guest calls do this on
+/// their own; callers that make many calls from async code (policy checks) wrap the whole
+/// batch, so that it costs one thread, not one per call.
+pub fn off_tokio<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if tokio::runtime::Handle::try_current().is_err() {
         return f();
     }

@@ -28,7 +28,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 pub use cache::{CacheOutcome, default_cache_dir};
 pub use error::{GuestError, RuntimeError};
-pub use guest::GuestRun;
+pub use guest::{GuestRun, off_tokio};
 pub use host::{GuestLog, SecretError, SecretSource};
 pub use kind::{KindComponent, KindInstance};
 pub use limits::Limits;
