@@ -148,10 +148,20 @@ pub async fn measure(
     let index = registry
         .route(proxops_core::API_VERSION, "VM")
         .expect("VM kind");
-    let mut wasm = registry.instance(index).expect("instance");
-    let mut native = NativeQemu(Flavour::Vm).instance();
-    let w = costs_of(wasm.as_mut(), &inputs, samples);
-    let n = costs_of(native.as_mut(), &inputs, samples);
+    // On a plain thread, as the plan's workers call kinds (a call made on a tokio thread
+    // would be moved to a thread of its own, and that would be measured too).
+    let (w, n) = std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let mut wasm = registry.instance(index).expect("instance");
+                let mut native = NativeQemu(Flavour::Vm).instance();
+                let w = costs_of(wasm.as_mut(), &inputs, samples);
+                let n = costs_of(native.as_mut(), &inputs, samples);
+                (w, n)
+            })
+            .join()
+            .expect("measuring thread")
+    });
     w.into_iter()
         .zip(n)
         .map(|((call, wasm_us), (_, native_us))| CallCost {

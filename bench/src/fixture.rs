@@ -185,10 +185,17 @@ pub async fn converged_state(
     for i in 0..count {
         let p = i % protos;
         let (from_id, to_id) = (vmid(p), vmid(i));
+        // Volume names, the guest's name and its vmid-bound ownership mark (`proxops-<vmid>`)
+        // name the copy, not the prototype.
         let rename = |text: &str| {
             text.replace(&format!("vm-{from_id}-"), &format!("vm-{to_id}-"))
                 .replace(&format!("proxops-{from_id}"), &format!("proxops-{to_id}"))
                 .replace(&vm_name(p), &vm_name(i))
+                .replace(
+                    &format!("proxops-{from_id}\""),
+                    &format!("proxops-{to_id}\""),
+                )
+                .replace(&format!("proxops-{from_id};"), &format!("proxops-{to_id};"))
         };
         let vm = &vms[&from_id.to_string()];
         let copied: Value = serde_json::from_str(&rename(&vm.to_string())).expect("copy a VM");

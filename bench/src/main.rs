@@ -308,10 +308,13 @@ impl Table {
         target: impl Into<String>,
         ok: Option<bool>,
     ) {
+        let (metric, value) = (metric.into(), value.into());
+        // Each row as soon as it is measured, so a later failure keeps the earlier figures.
+        eprintln!("      {section} | {metric} | {value}");
         self.0.push(Row {
             section,
-            metric: metric.into(),
-            value: value.into(),
+            metric,
+            value,
             target: target.into(),
             ok,
         });
@@ -495,9 +498,14 @@ async fn suite(n: usize, skip_apply: bool) {
             }
             median(v)
         };
+        // Blocking threads (what proxops does): calls on a plain thread, never tokio's.
+        let on_thread = |fresh: bool, plan: bool, samples: usize| {
+            std::thread::scope(|s| s.spawn(|| measure(fresh, plan, samples)).join())
+                .expect("measuring thread")
+        };
         for (call, plan) in [("identity", false), ("plan (create)", true)] {
-            let fresh = measure(true, plan, 300);
-            let reused = measure(false, plan, 3000);
+            let fresh = on_thread(true, plan, 300);
+            let reused = on_thread(false, plan, 3000);
             table.add(
                 "5 guest calls",
                 format!("VM {call}: fresh instance+call / reused instance+call (median)"),
@@ -506,6 +514,66 @@ async fn suite(n: usize, skip_apply: bool) {
                 None,
             );
         }
+        // How WASI runs, measured: the same component on an async engine (wasmtime-wasi's
+        // async bindings, calls as futures on this tokio runtime) against the blocking-thread
+        // calls proxops makes. A call made from a tokio thread by the blocking design pays a
+        // thread of its own (policies in plan/apply): that row too.
+        let vm_wasm = proxops_guests::bundled(Role::Kind)
+            .find(|b| b.package == "proxops-kind-vm")
+            .expect("VM kind bundled");
+        let runtime = Runtime::new(RuntimeConfig {
+            cache_dir: Some(cache.clone()),
+        })
+        .expect("runtime");
+        let probe = runtime
+            .async_kind_probe(vm_wasm.bytes)
+            .expect("async engine");
+        let async_fresh = probe.identity_median(&desired, true, 300).await;
+        let async_reused = probe.identity_median(&desired, false, 3000).await;
+        let sync_fresh = on_thread(true, false, 300);
+        let sync_reused = on_thread(false, false, 3000);
+        let from_tokio = measure(true, false, 300);
+        table.add(
+            "5 how WASI runs",
+            "VM identity, fresh instance+call: blocking thread / async on tokio (median)",
+            format!(
+                "{sync_fresh:.1} us / {:.1} us",
+                async_fresh.as_secs_f64() * 1e6
+            ),
+            "choose the cheaper",
+            None,
+        );
+        table.add(
+            "5 how WASI runs",
+            "VM identity, reused instance+call: blocking thread / async on tokio (median)",
+            format!(
+                "{sync_reused:.1} us / {:.1} us",
+                async_reused.as_secs_f64() * 1e6
+            ),
+            "",
+            None,
+        );
+        // A plan cycle makes five kind calls per VM (validate, references, identity, observe,
+        // plan) on `available_parallelism` workers: the async engine's extra cost per call
+        // (the identity call's, measured above) over the plan at scale.
+        let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+        let extra_ms = (async_reused.as_secs_f64() * 1e6 - sync_reused) * 5.0 * n as f64
+            / threads as f64
+            / 1000.0;
+        table.add(
+            "5 how WASI runs",
+            format!("projected change of the {n}-VM plan cycle with async calls"),
+            format!("{extra_ms:+.0} ms"),
+            "5 calls per VM, per-call difference above",
+            None,
+        );
+        table.add(
+            "5 how WASI runs",
+            "VM identity, fresh instance+call from a tokio thread (own thread per call)",
+            format!("{from_tokio:.1} us"),
+            "policies in plan/apply",
+            None,
+        );
     }
 
     // 3 + 5c. API economy at N = 100; process start to first plan, cold and warm cache.

@@ -2,6 +2,7 @@
 //! simulator. One integration-test binary for the whole workspace.
 
 mod canary;
+mod guests;
 mod images;
 mod ownership_gate;
 mod policies;

@@ -1,11 +1,12 @@
 //! `proxops policy test` (run one policy against a manifest or a plan, like `kwctl run` or
 //! `opa test`) and `proxops policy new` (scaffold a policy crate).
 
+use crate::output::{self, errln, outln};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::Subcommand;
-use proxops_core::settings::{Mode, PolicyEntry, Scope};
+use proxops_core::settings::{GuestBudget, Mode, PolicyEntry, Scope};
 use proxops_reconcile::policy::{
     LoadedPolicy, ManifestInput, PolicyReport, PolicySet, actions_from_plan_json,
 };
@@ -100,8 +101,8 @@ pub fn run(runtime: &Runtime, command: PolicyCommand) -> anyhow::Result<u8> {
         PolicyCommand::New { name, dir } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             let created = scaffold(&name, &dir)?;
-            println!("Created policy crate `{name}` in {}", created.display());
-            println!(
+            outln!("Created policy crate `{name}` in {}", created.display());
+            outln!(
                 "Next:\n  cd {}\n  cargo test\n  cargo build --release --target wasm32-wasip2\n  \
                  sha256sum target/wasm32-wasip2/release/{}.wasm",
                 created.display(),
@@ -131,10 +132,10 @@ pub fn run_test(runtime: &Runtime, opts: &TestOptions) -> anyhow::Result<u8> {
         Err(Failure::Input(e)) => return Err(e),
         Err(Failure::Diagnostics(diags)) => {
             for d in &diags {
-                eprintln!("{d}");
+                errln!("{d}");
             }
             if opts.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(
                         &serde_json::json!({"verdict": "error", "diagnostics": diags})
@@ -153,19 +154,19 @@ pub fn run_test(runtime: &Runtime, opts: &TestOptions) -> anyhow::Result<u8> {
             "verdict": verdict,
             "findings": report.findings,
         });
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        output::json(&out)?;
     } else {
-        println!(
+        outln!(
             "policy {} {} ({}, sha256 {})",
             info.name,
             info.version,
             policy.file,
             policy.sha256()
         );
-        println!("verdict: {verdict}");
+        outln!("verdict: {verdict}");
         print!("{report}");
         if failed {
-            println!("  (in enforce mode a failing policy counts as a deny)");
+            outln!("  (in enforce mode a failing policy counts as a deny)");
         }
     }
     Ok(if failed {
@@ -223,7 +224,8 @@ fn evaluate(
     };
     let policy = LoadedPolicy::from_wasm(runtime, &wasm, &entry, &settings_file, "")
         .map_err(Failure::Diagnostics)?;
-    let set = PolicySet::from_policies(vec![policy.clone()]);
+    // The same evaluation as plan/apply: the same PolicySet calls, the default budget.
+    let set = PolicySet::from_policies(vec![policy.clone()], GuestBudget::default().policy);
 
     let mut inputs = Vec::new();
     for path in &opts.manifests {
@@ -569,7 +571,7 @@ mod tests {
                 || stderr.contains("failed to get")
                 || stderr.contains("failed to query replaced source")
             {
-                eprintln!("skipped: cannot fetch the scaffold's dependencies:\n{stderr}");
+                errln!("skipped: cannot fetch the scaffold's dependencies:\n{stderr}");
                 return;
             }
             panic!("the scaffold does not build:\n{stderr}");

@@ -28,6 +28,8 @@ struct Prepared {
     diags: Vec<Diagnostic>,
     sops: BTreeMap<String, Arc<LazySops>>,
     policies: Arc<PolicySet>,
+    /// `guest-budget.kind`: the time each kind may take per cluster and run.
+    kind_budget: Option<Duration>,
 }
 
 /// Load, validate and load the site policies. An invalid `proxops.yaml` or policy stops the
@@ -43,6 +45,7 @@ fn prepare(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagnostic>> {
         diags: checked.diags,
         sops: checked.sops,
         policies: Arc::new(policies),
+        kind_budget: settings.guest_budget.kind,
     })
 }
 
@@ -274,6 +277,7 @@ fn stop_memory(ctx: &Context, repo: &Path, cluster: &str, endpoint: &str) -> Arc
 
 async fn plan_one(
     ctx: &Context,
+    kinds: &proxops_reconcile::KindRegistry,
     repo: &Path,
     p: &Prepared,
     name: &str,
@@ -312,7 +316,7 @@ async fn plan_one(
     let objects = objects_of(&p.catalog, name);
     let memory = stop_memory(ctx, repo, name, &conn.label);
     match proxops_reconcile::plan_cluster(
-        &ctx.kinds,
+        kinds,
         &conn.client,
         name,
         &objects,
@@ -374,7 +378,10 @@ pub async fn plan(
     let mut attention = false;
     let mut views = Vec::new();
     for name in names {
-        let Some(Planned { plan, .. }) = plan_one(ctx, repo, &p, &name, json, run).await else {
+        // One run per cluster: a kind that fails here is not called again for this cluster.
+        let kinds = ctx.kinds.for_run(p.kind_budget);
+        let Some(Planned { plan, .. }) = plan_one(ctx, &kinds, repo, &p, &name, json, run).await
+        else {
             failed = true;
             continue;
         };
@@ -559,12 +566,14 @@ pub async fn apply(
             outln!("Cluster {name}: not started (interrupted).");
             continue;
         }
+        // One run per cluster (plan and every apply pass): see `KindRegistry::for_run`.
+        let kinds = ctx.kinds.for_run(p.kind_budget);
         let Some(Planned {
             plan,
             conn,
             objects,
             memory,
-        }) = plan_one(ctx, repo, &p, &name, false, run).await
+        }) = plan_one(ctx, &kinds, repo, &p, &name, false, run).await
         else {
             failed = true;
             continue;
@@ -602,7 +611,7 @@ pub async fn apply(
         let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
         let progress = Arc::new(Progress::new(actions));
         let report = proxops_reconcile::apply(
-            &ctx.kinds,
+            &kinds,
             &conn.client,
             &objects,
             plan,

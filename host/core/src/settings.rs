@@ -10,6 +10,9 @@
 //!     mode: enforce                                 # enforce (default) | warn | monitor
 //!     settings: {tags: [prod]}                      # passed to the policy as JSON
 //!     scope: {clusters: [lab], kinds: [VM]}         # empty or absent = all
+//! guest-budget:                                   # optional: time per guest per run
+//!   policy: 30s                                   # each policy, each cluster (default 30s)
+//!   kind: 10m                                     # each kind, each cluster (default: none)
 //! ```
 //!
 //! A repository without `proxops.yaml` has no policies. Files are read through a cap-std
@@ -103,6 +106,83 @@ pub struct RepoSettings {
     /// `Some("proxops.yaml")` when the file exists.
     pub file: Option<String>,
     pub policies: Vec<PolicyEntry>,
+    pub guest_budget: GuestBudget,
+}
+
+/// `guest-budget:`, the time all calls of one guest may take in one run (one cycle of one
+/// cluster), on top of each call's own deadline. A guest that uses up its budget is stopped
+/// like one that timed out: not called again in that run, its cluster blocked (a policy) or
+/// its objects failed (a kind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct GuestBudget {
+    /// Each policy, per cluster; `None` for no budget.
+    pub policy: Option<std::time::Duration>,
+    /// Each kind, per cluster; `None` for no budget.
+    pub kind: Option<std::time::Duration>,
+}
+
+impl GuestBudget {
+    /// The policy budget when `proxops.yaml` does not set one: 15 deadlines of a policy
+    /// call, far more than a policy needs for thousands of manifests.
+    pub const DEFAULT_POLICY: std::time::Duration = std::time::Duration::from_secs(30);
+}
+
+impl Default for GuestBudget {
+    fn default() -> Self {
+        GuestBudget {
+            policy: Some(GuestBudget::DEFAULT_POLICY),
+            kind: None,
+        }
+    }
+}
+
+/// Parse `guest-budget:`, reporting each bad field through `err`.
+fn parse_guest_budget(v: &Value, err: &mut impl FnMut(String, String)) -> GuestBudget {
+    let mut budget = GuestBudget::default();
+    let Some(map) = v.as_object() else {
+        if !v.is_null() {
+            err(
+                "guest-budget".into(),
+                "expected a mapping with policy and kind (durations like 30s)".into(),
+            );
+        }
+        return budget;
+    };
+    for (key, value) in map {
+        let slot = match key.as_str() {
+            "policy" => &mut budget.policy,
+            "kind" => &mut budget.kind,
+            _ => {
+                err(
+                    format!("guest-budget.{key}"),
+                    "unknown field; expected one of: policy, kind".into(),
+                );
+                continue;
+            }
+        };
+        match value.as_str().map(parse_duration) {
+            Some(Some(d)) if !d.is_zero() => *slot = Some(d),
+            _ => err(
+                format!("guest-budget.{key}"),
+                "expected a duration above zero with a unit: 500ms, 30s or 10m".into(),
+            ),
+        }
+    }
+    budget
+}
+
+/// `500ms`, `30s`, `10m` -> a duration.
+fn parse_duration(text: &str) -> Option<std::time::Duration> {
+    let text = text.trim();
+    let split = text.find(|c: char| !c.is_ascii_digit())?;
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number.parse().ok()?;
+    match unit {
+        "ms" => Some(std::time::Duration::from_millis(n)),
+        "s" => Some(std::time::Duration::from_secs(n)),
+        "m" => n.checked_mul(60).map(std::time::Duration::from_secs),
+        _ => None,
+    }
 }
 
 /// Read `proxops.yaml` in `root`; a missing file gives the defaults (no policies).
@@ -163,13 +243,17 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
         )]);
     };
     for key in top.keys() {
-        if !["apiVersion", "kind", "policies"].contains(&key.as_str()) {
+        if !["apiVersion", "kind", "policies", "guest-budget"].contains(&key.as_str()) {
             err(
                 key.clone(),
-                "unknown field; expected one of: apiVersion, kind, policies".into(),
+                "unknown field; expected one of: apiVersion, kind, policies, guest-budget".into(),
             );
         }
     }
+    let guest_budget = top
+        .get("guest-budget")
+        .map(|v| parse_guest_budget(v, &mut err))
+        .unwrap_or_default();
     if let Some(v) = top.get("apiVersion")
         && v.as_str() != Some(API_VERSION)
     {
@@ -202,6 +286,7 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
         Ok(RepoSettings {
             file: Some(file.to_string()),
             policies,
+            guest_budget,
         })
     } else {
         Err(diags)
@@ -420,6 +505,45 @@ pub fn sha256_hex(data: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn guest_budget_cases() {
+        use std::time::Duration;
+        let check = |yaml: &str, expected: Result<(Option<u64>, Option<u64>), &str>| {
+            let got = super::parse_text("proxops.yaml", yaml);
+            match (got, expected) {
+                (Ok(s), Ok((policy, kind))) => {
+                    assert_eq!(
+                        s.guest_budget.policy,
+                        policy.map(Duration::from_millis),
+                        "{yaml}"
+                    );
+                    assert_eq!(
+                        s.guest_budget.kind,
+                        kind.map(Duration::from_millis),
+                        "{yaml}"
+                    );
+                }
+                (Err(d), Err(path)) => {
+                    assert_eq!(d.len(), 1, "{yaml}: {d:?}");
+                    assert_eq!(d[0].path, path, "{yaml}");
+                    assert_eq!(d[0].file, "proxops.yaml");
+                }
+                (got, want) => panic!("{yaml}: got {got:?}, want {want:?}"),
+            }
+        };
+        check("policies: []\n", Ok((Some(30_000), None)));
+        check("guest-budget: {policy: 500ms}\n", Ok((Some(500), None)));
+        check(
+            "guest-budget: {kind: 10m, policy: 2s}\n",
+            Ok((Some(2000), Some(600_000))),
+        );
+        check("guest-budget: {policy: 5}\n", Err("guest-budget.policy"));
+        check("guest-budget: {policy: 0s}\n", Err("guest-budget.policy"));
+        check("guest-budget: {kind: 1h}\n", Err("guest-budget.kind"));
+        check("guest-budget: {run: 1s}\n", Err("guest-budget.run"));
+        check("guest-budget: 30s\n", Err("guest-budget"));
+    }
+
     use super::*;
     use serde_json::json;
 

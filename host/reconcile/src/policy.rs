@@ -10,18 +10,31 @@
 //! Evaluation uses a fresh instance per call (policies are third-party code). What a policy
 //! sees: manifests as written (they hold SOPS references such as `ci-password-ref`, never
 //! secret values) and the planned actions with every sensitive wire value replaced by
-//! `(sensitive)`. A call that traps, runs out of time or memory counts as a deny with the
-//! reason: in enforce mode it blocks the cluster (fail closed).
+//! `(sensitive)`. A call that traps, runs out of time or memory, or uses up the policy's
+//! budget for the run counts as a deny with the reason: in enforce mode it blocks the
+//! cluster (fail closed).
+//!
+//! Fail fast: a run is one cycle of one cluster. A policy that failed in a run is not called
+//! again in it (30 manifests and a looping policy cost one deadline, not 30), and the
+//! cluster's report carries one failure finding per policy.
+//!
+//! One evaluation path: `proxops policy test` and plan/apply both go through
+//! [`PolicySet::check_manifest_inputs`] and [`PolicySet::check_actions`] (plan/apply by way
+//! of [`PolicySet::check_manifests`] and [`PolicySet::check_plan`]), and every guest call in
+//! them through [`PolicySet::call`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use proxops_core::settings::{Mode, PolicyEntry, RepoSettings, Scope, read_repo_file, sha256_hex};
 use proxops_core::{Diagnostic, Manifest};
 use proxops_runtime::kind::{Change, Operation};
+use proxops_runtime::policy::PolicyInstance;
 use proxops_runtime::policy::{ActionView, ManifestView, Verdict, Violation};
-use proxops_runtime::{GuestError, Limits, PolicyComponent, Runtime};
+use proxops_runtime::{GuestError, GuestRun, Limits, PolicyComponent, Runtime};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -169,27 +182,26 @@ impl LoadedPolicy {
     pub fn sha256(&self) -> &str {
         self.component.sha256()
     }
-
-    /// One `check-manifest` call in a fresh instance.
-    pub fn check_manifest(&self, view: &ManifestView) -> Result<Verdict, GuestError> {
-        self.component
-            .instance()?
-            .check_manifest(view, &self.settings)
-    }
-
-    /// One `check-plan` call in a fresh instance.
-    pub fn check_plan(&self, actions: &[ActionView]) -> Result<Verdict, GuestError> {
-        self.component
-            .instance()?
-            .check_plan(actions, &self.settings)
-    }
 }
 
-/// The policies of a run.
+/// One guest call of a policy, in a fresh instance.
+enum Check<'a> {
+    Manifest(&'a ManifestView),
+    Plan(&'a [ActionView]),
+}
+
+/// The policies of a process, and each policy's run per cluster.
 #[derive(Debug, Clone, Default)]
 pub struct PolicySet {
     policies: Vec<LoadedPolicy>,
+    /// The time each policy's calls may take per cluster (`None`: unbounded).
+    budget: Option<Duration>,
+    /// (policy index, cluster) -> that run's state; shared by clones.
+    runs: Arc<Mutex<RunsByCluster>>,
 }
+
+/// Each policy's run per cluster, by (policy index, cluster).
+type RunsByCluster = HashMap<(usize, String), Arc<GuestRun>>;
 
 impl PolicySet {
     /// No policies: every check allows.
@@ -197,8 +209,33 @@ impl PolicySet {
         PolicySet::default()
     }
 
-    pub fn from_policies(policies: Vec<LoadedPolicy>) -> PolicySet {
-        PolicySet { policies }
+    /// `policies`, each with `budget` per cluster.
+    pub fn from_policies(policies: Vec<LoadedPolicy>, budget: Option<Duration>) -> PolicySet {
+        PolicySet {
+            policies,
+            budget,
+            runs: Arc::default(),
+        }
+    }
+
+    /// The run of policy `index` in `cluster`, created on first use.
+    pub fn run(&self, index: usize, cluster: &str) -> Arc<GuestRun> {
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        runs.entry((index, cluster.to_string()))
+            .or_insert_with(|| GuestRun::new(self.budget))
+            .clone()
+    }
+
+    /// The one place a policy is called, for plan/apply and `policy test` alike: a fresh
+    /// instance in the policy's run for `cluster` (refused at once when the policy already
+    /// failed there).
+    fn call(&self, index: usize, cluster: &str, check: Check<'_>) -> Result<Verdict, GuestError> {
+        let p = &self.policies[index];
+        let mut instance: PolicyInstance = p.component.instance_in(&self.run(index, cluster))?;
+        match check {
+            Check::Manifest(view) => instance.check_manifest(view, &p.settings),
+            Check::Plan(actions) => instance.check_plan(actions, &p.settings),
+        }
     }
 
     pub fn policies(&self) -> &[LoadedPolicy] {
@@ -227,7 +264,10 @@ impl PolicySet {
             }
         }
         if diags.is_empty() {
-            Ok(PolicySet { policies })
+            Ok(PolicySet::from_policies(
+                policies,
+                settings.guest_budget.policy,
+            ))
         } else {
             diags.sort();
             Err(diags)
@@ -248,12 +288,26 @@ impl PolicySet {
         self.check_manifest_inputs(&inputs)
     }
 
-    /// [`PolicySet::check_manifests`] over inputs built by the caller.
+    /// [`PolicySet::check_manifests`] over inputs built by the caller (`policy test`).
+    /// A policy that fails on one manifest is not called for the other manifests of that
+    /// cluster: one failure finding stands for all of them.
     pub fn check_manifest_inputs(&self, inputs: &[ManifestInput]) -> PolicyReport {
+        if self.policies.is_empty() {
+            return PolicyReport::default();
+        }
+        // One thread for the batch when called from async code, not one per guest call.
+        proxops_runtime::off_tokio(|| self.manifest_checks(inputs))
+    }
+
+    fn manifest_checks(&self, inputs: &[ManifestInput]) -> PolicyReport {
         let mut report = PolicyReport::default();
-        for p in &self.policies {
+        for (index, p) in self.policies.iter().enumerate() {
+            let mut failed: Vec<&str> = Vec::new();
             for m in inputs {
                 if !p.scope.includes_cluster(&m.cluster) || !p.scope.includes_kind(&m.kind) {
+                    continue;
+                }
+                if failed.contains(&m.cluster.as_str()) {
                     continue;
                 }
                 let view = ManifestView {
@@ -268,7 +322,7 @@ impl PolicySet {
                     file: Some(m.file.clone()),
                 };
                 let base = Finding::base(p, Stage::Manifest, &m.cluster);
-                match p.check_manifest(&view) {
+                match self.call(index, &m.cluster, Check::Manifest(&view)) {
                     Ok(verdict) => {
                         for (severity, v) in violations(verdict) {
                             report.push(Finding {
@@ -280,7 +334,10 @@ impl PolicySet {
                             });
                         }
                     }
-                    Err(e) => report.push(Finding::failure(base, Some(object), &e)),
+                    Err(e) => {
+                        failed.push(&m.cluster);
+                        report.push(Finding::failure(base, Some(object), &e));
+                    }
                 }
             }
         }
@@ -330,8 +387,15 @@ impl PolicySet {
 
     /// [`PolicySet::check_plan`] over actions built by the caller (`policy test --plan`).
     pub fn check_actions(&self, cluster: &str, actions: &[PlannedAction]) -> PolicyReport {
+        if self.policies.is_empty() {
+            return PolicyReport::default();
+        }
+        proxops_runtime::off_tokio(|| self.action_checks(cluster, actions))
+    }
+
+    fn action_checks(&self, cluster: &str, actions: &[PlannedAction]) -> PolicyReport {
         let mut report = PolicyReport::default();
-        for p in &self.policies {
+        for (index, p) in self.policies.iter().enumerate() {
             if !p.scope.includes_cluster(cluster) {
                 continue;
             }
@@ -344,7 +408,7 @@ impl PolicySet {
             }
             let views: Vec<ActionView> = mine.iter().map(|a| a.view.clone()).collect();
             let base = Finding::base(p, Stage::Plan, cluster);
-            match p.check_plan(&views) {
+            match self.call(index, cluster, Check::Plan(&views)) {
                 Ok(verdict) => {
                     for (severity, v) in violations(verdict) {
                         let (object, path) = locate(&mine, &v.path);
@@ -550,10 +614,15 @@ impl Finding {
     }
 
     fn failure(base: Finding, object: Option<FindingObject>, e: &GuestError) -> Finding {
+        let first = e.first();
+        let message = format!(
+            "the policy failed, counted as a deny (fail closed); it is not called again for cluster {} in this run: {first}",
+            base.cluster
+        );
         Finding {
             severity: Severity::Deny,
             object,
-            message: format!("the policy failed, counted as a deny (fail closed): {e}"),
+            message,
             failed: true,
             ..base
         }
@@ -606,9 +675,22 @@ impl PolicyReport {
         self.findings.push(f);
     }
 
-    /// Append `other` (e.g. the plan report after the manifest report).
+    /// Append `other` (e.g. the plan report after the manifest report). A policy's failure
+    /// in a cluster is reported once: a later failure finding of the same policy and
+    /// cluster (the policy was not called again) is left out.
     pub fn extend(&mut self, other: PolicyReport) {
-        self.findings.extend(other.findings);
+        for f in other.findings {
+            let repeated = f.failed
+                && self.findings.iter().any(|g| {
+                    g.failed
+                        && g.policy == f.policy
+                        && g.policy_file == f.policy_file
+                        && g.cluster == f.cluster
+                });
+            if !repeated {
+                self.findings.push(f);
+            }
+        }
     }
 
     /// Some finding stops the apply: a deny, or a failed policy, in enforce mode.
@@ -1382,6 +1464,72 @@ mod tests {
         let (_repo, set) = misbehave("enforce", json!({"validate": "deny"}));
         let e = set.expect_err("rejects its settings");
         assert_eq!(e[0].path, "policies[0].settings.validate");
+    }
+
+    #[test]
+    fn a_failed_policy_is_called_once_per_cluster_and_reported_once() {
+        let (_repo, set) = misbehave("enforce", json!({ "manifest": "loop", "plan": "loop" }));
+        let set = set.expect("loads");
+        let manifests: Vec<Manifest> = (0..30)
+            .map(|i| {
+                let mut m = prod_vm(true);
+                m.name = format!("vm-{i:02}");
+                m.file = format!("vm/lab/vm-{i:02}.yaml");
+                m
+            })
+            .collect();
+        let mut report = set.check_manifests("lab", &manifests);
+        assert_eq!(set.run(0, "lab").calls(), 1, "30 manifests, one call");
+        assert_eq!(report.findings.len(), 1, "{report:?}");
+        assert!(
+            report.findings[0]
+                .message
+                .contains("not called again for cluster lab")
+        );
+        // The plan check does not call it either, and the merged report keeps one message.
+        let plan = plan_with(vec![(
+            "vm-00",
+            Some("vm/lab/vm-00.yaml"),
+            action(Operation::Update, false, false),
+            false,
+        )]);
+        let plan_report = set.check_plan(&plan, &manifests);
+        assert!(
+            plan_report.blocks(),
+            "a stopped policy still blocks: {plan_report:?}"
+        );
+        // It names the first failure (the one message the merged report keeps).
+        assert!(plan_report.findings[0].failed);
+        assert_eq!(plan_report.findings[0].message, report.findings[0].message);
+        report.extend(plan_report);
+        assert_eq!(report.findings.len(), 1, "{report:?}");
+        assert!(report.blocks());
+        assert_eq!(set.run(0, "lab").calls(), 1);
+        // Another cluster is another run: called (and failing) once there too.
+        let mut other = prod_vm(true);
+        other.cluster = "prod".into();
+        let prod = set.check_manifests("prod", &[other.clone(), other]);
+        assert_eq!(prod.findings.len(), 1);
+        assert_eq!(set.run(0, "prod").calls(), 1);
+    }
+
+    #[test]
+    fn the_policy_budget_comes_from_proxops_yaml() {
+        let wasm = built("proxops-policy-misbehave");
+        let yaml = format!(
+            "policies:\n{}guest-budget: {{policy: 100ms}}\n",
+            entry("bad.wasm", &wasm, "enforce", json!({"manifest": "loop"}))
+        );
+        let repo = TempRepo::new(&[("bad.wasm", &wasm)], &yaml);
+        let set = repo.load().expect("loads");
+        let report = set.check_manifests("lab", &[prod_vm(true)]);
+        let f = &report.findings[0];
+        assert!(f.failed && report.blocks());
+        assert!(
+            f.message.contains("used up the guest's budget of 100ms"),
+            "{}",
+            f.message
+        );
     }
 
     #[test]

@@ -1,5 +1,9 @@
 //! Parallel guest calls: items are split across worker threads, each with its own lazily
 //! created instance per kind (bundled kinds are trusted to be reused within a cycle).
+//! The workers are plain threads, never tokio's: wasmtime-wasi's synchronous bindings block
+//! on their own runtime, which a tokio thread must not do (a guest printing or sleeping
+//! would crash the host). Instances share their kind's run (see [`KindRegistry`]), so a kind
+//! that fails on one worker is not called again on any.
 //!
 //! Every guest call goes through [`KindCalls`]. A component instance
 //! ([`proxops_runtime::KindInstance`]) implements it; so can a native backend registered with
@@ -122,7 +126,8 @@ fn threads_for(items: usize) -> usize {
         .min(items.max(1))
 }
 
-/// Map `f` over `items` on up to `available_parallelism` threads, keeping order.
+/// Map `f` over `items` on up to `available_parallelism` threads, keeping order. Called
+/// from a tokio thread, even a single item goes to a worker thread of its own.
 pub fn par_map<T: Sync, R: Send>(
     registry: &KindRegistry,
     items: &[T],
@@ -134,7 +139,8 @@ pub fn par_map<T: Sync, R: Send>(
         registry,
         slots: (0..registry.len()).map(|_| None).collect(),
     };
-    if threads <= 1 {
+    let on_tokio = tokio::runtime::Handle::try_current().is_ok();
+    if threads <= 1 && !on_tokio {
         let mut instances = new_instances();
         return items.iter().map(|item| f(&mut instances, item)).collect();
     }

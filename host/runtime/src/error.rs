@@ -42,6 +42,39 @@ pub enum GuestError {
     },
     #[error("guest `{guest}`: could not instantiate: {message}")]
     Instantiate { guest: String, message: String },
+    #[error(
+        "guest `{guest}`: {call} used up the guest's budget of {budget:?} for this run and was stopped"
+    )]
+    Budget {
+        guest: String,
+        call: &'static str,
+        budget: Duration,
+    },
+    /// The guest already failed in this run (one cycle of one cluster): it is not called
+    /// again, and every later call answers with the first failure.
+    #[error("guest `{guest}`: {call} not called, the guest already failed in this run: {first}")]
+    Stopped {
+        guest: String,
+        call: &'static str,
+        first: Box<GuestError>,
+    },
+}
+
+impl GuestError {
+    /// The failure that stopped the guest: itself, or the first failure of a stopped guest.
+    pub fn first(&self) -> &GuestError {
+        match self {
+            GuestError::Stopped { first, .. } => first,
+            other => other,
+        }
+    }
+
+    /// Whether this failure stops the guest for the rest of the run: a trap, a deadline,
+    /// the memory cap, a used-up budget or a failed instantiation. An oversized answer
+    /// does not (the instance is fine, only that answer is refused).
+    pub fn stops_the_guest(&self) -> bool {
+        !matches!(self, GuestError::OutputTooLarge { .. })
+    }
 }
 
 /// Loading a component or building the runtime failed.
@@ -63,6 +96,12 @@ pub enum RuntimeError {
     },
     #[error("invalid limits for guest `{guest}`: {message}")]
     Limits { guest: String, message: String },
+    #[error("cannot read the component {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("component cache at {path}: {source}")]
     Cache {
         path: PathBuf,

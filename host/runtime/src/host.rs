@@ -1,22 +1,35 @@
 //! What a guest's store holds: a WASI context that grants nothing, the memory limiter, the
-//! bounded log, captured stderr (for panic messages) and, when granted, the secret source.
+//! bounded log (log imports, stdout and stderr all land in it), the head of stderr (for panic
+//! messages) and, when granted, the secret source.
+//!
+//! WASI as guests see it: no files, env, args or sockets (denied with an error the guest
+//! sees), stdin empty, clocks frozen, randomness a fixed cycle, and sleeps that end at once
+//! (time does not pass inside a guest, so a guest waiting for the clock spins until its
+//! deadline stops it). Nothing a guest does through WASI can block the host thread.
 
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use wasmtime::component::ResourceTable;
-use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime::StoreContextMut;
+use wasmtime::component::{Linker, Resource, ResourceTable};
+use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
+use wasmtime_wasi::p2::{DynPollable, OutputStream, Pollable, StreamResult, subscribe};
 use wasmtime_wasi::{
     Deterministic, HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView,
     WasiView,
 };
 
+use crate::RuntimeError;
 use crate::limits::{Limiter, Limits};
 
-/// Bytes of stderr kept per instance: enough for a panic message.
-const STDERR_CAPACITY: usize = 8 << 10;
+/// Bytes of stderr kept per call for the panic message.
+const STDERR_HEAD: usize = 8 << 10;
 /// Longest log line kept; longer lines are cut.
 const LOG_LINE_MAX: usize = 1024;
+/// How many bytes a guest may hand over in one stdout/stderr write.
+const WRITE_PERMIT: usize = 64 << 10;
 
 /// Why a secret could not be given to a guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,7 +47,8 @@ pub trait SecretSource: Send + Sync {
     fn resolve(&self, path: &str) -> Result<String, SecretError>;
 }
 
-/// Log lines one call produced, bounded.
+/// Log lines one call produced, bounded: `log` imports as `<level>: <text>`, output as
+/// `stdout: <line>` and `stderr: <line>`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GuestLog {
     pub lines: Vec<String>,
@@ -42,13 +56,156 @@ pub struct GuestLog {
     pub dropped: usize,
 }
 
+/// The per-call sink shared by the store and the guest's stdout/stderr streams.
+#[derive(Debug, Default)]
+pub(crate) struct LogSink {
+    pub(crate) log: GuestLog,
+    cap: usize,
+    /// Unfinished last line of stdout (0) and stderr (1).
+    partial: [Vec<u8>; 2],
+    /// The first bytes of this call's stderr.
+    stderr_head: Vec<u8>,
+}
+
+impl LogSink {
+    fn push(&mut self, line: String) {
+        if self.log.lines.len() >= self.cap {
+            self.log.dropped += 1;
+            return;
+        }
+        self.log.lines.push(cut(line));
+    }
+
+    fn write(&mut self, stream: usize, mut bytes: &[u8]) {
+        if stream == 1 && self.stderr_head.len() < STDERR_HEAD {
+            let room = STDERR_HEAD - self.stderr_head.len();
+            self.stderr_head
+                .extend_from_slice(&bytes[..bytes.len().min(room)]);
+        }
+        while let Some(nl) = bytes.iter().position(|b| *b == b'\n') {
+            self.extend_partial(stream, &bytes[..nl]);
+            self.end_line(stream);
+            bytes = &bytes[nl + 1..];
+        }
+        self.extend_partial(stream, bytes);
+    }
+
+    fn extend_partial(&mut self, stream: usize, bytes: &[u8]) {
+        // Keep one byte more than a line holds, so that `cut` marks the line as cut.
+        let room = (LOG_LINE_MAX + 1).saturating_sub(self.partial[stream].len());
+        self.partial[stream].extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    fn end_line(&mut self, stream: usize) {
+        let bytes = std::mem::take(&mut self.partial[stream]);
+        let name = if stream == 0 { "stdout" } else { "stderr" };
+        self.push(format!("{name}: {}", String::from_utf8_lossy(&bytes)));
+    }
+
+    /// The call ended: flush unfinished lines and hand the log over.
+    pub(crate) fn finish(&mut self) -> GuestLog {
+        for stream in 0..2 {
+            if !self.partial[stream].is_empty() {
+                self.end_line(stream);
+            }
+        }
+        std::mem::take(&mut self.log)
+    }
+
+    pub(crate) fn stderr_text(&self) -> String {
+        String::from_utf8_lossy(&self.stderr_head).into_owned()
+    }
+
+    fn begin(&mut self) {
+        let cap = self.cap;
+        *self = LogSink {
+            cap,
+            ..LogSink::default()
+        };
+    }
+}
+
+/// `line` cut to [`LOG_LINE_MAX`] bytes (on a character boundary), marked with `…`.
+fn cut(mut line: String) -> String {
+    if line.len() > LOG_LINE_MAX {
+        let mut at = LOG_LINE_MAX;
+        while !line.is_char_boundary(at) {
+            at -= 1;
+        }
+        line.truncate(at);
+        line.push('…');
+    }
+    line
+}
+
+fn lock(sink: &Mutex<LogSink>) -> MutexGuard<'_, LogSink> {
+    sink.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A guest's stdout or stderr: every write goes into the call's bounded log.
+#[derive(Clone)]
+struct Captured {
+    sink: Arc<Mutex<LogSink>>,
+    /// 0 stdout, 1 stderr.
+    stream: usize,
+}
+
+impl IsTerminal for Captured {
+    fn is_terminal(&self) -> bool {
+        false
+    }
+}
+
+impl StdoutStream for Captured {
+    fn p2_stream(&self) -> Box<dyn OutputStream> {
+        Box::new(self.clone())
+    }
+    fn async_stream(&self) -> Box<dyn tokio::io::AsyncWrite + Send + Sync> {
+        Box::new(self.clone())
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for Captured {
+    async fn ready(&mut self) {}
+}
+
+#[wasmtime_wasi::async_trait]
+impl OutputStream for Captured {
+    fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
+        lock(&self.sink).write(self.stream, &bytes);
+        Ok(())
+    }
+    fn flush(&mut self) -> StreamResult<()> {
+        Ok(())
+    }
+    fn check_write(&mut self) -> StreamResult<usize> {
+        Ok(WRITE_PERMIT)
+    }
+}
+
+impl tokio::io::AsyncWrite for Captured {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        lock(&self.sink).write(self.stream, buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
 pub(crate) struct HostState {
     wasi: WasiCtx,
     table: ResourceTable,
     pub(crate) limiter: Limiter,
-    pub(crate) log: GuestLog,
-    log_cap: usize,
-    stderr: MemoryOutputPipe,
+    pub(crate) sink: Arc<Mutex<LogSink>>,
     pub(crate) secrets: Option<Arc<dyn SecretSource>>,
 }
 
@@ -105,12 +262,20 @@ fn deterministic_bytes() -> Deterministic {
 
 impl HostState {
     pub(crate) fn new(limits: &Limits, secrets: Option<Arc<dyn SecretSource>>) -> Self {
-        let stderr = MemoryOutputPipe::new(STDERR_CAPACITY);
+        let sink = Arc::new(Mutex::new(LogSink {
+            cap: limits.log_lines,
+            ..LogSink::default()
+        }));
+        let out = |stream| Captured {
+            sink: sink.clone(),
+            stream,
+        };
         // WasiCtxBuilder grants nothing by default: no preopened dirs, no env, no args,
-        // stdin empty, stdout discarded, sockets and name lookup denied. We only replace
-        // the clocks and randomness and capture stderr for panic messages.
+        // stdin empty, sockets and name lookup denied. We replace the clocks and randomness
+        // and send stdout and stderr into the bounded log.
         let wasi = WasiCtxBuilder::new()
-            .stderr(stderr.clone())
+            .stdout(out(0))
+            .stderr(out(1))
             .wall_clock(FixedWallClock)
             .monotonic_clock(FixedMonotonicClock)
             .secure_random(deterministic_bytes())
@@ -129,38 +294,118 @@ impl HostState {
                 memory: limits.memory,
                 refused: false,
             },
-            log: GuestLog::default(),
-            log_cap: limits.log_lines,
-            stderr,
+            sink,
             secrets,
         }
     }
 
     /// Forget what the previous call left behind.
     pub(crate) fn begin_call(&mut self) {
-        self.log = GuestLog::default();
+        lock(&self.sink).begin();
         self.limiter.refused = false;
     }
 
-    /// What the guest wrote to stderr so far (panic messages land here).
+    /// The call ended: its log.
+    pub(crate) fn finish_call(&mut self) -> GuestLog {
+        lock(&self.sink).finish()
+    }
+
+    /// What the guest wrote to stderr in this call (panic messages land here).
     pub(crate) fn stderr_text(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.contents()).into_owned()
+        lock(&self.sink).stderr_text()
     }
 
     pub(crate) fn push_log(&mut self, level: &str, message: &str) {
-        if self.log.lines.len() >= self.log_cap {
-            self.log.dropped += 1;
+        let mut sink = lock(&self.sink);
+        if sink.log.lines.len() >= sink.cap {
+            sink.log.dropped += 1;
             return;
         }
-        let mut line = format!("{level}: {message}");
-        if line.len() > LOG_LINE_MAX {
-            let mut cut = LOG_LINE_MAX;
-            while !line.is_char_boundary(cut) {
-                cut -= 1;
-            }
-            line.truncate(cut);
-            line.push('…');
+        sink.push(format!("{level}: {message}"));
+    }
+}
+
+/// A sleep that is over as soon as it starts: guest time does not pass.
+struct Elapsed;
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for Elapsed {
+    async fn ready(&mut self) {}
+}
+
+fn elapsed_pollable(
+    mut store: StoreContextMut<'_, HostState>,
+) -> wasmtime::Result<(Resource<DynPollable>,)> {
+    let table = &mut store.data_mut().table;
+    let sleep = table.push(Elapsed)?;
+    Ok((subscribe(table, sleep)?,))
+}
+
+/// Link WASI with nothing granted, then replace the monotonic clock's sleeps with sleeps that
+/// end at once (wasmtime-wasi's would block the calling thread for real, out of reach of the
+/// call's deadline).
+pub(crate) fn add_wasi(linker: &mut Linker<HostState>) -> Result<(), RuntimeError> {
+    let link = |e: wasmtime::Error| RuntimeError::Link(format!("{e:#}"));
+    wasmtime_wasi::p2::add_to_linker_sync(linker).map_err(link)?;
+    linker.allow_shadowing(true);
+    let mut clock = linker
+        .instance("wasi:clocks/monotonic-clock@0.2.12")
+        .map_err(link)?;
+    clock
+        .func_wrap("subscribe-duration", |store, (_,): (u64,)| {
+            elapsed_pollable(store)
+        })
+        .map_err(link)?;
+    clock
+        .func_wrap("subscribe-instant", |store, (_,): (u64,)| {
+            elapsed_pollable(store)
+        })
+        .map_err(link)?;
+    linker.allow_shadowing(false);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sink(cap: usize) -> LogSink {
+        LogSink {
+            cap,
+            ..LogSink::default()
         }
-        self.log.lines.push(line);
+    }
+
+    #[test]
+    fn output_is_split_into_bounded_lines() {
+        let check = |writes: &[(usize, &[u8])], cap: usize, lines: &[&str], dropped: usize| {
+            let mut s = sink(cap);
+            for (stream, bytes) in writes {
+                s.write(*stream, bytes);
+            }
+            let log = s.finish();
+            assert_eq!(log.lines, lines, "{writes:?}");
+            assert_eq!(log.dropped, dropped, "{writes:?}");
+        };
+        check(&[(0, b"a\nb")], 10, &["stdout: a", "stdout: b"], 0);
+        check(&[(1, b"he"), (1, b"llo\n")], 10, &["stderr: hello"], 0);
+        check(&[(0, b"x"), (1, b"y")], 10, &["stdout: x", "stderr: y"], 0);
+        check(&[(0, b"1\n2\n3\n4\n")], 2, &["stdout: 1", "stdout: 2"], 2);
+        check(&[(0, b"\n")], 10, &["stdout: "], 0);
+        check(&[], 10, &[], 0);
+    }
+
+    #[test]
+    fn long_lines_are_cut_and_stderr_head_is_bounded() {
+        let mut s = sink(10);
+        let long = vec![b'x'; 10 * LOG_LINE_MAX];
+        for _ in 0..10 {
+            s.write(1, &long);
+        }
+        assert_eq!(s.stderr_text().len(), STDERR_HEAD);
+        let log = s.finish();
+        assert_eq!(log.lines.len(), 1);
+        assert!(log.lines[0].ends_with('…'));
+        assert!(log.lines[0].len() <= LOG_LINE_MAX + '…'.len_utf8());
     }
 }

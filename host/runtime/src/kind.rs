@@ -5,7 +5,7 @@ use std::sync::Arc;
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, Linker};
 
-use crate::guest::{Instance, Loaded, World};
+use crate::guest::{GuestRun, Instance, Loaded, World};
 use crate::host::{HostState, SecretError as HostSecretError, SecretSource};
 use crate::size::{OutputSize, output_size};
 use crate::{GuestError, GuestLog, Limits, Runtime, RuntimeError};
@@ -59,8 +59,7 @@ impl secrets::Host for HostState {
 
 pub(crate) fn linker(engine: &wasmtime::Engine) -> Result<Linker<HostState>, RuntimeError> {
     let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-        .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+    crate::host::add_wasi(&mut linker)?;
     bindings::Kind::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
         .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
     Ok(linker)
@@ -162,7 +161,7 @@ impl Runtime {
             pre,
         ));
         let mut instance = KindInstance {
-            inner: Instance::new(loaded.clone())?,
+            inner: Instance::new(loaded.clone(), GuestRun::new(None))?,
         };
         let info = instance.describe()?;
         Ok(KindComponent {
@@ -198,10 +197,16 @@ impl KindComponent {
         &self.info
     }
 
-    /// A fresh instance; reuse it for many calls (one per worker per cycle).
+    /// A fresh instance in a run of its own (no budget); reuse it for many calls.
     pub fn instance(&self) -> Result<KindInstance, GuestError> {
+        self.instance_in(&GuestRun::new(None))
+    }
+
+    /// A fresh instance in `run`: refused at once when the kind already failed in that run,
+    /// and its calls count against the run's budget. One per worker per cycle.
+    pub fn instance_in(&self, run: &Arc<GuestRun>) -> Result<KindInstance, GuestError> {
         Ok(KindInstance {
-            inner: Instance::new(self.loaded.clone())?,
+            inner: Instance::new(self.loaded.clone(), run.clone())?,
         })
     }
 }
@@ -220,10 +225,10 @@ impl std::fmt::Debug for KindInstance {
 }
 
 impl KindInstance {
-    fn call<R: OutputSize>(
+    fn call<R: OutputSize + Send>(
         &mut self,
         call: &'static str,
-        f: impl FnOnce(&bindings::Kind, &mut Store<HostState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&bindings::Kind, &mut Store<HostState>) -> wasmtime::Result<R> + Send,
     ) -> Result<R, GuestError> {
         self.inner.call(call, f)
     }

@@ -3,8 +3,10 @@
 //! One [`Runtime`] per process holds the engine (pooling allocator, epoch interruption),
 //! the linkers and the on-disk cache of compiled components. Loading a component compiles it
 //! once (or loads it from the cache) into an `InstancePre`; every call then runs in a store
-//! with a wall-clock deadline, a memory cap, an output cap and a bounded log, and WASI is
-//! linked with nothing granted.
+//! with a wall-clock deadline, a memory cap, an output cap and a bounded log (which also
+//! takes the guest's stdout and stderr), and WASI is linked with nothing granted. A
+//! [`GuestRun`] carries one guest through one run: its budget, and the first failure, after
+//! which the guest is not called again in that run.
 
 mod cache;
 mod error;
@@ -13,6 +15,8 @@ mod host;
 pub mod kind;
 mod limits;
 pub mod policy;
+#[doc(hidden)]
+pub mod probe;
 mod size;
 
 use std::path::PathBuf;
@@ -24,6 +28,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 pub use cache::{CacheOutcome, default_cache_dir};
 pub use error::{GuestError, RuntimeError};
+pub use guest::{GuestRun, off_tokio};
 pub use host::{GuestLog, SecretError, SecretSource};
 pub use kind::{KindComponent, KindInstance};
 pub use limits::Limits;

@@ -36,7 +36,7 @@ impl Limits {
 
     /// Deadline in epoch ticks (at least one).
     pub(crate) fn deadline_ticks(&self) -> u64 {
-        (self.deadline.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
+        ticks(self.deadline)
     }
 
     /// Reject limits the engine cannot honour.
@@ -52,6 +52,11 @@ impl Limits {
         }
         Ok(())
     }
+}
+
+/// `d` in epoch ticks (at least one).
+pub(crate) fn ticks(d: Duration) -> u64 {
+    (d.as_millis() / EPOCH_TICK.as_millis()).max(1) as u64
 }
 
 /// Enforces the memory cap and remembers that it refused a grow, so the trap that follows

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use wasmtime::Store;
 use wasmtime::component::{HasSelf, Linker};
 
-use crate::guest::{Instance, Loaded, World};
+use crate::guest::{GuestRun, Instance, Loaded, World};
 use crate::host::HostState;
 use crate::size::{OutputSize, output_size};
 use crate::{GuestError, GuestLog, Limits, Runtime, RuntimeError};
@@ -29,8 +29,7 @@ pub use bindings::exports::proxops::policy::checker::{
 
 pub(crate) fn linker(engine: &wasmtime::Engine) -> Result<Linker<HostState>, RuntimeError> {
     let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-        .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
+    crate::host::add_wasi(&mut linker)?;
     bindings::Policy::add_to_linker::<HostState, HasSelf<HostState>>(&mut linker, |s| s)
         .map_err(|e| RuntimeError::Link(format!("{e:#}")))?;
     Ok(linker)
@@ -102,7 +101,7 @@ impl Runtime {
             name, wasm, &component, cache, limits, false, pre,
         ));
         let mut instance = PolicyInstance {
-            inner: Instance::new(loaded.clone())?,
+            inner: Instance::new(loaded.clone(), GuestRun::new(None))?,
         };
         let info = instance.metadata()?;
         Ok(PolicyComponent {
@@ -125,10 +124,17 @@ impl PolicyComponent {
         &self.info
     }
 
-    /// A fresh instance. Policies are third-party code: use one per evaluation.
+    /// A fresh instance in a run of its own (no budget). Policies are third-party code:
+    /// use one per evaluation.
     pub fn instance(&self) -> Result<PolicyInstance, GuestError> {
+        self.instance_in(&GuestRun::new(None))
+    }
+
+    /// A fresh instance in `run`: refused at once when the policy already failed in that
+    /// run, and its calls count against the run's budget.
+    pub fn instance_in(&self, run: &Arc<GuestRun>) -> Result<PolicyInstance, GuestError> {
         Ok(PolicyInstance {
-            inner: Instance::new(self.loaded.clone())?,
+            inner: Instance::new(self.loaded.clone(), run.clone())?,
         })
     }
 }

@@ -4,7 +4,7 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::{CacheOutcome, GuestError, KindComponent, Limits, Runtime, RuntimeConfig};
+use crate::{CacheOutcome, GuestError, GuestRun, KindComponent, Limits, Runtime, RuntimeConfig};
 
 fn runtime() -> &'static Arc<Runtime> {
     static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
@@ -23,18 +23,29 @@ fn misbehave(limits: Limits) -> KindComponent {
         .expect("load misbehave")
 }
 
-/// Run `validate(input)` on a fresh instance, then check a well-behaved call on the same
-/// instance object still works.
+/// Run `validate(input)` on a fresh instance (a run of its own). After a failure that
+/// stops the guest, the same instance answers `Stopped`; a new instance (a new run) works.
 fn check(component: &KindComponent, input: &str) -> Result<String, GuestError> {
     let mut instance = component.instance().expect("instance");
     let result = instance
         .validate(input)
         .map(|r| r.expect("validate ok").desired);
-    let after = instance
-        .validate("still alive")
-        .expect("call after a failure")
-        .expect("ok");
-    assert_eq!(after.desired, "still alive");
+    let after = instance.validate("still alive");
+    match &result {
+        Err(e) if e.stops_the_guest() => {
+            assert!(
+                matches!(after, Err(GuestError::Stopped { .. })),
+                "{after:?}"
+            );
+            let mut fresh = component.instance().expect("a new run");
+            let again = fresh.validate("still alive").expect("call").expect("ok");
+            assert_eq!(again.desired, "still alive");
+        }
+        _ => assert_eq!(
+            after.expect("call after").expect("ok").desired,
+            "still alive"
+        ),
+    }
     result
 }
 
@@ -224,4 +235,192 @@ fn every_bundled_kind_loads_and_describes_itself() {
             "{expected} missing from {kinds:?}"
         );
     }
+}
+
+/// What a misbehaviour must come to.
+#[derive(Debug, Clone, Copy)]
+enum Want {
+    /// The call answers, starting with this text.
+    Answer(&'static str),
+    /// The call answers, and its log kept `log_lines` lines, the first one this.
+    Printed(&'static str),
+    Deadline,
+    Memory,
+    Panic(&'static str),
+}
+
+/// Every guest behaviour of the issue, as the misbehave kind's `validate` performs it.
+const BEHAVIOURS: &[(&str, Want)] = &[
+    ("panic", Want::Panic("misbehave: asked to panic")),
+    ("stdout", Want::Printed("stdout: stdout line 0")),
+    ("stderr", Want::Printed("stderr: stderr line 0")),
+    ("stdin", Want::Answer("stdin: 0 bytes")),
+    ("sleep", Want::Answer("slept an hour")),
+    ("clock", Want::Answer("1704067200")),
+    ("wait", Want::Deadline),
+    ("socket", Want::Answer("denied:")),
+    ("alloc3g", Want::Memory),
+    ("loop", Want::Deadline),
+];
+
+fn check_behaviour(component: &KindComponent, input: &str, want: Want) {
+    let mut instance = component.instance().expect("instance");
+    let result = instance
+        .validate(input)
+        .map(|r| r.expect("validate ok").desired);
+    match (want, &result) {
+        (Want::Answer(prefix), Ok(text)) => assert!(text.starts_with(prefix), "{input}: {text}"),
+        (Want::Printed(first), Ok(text)) => {
+            assert_eq!(text, "printed", "{input}");
+            let log = instance.last_log();
+            assert_eq!(log.lines.len(), 50, "{input}");
+            assert_eq!(log.lines[0], first, "{input}");
+            assert_eq!(log.dropped, 10_000 - 50, "{input}");
+        }
+        (Want::Deadline, Err(e @ GuestError::Deadline { .. }))
+        | (Want::Memory, Err(e @ GuestError::Memory { .. })) => {
+            assert!(
+                e.to_string().starts_with("guest `misbehave`: validate"),
+                "{e}"
+            );
+        }
+        (Want::Panic(text), Err(e @ GuestError::Panic { message, .. })) => {
+            assert!(message.contains(text), "{message}");
+            assert!(message.len() < 700, "bounded: {message}");
+            assert!(
+                e.to_string()
+                    .starts_with("guest `misbehave`: validate panicked"),
+                "{e}"
+            );
+        }
+        (want, got) => panic!("{input}: wanted {want:?}, got {got:?}"),
+    }
+    // A guest that failed is stopped in its run; a new run gets a fresh instance.
+    let after = instance.validate("still alive");
+    if result.is_err() {
+        assert!(
+            matches!(after, Err(GuestError::Stopped { .. })),
+            "{input}: {after:?}"
+        );
+        instance = component.instance().expect("a new run");
+    } else {
+        assert_eq!(
+            after.expect("call after").expect("ok").desired,
+            "still alive"
+        );
+    }
+    assert_eq!(
+        instance
+            .validate("echo")
+            .expect("call")
+            .expect("ok")
+            .desired,
+        "echo"
+    );
+}
+
+fn short_limits() -> Limits {
+    Limits {
+        deadline: Duration::from_millis(300),
+        memory: 64 << 20,
+        log_lines: 50,
+        ..Limits::KIND
+    }
+}
+
+/// Each behaviour, called from a plain thread, a current-thread tokio runtime and a
+/// multi-threaded one (where wasmtime-wasi's blocking I/O used to panic the host). The
+/// behaviours that must end at the deadline get a short one; the others the kinds' default
+/// (printing 10,000 lines is 10,000 host calls).
+#[test]
+fn every_misbehaviour_is_contained_on_any_thread() {
+    let short = misbehave(short_limits());
+    let roomy = misbehave(Limits {
+        deadline: Limits::KIND.deadline,
+        ..short_limits()
+    });
+    let all = || {
+        for (input, want) in BEHAVIOURS {
+            let component = if matches!(want, Want::Deadline) {
+                &short
+            } else {
+                &roomy
+            };
+            check_behaviour(component, input, *want);
+        }
+    };
+    all();
+    let current = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    current.block_on(async { all() });
+    let multi = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    multi.block_on(async { all() });
+}
+
+#[test]
+fn a_failed_guest_is_not_called_again_in_its_run() {
+    let component = misbehave(short_limits());
+    for input in ["loop", "panic", "alloc3g"] {
+        let run = GuestRun::new(None);
+        let mut instance = component.instance_in(&run).unwrap();
+        let first = instance.validate(input).unwrap_err();
+        assert_eq!(run.calls(), 1);
+        // The same instance object, another instance, a fresh one: all refused at once.
+        let again = instance.validate("echo").unwrap_err();
+        assert!(
+            matches!(&again, GuestError::Stopped { first: f, .. } if **f == first),
+            "{again}"
+        );
+        assert!(
+            again.to_string().contains("already failed in this run"),
+            "{again}"
+        );
+        let other = component.instance_in(&run).unwrap_err();
+        assert_eq!(other.first(), &first);
+        assert_eq!(run.calls(), 1, "{input}: no call after the failure");
+        assert_eq!(run.failure().as_ref(), Some(&first));
+        // Another run calls it again.
+        let fresh = GuestRun::new(None);
+        let mut instance = component.instance_in(&fresh).unwrap();
+        assert_eq!(instance.validate("echo").unwrap().unwrap().desired, "echo");
+        assert_eq!(fresh.calls(), 1);
+    }
+    // An oversized answer refuses that answer only.
+    let run = GuestRun::new(None);
+    let mut instance = misbehave(Limits::KIND).instance_in(&run).unwrap();
+    assert!(matches!(
+        instance.validate("big"),
+        Err(GuestError::OutputTooLarge { .. })
+    ));
+    assert_eq!(instance.validate("echo").unwrap().unwrap().desired, "echo");
+    assert!(run.failure().is_none());
+}
+
+#[test]
+fn the_run_budget_bounds_a_guest_below_its_deadline() {
+    let component = misbehave(Limits {
+        deadline: Duration::from_secs(30),
+        ..Limits::KIND
+    });
+    let run = GuestRun::new(Some(Duration::from_millis(200)));
+    let mut instance = component.instance_in(&run).unwrap();
+    // Well-behaved calls fit in the budget.
+    assert_eq!(instance.validate("echo").unwrap().unwrap().desired, "echo");
+    let err = instance.validate("loop").unwrap_err();
+    assert!(
+        matches!(err, GuestError::Budget { budget, .. } if budget == Duration::from_millis(200)),
+        "{err}"
+    );
+    assert!(err.to_string().contains("budget"), "{err}");
+    assert!(matches!(
+        instance.validate("echo"),
+        Err(GuestError::Stopped { .. })
+    ));
+    assert_eq!(run.calls(), 2);
 }

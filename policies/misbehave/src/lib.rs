@@ -4,16 +4,23 @@
 //!
 //! Settings: `{"validate": WHAT, "manifest": WHAT, "plan": WHAT}`, where WHAT says what the
 //! call does:
-//! - `loop`: spins forever (deadline);
-//! - `alloc`: allocates until memory runs out (memory cap);
-//! - `panic`: panics;
-//! - `file`, `env`: tries the capability and warns with what happened;
+//! - `loop`: spins forever (deadline); `wait`: waits for the clock to pass one second (the
+//!   guest clock is frozen: deadline);
+//! - `alloc`: allocates 1 MiB at a time until refused; `alloc3g`: asks for 3 GiB of linear
+//!   memory at once (memory cap);
+//! - `panic`: panics (an `unwrap()` on `None`, as a policy author's code would);
+//! - `stdout`, `stderr`: prints 10,000 lines to that stream, then allows;
+//! - `stdin`, `sleep` (one hour), `file`, `env`, `socket`: tries it and warns with what
+//!   happened;
 //! - `deny`, `warn`: answers with that verdict (`validate`: `deny` rejects the settings);
 //! - absent or anything else: allows.
+//!
+//! Every `check-manifest` and `check-plan` call first logs one line (`check-manifest NAME`),
+//! so tests can count the calls a run made.
 
 use proxops_policy_sdk::types::Diagnostic;
 use proxops_policy_sdk::wit::{ActionView, Guest, ManifestView, PolicyInfo, Verdict};
-use proxops_policy_sdk::{Findings, settings_error};
+use proxops_policy_sdk::{Findings, log, settings_error};
 use serde_json::Value;
 
 fn behaviour(settings: &str, call: &str) -> String {
@@ -30,7 +37,19 @@ fn outcome<T, E: std::fmt::Display>(r: Result<T, E>) -> String {
     }
 }
 
+/// Ask the host for `bytes` more linear memory in one `memory.grow`.
+#[cfg(target_arch = "wasm32")]
+fn grow(bytes: usize) -> isize {
+    core::arch::wasm32::memory_grow::<0>(bytes / 65536) as isize
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn grow(_bytes: usize) -> isize {
+    -1
+}
+
 fn act(what: &str, path: &str) -> Verdict {
+    use std::io::{Read as _, Write as _};
     let mut f = Findings::new();
     match what {
         "loop" => {
@@ -39,6 +58,40 @@ fn act(what: &str, path: &str) -> Verdict {
                 n = std::hint::black_box(n.wrapping_add(1));
             }
         }
+        "wait" => {
+            let start = std::time::Instant::now();
+            while start.elapsed() < std::time::Duration::from_secs(1) {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+        }
+        "alloc3g" => f.warn(
+            path,
+            format!("memory.grow of 3 GiB answered {}", grow(3 << 30)),
+        ),
+        "stdout" => {
+            let mut out = std::io::stdout().lock();
+            for i in 0..10_000 {
+                let _ = writeln!(out, "stdout line {i}");
+            }
+        }
+        "stderr" => {
+            for i in 0..10_000 {
+                eprintln!("stderr line {i}");
+            }
+        }
+        "stdin" => {
+            let mut text = String::new();
+            let said = match std::io::stdin().read_to_string(&mut text) {
+                Ok(n) => format!("stdin: {n} bytes"),
+                Err(e) => format!("stdin: {e}"),
+            };
+            f.warn(path, said);
+        }
+        "sleep" => {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+            f.warn(path, "slept an hour");
+        }
+        "socket" => f.warn(path, outcome(std::net::TcpStream::connect("127.0.0.1:22"))),
         "alloc" => {
             let mut hoard: Vec<Vec<u8>> = Vec::new();
             loop {
@@ -46,7 +99,10 @@ fn act(what: &str, path: &str) -> Verdict {
                 std::hint::black_box(&hoard);
             }
         }
-        "panic" => panic!("misbehave-policy: asked to panic"),
+        "panic" => {
+            let missing: Option<&str> = std::hint::black_box(None);
+            f.warn(path, missing.expect("misbehave-policy: asked to panic"));
+        }
         "file" => f.warn(path, outcome(std::fs::read("/etc/passwd"))),
         "env" => f.warn(
             path,
@@ -89,11 +145,19 @@ impl Guest for Misbehave {
         }
     }
 
-    fn check_manifest(_manifest: ManifestView, settings: String) -> Verdict {
+    fn check_manifest(manifest: ManifestView, settings: String) -> Verdict {
+        log::log(
+            log::Level::Info,
+            &format!("check-manifest {}", manifest.name),
+        );
         act(&behaviour(&settings, "manifest"), "spec")
     }
 
     fn check_plan(actions: Vec<ActionView>, settings: String) -> Verdict {
+        log::log(
+            log::Level::Info,
+            &format!("check-plan {} actions", actions.len()),
+        );
         let path = actions
             .first()
             .map(|a| format!("{}/{}", a.kind, a.name))
