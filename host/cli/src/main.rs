@@ -185,7 +185,91 @@ enum SimCommand {
         /// Serve plain HTTP instead of HTTPS.
         #[arg(long)]
         http: bool,
+        /// How long every task runs, in milliseconds (holding its guest's config lock), so that
+        /// `lock: create|clone|destroyed` and running tasks can be seen.
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        task_duration: u64,
     },
+    /// Clear a VM's stale config lock in a simulator's state, as `qm unlock <vmid>` does on PVE.
+    #[command(
+        after_help = "A lock (create, clone, destroyed, ...) outlives its task when the simulator \
+        stops while the task runs (an interrupted apply against `sim:`). Run this while nothing uses the \
+        state.\n\nExamples:\n  proxops sim unlock 101 examples/homelab\n  \
+        proxops sim unlock 101 examples/homelab --cluster lab\n  proxops sim unlock 101 --state sim.json"
+    )]
+    Unlock {
+        /// The VM id.
+        vmid: u32,
+        /// A repository whose `sim:` clusters keep their state in `.proxops/sim-<cluster>.json`.
+        #[arg(default_value = ".", conflicts_with = "state")]
+        repo: PathBuf,
+        /// The cluster, when several `sim:` clusters of the repository know the VM.
+        #[arg(long, conflicts_with = "state")]
+        cluster: Option<String>,
+        /// A state file of `proxops sim serve --state FILE` instead of a repository.
+        #[arg(long, value_name = "FILE")]
+        state: Option<PathBuf>,
+    },
+}
+
+/// `proxops sim unlock`: finds the state file that holds the VM and clears its lock.
+fn sim_unlock(
+    vmid: u32,
+    repo: &std::path::Path,
+    cluster: Option<&str>,
+    state: Option<PathBuf>,
+) -> anyhow::Result<u8> {
+    let file = match (state, cluster) {
+        (Some(file), _) => file,
+        (None, Some(cluster)) => repo.join(".proxops").join(format!("sim-{cluster}.json")),
+        (None, None) => {
+            let dir = repo.join(".proxops");
+            let entries = std::fs::read_dir(&dir).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: {e} (no `sim:` state in this repository?)",
+                    dir.display()
+                )
+            })?;
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("sim-") && n.ends_with(".json"))
+                })
+                .collect();
+            files.sort();
+            let mut holding = Vec::new();
+            for f in files {
+                if proxops_sim::state_has_vm(&f, vmid)? {
+                    holding.push(f);
+                }
+            }
+            match holding.len() {
+                0 => anyhow::bail!(
+                    "no `sim:` cluster state in {} holds VM {vmid}",
+                    dir.display()
+                ),
+                1 => holding.remove(0),
+                _ => anyhow::bail!(
+                    "several `sim:` clusters hold VM {vmid} ({}); choose one with --cluster",
+                    holding
+                        .iter()
+                        .map(|f| f.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            }
+        }
+    };
+    if !file.exists() {
+        anyhow::bail!("{}: no such simulator state file", file.display());
+    }
+    match proxops_sim::unlock(&file, vmid)? {
+        Some(lock) => println!("VM {vmid}: removed lock '{lock}' ({})", file.display()),
+        None => println!("VM {vmid} is not locked ({})", file.display()),
+    }
+    Ok(exit::OK)
 }
 
 /// mimalloc instead of the system allocator: a plan cycle allocates and frees millions of
@@ -223,26 +307,34 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    if let Command::Sim {
-        command:
+    if let Command::Sim { command } = cli.command {
+        return match command {
             SimCommand::Serve {
                 nodes,
                 listen,
                 state,
                 token,
                 http,
-            },
-    } = cli.command
-    {
-        let opts = proxops_sim::ServeOptions {
-            nodes,
-            listen,
-            state_file: state,
-            token,
-            http,
+                task_duration,
+            } => {
+                let opts = proxops_sim::ServeOptions {
+                    nodes,
+                    listen,
+                    state_file: state,
+                    token,
+                    http,
+                    task_duration: std::time::Duration::from_millis(task_duration),
+                };
+                runtime.block_on(proxops_sim::serve(opts))?;
+                Ok(exit::OK)
+            }
+            SimCommand::Unlock {
+                vmid,
+                repo,
+                cluster,
+                state,
+            } => sim_unlock(vmid, &repo, cluster.as_deref(), state),
         };
-        runtime.block_on(proxops_sim::serve(opts))?;
-        return Ok(exit::OK);
     }
     let ctx = context::Context::new(
         cli.cache_dir.clone(),

@@ -1,4 +1,5 @@
-//! Cluster-wide read endpoints: /version, /cluster/resources, /cluster/nextid, /nodes and the read-only LXC list.
+//! Cluster-wide read endpoints: /version, /cluster/resources, /cluster/nextid, /cluster/mapping/pci, /nodes and the
+//! read-only LXC list.
 
 use std::sync::Arc;
 
@@ -231,6 +232,44 @@ pub(crate) fn lxc_list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
                 "cpu": 0, "mem": 0, "disk": 0, "swap": 0, "uptime": 0, "netin": 0, "netout": 0,
                 "diskread": 0, "diskwrite": 0,
             })
+        })
+        .collect();
+    Ok(Reply::data(Value::Array(out)))
+}
+
+/// `GET /cluster/mapping/pci`: the configured mappings (`id`, `description`, `map`, the config's `digest`);
+/// with `check-node`, each gets `checks` (a warning when it has no entry for that node).
+pub(crate) fn pci_mappings(sim: &Arc<Sim>, req: &Req) -> ApiResult {
+    let check_node = req.get("check-node");
+    if let Some(node) = check_node
+        && !sim.has_node(node)
+    {
+        return Err(ApiError::die(format!(
+            "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
+        )));
+    }
+    let digest = crate::hashes::sha1_hex(
+        serde_json::to_string(&sim.pci_mappings)
+            .unwrap_or_default()
+            .as_bytes(),
+    );
+    let mut mappings: Vec<&crate::config::PciMapping> = sim.pci_mappings.iter().collect();
+    mappings.sort_by(|a, b| a.id.cmp(&b.id));
+    let out: Vec<Value> = mappings
+        .into_iter()
+        .map(|m| {
+            let mut v = json!({
+                "id": m.id, "description": m.description, "map": m.map, "digest": digest,
+            });
+            if let Some(node) = check_node {
+                let checks = if m.on_node(node) {
+                    json!([])
+                } else {
+                    json!([{"severity": "warning", "message": format!("No mapping for node {node}.")}])
+                };
+                v["checks"] = checks;
+            }
+            v
         })
         .collect();
     Ok(Reply::data(Value::Array(out)))

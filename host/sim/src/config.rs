@@ -1,4 +1,5 @@
-//! Simulator configuration: the cluster (nodes, storages, pre-populated LXC ids), auth token, TLS, task timing, faults and persistence.
+//! Simulator configuration: the cluster (nodes, storages, pre-populated LXC ids, PCI mappings), auth token, TLS, task
+//! and lock timing, faults and persistence.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -78,6 +79,27 @@ pub struct LxcConfig {
     pub running: bool,
 }
 
+/// A PCI resource mapping as `/etc/pve/mapping/pci.cfg` holds it, served by `GET /cluster/mapping/pci`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PciMapping {
+    /// The mapping's name, what `hostpciN: mapping=<id>` refers to.
+    pub id: String,
+    #[serde(default)]
+    pub description: String,
+    /// One property string per node and device: `node=pve01,path=0000:01:00.0,id=10de:2204`.
+    pub map: Vec<String>,
+}
+
+impl PciMapping {
+    /// True when one of the mapping's entries is for `node`.
+    pub(crate) fn on_node(&self, node: &str) -> bool {
+        self.map
+            .iter()
+            .any(|m| m.split(',').any(|p| p.strip_prefix("node=") == Some(node)))
+    }
+}
+
 /// Everything needed to start a simulator.
 #[derive(Debug, Clone)]
 pub struct SimConfig {
@@ -87,8 +109,14 @@ pub struct SimConfig {
     /// Full `USER@REALM!ID=SECRET`; generated (user root@pam, id proxops) when absent.
     pub token: Option<String>,
     pub tls: bool,
-    /// How long every task stays `running`; zero finishes tasks as soon as possible.
+    /// How long every task stays `running` (holding its guest's config lock); zero finishes tasks as soon as
+    /// possible.
     pub task_duration: Duration,
+    /// How long a request waits for a guest's config lock held by a task before it fails with
+    /// `can't lock file ... got timeout`: PVE's 10 s by default; creates and clones wait at most 1 s.
+    pub lock_timeout: Duration,
+    /// PCI resource mappings (`/cluster/mapping/pci`).
+    pub pci_mappings: Vec<PciMapping>,
     /// Seeds fault probabilities and generated MACs/UUIDs.
     pub seed: u64,
     pub faults: Vec<FaultRule>,
@@ -105,6 +133,8 @@ impl Default for SimConfig {
             token: None,
             tls: true,
             task_duration: Duration::ZERO,
+            lock_timeout: Duration::from_secs(10),
+            pci_mappings: Vec::new(),
             seed: 0,
             faults: Vec::new(),
             state_file: None,
@@ -136,6 +166,10 @@ struct ClusterYaml {
     #[serde(default)]
     task_duration_ms: Option<u64>,
     #[serde(default)]
+    lock_timeout_ms: Option<u64>,
+    #[serde(default)]
+    pci_mappings: Vec<PciMapping>,
+    #[serde(default)]
     faults: Vec<FaultRule>,
 }
 
@@ -151,6 +185,9 @@ impl SimConfig {
     ///   - {vmid: 200, node: pve01, name: ct200}
     /// seed: 7
     /// task_duration_ms: 50
+    /// lock_timeout_ms: 10000
+    /// pci_mappings:
+    ///   - {id: gpu, map: ["node=pve01,path=0000:01:00.0,id=10de:2204"]}
     /// ```
     ///
     /// Absent keys keep the [`Default`] values.
@@ -182,6 +219,10 @@ impl SimConfig {
         if let Some(ms) = y.task_duration_ms {
             c.task_duration = Duration::from_millis(ms);
         }
+        if let Some(ms) = y.lock_timeout_ms {
+            c.lock_timeout = Duration::from_millis(ms);
+        }
+        c.pci_mappings = y.pci_mappings;
         c.faults = y.faults;
         Ok(c)
     }

@@ -92,6 +92,11 @@ fn named_dict(name: &str) -> Option<&'static Map<String, Value>> {
     dicts.get(name).and_then(Value::as_object)
 }
 
+/// Parses a value of a named property-string format (`pve-qm-hostpci`, ...); `None` when it does not parse.
+pub(crate) fn parse_named(name: &str, value: &str, path: &str) -> Option<BTreeMap<String, String>> {
+    parse_property_string(named_dict(name)?, value, path).ok()
+}
+
 /// Verifies a value against a named format; `Err` is the validator's die text (with its trailing newline).
 pub(crate) fn check_named(name: &str, value: &str, path: &str) -> Result<(), String> {
     if let Some(dict) = named_dict(name) {
@@ -154,6 +159,9 @@ pub(crate) fn check_named(name: &str, value: &str, path: &str) -> Result<(), Str
         "pve-ipv4-config" => value == "dhcp" || cidr_v4(value),
         "pve-ipv6-config" => value == "dhcp" || value == "auto" || cidr_v6(value),
         "pve-startup-order" => startup_order(value),
+        "pve-task-status-type" => ["ok", "error", "warning", "unknown"]
+            .iter()
+            .any(|s| value.eq_ignore_ascii_case(s)),
         _ => true,
     };
     if ok {
@@ -162,6 +170,7 @@ pub(crate) fn check_named(name: &str, value: &str, path: &str) -> Result<(), Str
     Err(match name {
         "pve-node" => "value does not look like a valid node name\n".to_string(),
         "pve-vmid" => "value does not look like a valid VM ID\n".to_string(),
+        "pve-task-status-type" => format!("invalid status '{value}'\n"),
         "pve-storage-id" => format!("storage ID '{value}' contains illegal characters\n"),
         "pve-configid" => format!("invalid configuration ID '{value}'\n"),
         "pve-poolid" => format!("invalid pool ID '{value}'\n"),
@@ -203,6 +212,7 @@ fn list_item_format(item: &str) -> bool {
             | "pve-node"
             | "pve-vmid"
             | "pve-storage-id"
+            | "pve-task-status-type"
     )
 }
 

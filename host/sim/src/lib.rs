@@ -5,13 +5,19 @@
 //! own schema), envelopes, status codes and error bodies. Authentication is by API token only:
 //! `Authorization: PVEAPIToken=USER@REALM!ID=SECRET`; anything else gets PVE's 401.
 //!
-//! Served endpoints (everything else answers 501 `Method '<M> <path>' not implemented`):
-//! `/version`, `/cluster/resources`, `/cluster/nextid`, `/nodes`, `/nodes/{node}/qemu` (GET, POST),
-//! `/nodes/{node}/qemu/{vmid}` (GET, DELETE), `.../config` (GET, POST, PUT), `.../pending`, `.../clone`,
-//! `.../template`, `.../status`, `.../status/{current,start,stop,shutdown,reboot}`, `.../resize`,
-//! `/nodes/{node}/tasks/{upid}`, `.../status`, `.../log`, `/nodes/{node}/storage`,
-//! `/nodes/{node}/storage/{storage}/content` (GET), `.../content/{volume}` (DELETE),
-//! `/nodes/{node}/storage/{storage}/download-url` (POST) and `/nodes/{node}/lxc` (GET, read-only).
+//! Served endpoints (everything else answers 501 `Method '<M> <path>' not implemented`) are listed in
+//! `schema/served.txt`: `/` and the indexes below it (each listing only served children), `/version`,
+//! `/cluster/{resources,nextid,tasks}`, `/cluster/mapping/pci`, `/nodes`, `/nodes/{node}/qemu` (GET, POST),
+//! `/nodes/{node}/qemu/{vmid}` (GET, DELETE), `.../config` (GET, POST, PUT), `.../pending`, `.../unlink`,
+//! `.../clone`, `.../template`, `.../status/{current,start,stop,shutdown,reboot,reset,suspend,resume}`,
+//! `.../resize`, `/nodes/{node}/tasks` and `/nodes/{node}/tasks/{upid}` with its `status` and `log`,
+//! `/nodes/{node}/storage`, `.../storage/{storage}/status`, `.../content` (GET), `.../content/{volume}` (DELETE),
+//! `.../download-url` (POST) and `/nodes/{node}/lxc` (GET, read-only).
+//!
+//! Guests are serialised as PVE's per-guest config flock does: every task on a guest takes its lock (shared for a
+//! clone's stopped source) and holds it for the task duration; a synchronous config write waits for it (PVE's
+//! 10 s, [`SimConfig::lock_timeout`]) or fails with `can't lock file ... got timeout`; a `digest` is checked
+//! again under the lock, when the write is applied.
 //!
 //! Admin endpoints outside `/api2`, behind the same token, answering plain JSON `{"data": ...}`:
 //! - `GET /_sim/requests`: the request log, a list of [`RequestRecord`].
@@ -46,7 +52,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-pub use config::{LxcConfig, SimConfig, StorageConfig, default_storages};
+pub use config::{LxcConfig, PciMapping, SimConfig, StorageConfig, default_storages};
 pub use faults::{FaultKind, FaultRule};
 
 use crate::faults::FaultEngine;
@@ -69,6 +75,8 @@ pub enum SimError {
     Tls(String),
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    #[error("{file}: no VM {vmid} in the simulator state")]
+    NoSuchGuest { file: String, vmid: u32 },
 }
 
 /// One request as the simulator saw it.
@@ -89,6 +97,41 @@ impl RequestRecord {
     pub fn is_mutating(&self) -> bool {
         self.method != "GET"
     }
+}
+
+/// Generates the simulator's trimmed schema (`host/sim/schema/pve-api-sim.json`) from the text of the vendored
+/// PVE API schema (`vendor/pve-api-schema/pve-api-schema.json`): the served endpoints only, documentation
+/// keys dropped. `cargo run -p proxops-sim --example regen-schema` writes it.
+pub fn trimmed_schema(full_schema: &str) -> Result<String, SimError> {
+    let full: serde_json::Value = serde_json::from_str(full_schema)
+        .map_err(|e| SimError::Config(format!("PVE API schema: {e}")))?;
+    schema::trimmed(&full).map_err(SimError::Config)
+}
+
+/// True when the simulator state in `state_file` holds VM `vmid`.
+pub fn state_has_vm(state_file: &std::path::Path, vmid: u32) -> Result<bool, SimError> {
+    Ok(State::load(state_file, 0)?.vms.contains_key(&vmid))
+}
+
+/// Clears VM `vmid`'s config lock (`lock: create|clone|destroyed|...`) in a simulator state file, as
+/// `qm unlock <vmid>` does on PVE: the repair for a lock left by a task that never finished (a simulator
+/// stopped mid-task). Returns the lock removed, `None` when the VM was not locked (nothing is written).
+/// The state must not be in use by a running simulator, which would overwrite the change.
+pub fn unlock(state_file: &std::path::Path, vmid: u32) -> Result<Option<String>, SimError> {
+    let mut state = State::load(state_file, 0)?;
+    let Some(vm) = state.vms.get_mut(&vmid) else {
+        return Err(SimError::NoSuchGuest {
+            file: state_file.display().to_string(),
+            vmid,
+        });
+    };
+    let Some(previous) = vm.conf.remove("lock") else {
+        return Ok(None);
+    };
+    let bytes = serde_json::to_vec(&state)
+        .map_err(|e| SimError::State(format!("{}: {e}", state_file.display())))?;
+    state::write_atomic(state_file, &bytes)?;
+    Ok(Some(previous))
 }
 
 /// Installs ring as the process-wide rustls crypto provider if none is installed yet.
@@ -374,6 +417,10 @@ async fn start_here(config: SimConfig) -> Result<Simulator, SimError> {
         token_id,
         token_secret,
         task_duration: config.task_duration,
+        lock_timeout: config.lock_timeout,
+        flocks: Mutex::new(std::collections::HashMap::new()),
+        flock_waiters: std::sync::atomic::AtomicUsize::new(0),
+        pci_mappings: config.pci_mappings.clone(),
         faults: Mutex::new(FaultEngine::new(config.faults.clone(), config.seed)),
         log: Mutex::new(Vec::new()),
         seq: AtomicU64::new(0),
@@ -407,6 +454,8 @@ pub struct ServeOptions {
     pub token: Option<String>,
     /// Plain HTTP instead of HTTPS.
     pub http: bool,
+    /// How long every task runs (holding its guest's config lock), so that locks and running tasks can be seen.
+    pub task_duration: std::time::Duration,
 }
 
 /// Starts the simulator, prints base URL, token and fingerprint (one per line) and runs until Ctrl-C.
@@ -417,6 +466,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), SimError> {
         state_file: opts.state_file,
         token: opts.token,
         tls: !opts.http,
+        task_duration: opts.task_duration,
         ..SimConfig::default()
     };
     let sim = start(config).await?;

@@ -20,6 +20,9 @@ use crate::storage::{
 
 const CONFIG_PATH: &str = "/nodes/{node}/qemu/{vmid}/config";
 
+/// PVE's `assert_if_modified` / update_vm text for a stale `digest`.
+const CHECKSUM_MISMATCH: &str = "checksum mismatch (file change by other user?)";
+
 /// Keys PVE applies at once even on a running VM (QemuServer.pm fast-plug list plus cloud-init keys).
 const FAST_PLUG: &[&str] = &[
     "description",
@@ -399,16 +402,28 @@ fn check_boot(conf: &BTreeMap<String, String>) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// `only root can set 'hostpciN'` for raw host devices; an API token is never `root@pam` itself.
+/// PVE's `check_hostpci_perm`: only the literal `root@pam` may pass a raw host device (`host=`) or a `romfile`;
+/// anyone else needs a `mapping` (an API token's auth id is `user@realm!id`, never `root@pam`).
 fn check_hostpci(user: &str, key: &str, value: &str) -> Result<(), ApiError> {
     if split_indexed(key).is_none_or(|(f, _)| f != "hostpci") || user == "root@pam" {
         return Ok(());
     }
-    let is_raw = !value.contains("mapping=");
-    if is_raw {
+    let Some(device) = crate::formats::parse_named("pve-qm-hostpci", value, key) else {
+        return Ok(());
+    };
+    if device.contains_key("host") {
         return Err(ApiError::die(format!(
             "only root can set '{key}' config for non-mapped devices"
         )));
+    }
+    if !device.contains_key("mapping") {
+        return Err(ApiError::die("either 'host' or 'mapping' must be set."));
+    }
+    if device.contains_key("romfile") {
+        return Err(ApiError::param(
+            key,
+            "only root@pam can set 'romfile' option",
+        ));
     }
     Ok(())
 }
@@ -461,6 +476,19 @@ fn check_skiplock(req: &Req) -> Result<(), ApiError> {
         ));
     }
     Ok(())
+}
+
+/// `die "checksum mismatch ..."` when a `digest` was sent and the config changed since.
+fn check_digest(vm: &Vm, digest: Option<&str>) -> Result<(), String> {
+    match digest {
+        Some(d) if d != vm.digest() => Err(CHECKSUM_MISMATCH.to_string()),
+        _ => Ok(()),
+    }
+}
+
+/// PVE's text for a guest whose config file is gone.
+fn no_such_vm_text(node: &str, vmid: u32) -> String {
+    format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
 }
 
 fn check_lock(vm: &Vm, skiplock: bool) -> Result<(), String> {
@@ -624,7 +652,8 @@ fn status_fields(vmid: u32, vm: &Vm, with_ha: bool) -> Map<String, Value> {
     }
     if vm.running {
         m.insert("pid".into(), json!(vm.pid));
-        m.insert("qmpstatus".into(), json!("running"));
+        let qmp = if vm.paused { "paused" } else { "running" };
+        m.insert("qmpstatus".into(), json!(qmp));
         if with_ha {
             m.insert("running-machine".into(), json!("pc-i440fx-9.2+pve1"));
             m.insert("running-qemu".into(), json!("9.2.0"));
@@ -667,41 +696,16 @@ pub(crate) fn list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
 pub(crate) fn index(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let st = sim.read();
     get_vm(&st, req.node(), req.vmid())?;
-    let subdirs = [
-        "config",
-        "pending",
-        "status",
-        "unlink",
-        "vncproxy",
-        "termproxy",
-        "migrate",
-        "resize",
-        "move",
-        "rrd",
-        "rrddata",
-        "monitor",
-        "agent",
-        "snapshot",
-        "spiceproxy",
-        "sendkey",
-        "firewall",
-        "mtunnel",
-        "remote_migrate",
-    ];
-    let out: Vec<Value> = subdirs.iter().map(|s| json!({"subdir": s})).collect();
-    Ok(Reply::data(Value::Array(out)))
+    Ok(crate::server::index("/nodes/{node}/qemu/{vmid}", "subdir"))
 }
 
 pub(crate) fn status_index(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let st = sim.read();
     get_vm(&st, req.node(), req.vmid())?;
-    let out: Vec<Value> = [
-        "current", "start", "stop", "reset", "shutdown", "suspend", "reboot",
-    ]
-    .iter()
-    .map(|s| json!({"subdir": s}))
-    .collect();
-    Ok(Reply::data(Value::Array(out)))
+    Ok(crate::server::index(
+        "/nodes/{node}/qemu/{vmid}/status",
+        "subdir",
+    ))
 }
 
 /// Config keys among the request parameters.
@@ -767,6 +771,7 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             running: false,
             started_at: 0,
             pid: 0,
+            paused: false,
         },
     );
     let start = req.flag("start");
@@ -779,6 +784,7 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         &vmid.to_string(),
         &req.user,
         injected_failure(req, Some(vmid)),
+        &[sim.flock_short(vmid, false)],
         Box::new(move |st, log, injected| {
             if let Some(m) = injected {
                 st.vms.remove(&vmid);
@@ -834,11 +840,17 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             };
             vm.conf = final_conf;
             if start {
-                match start_checks(&sim2, vm, vmid, false) {
+                let checked = match st.vms.get(&vmid) {
+                    Some(vm) => start_checks(&sim2, st, vm, vmid, false),
+                    None => Ok(()),
+                };
+                match checked {
                     Ok(()) => {
-                        vm.running = true;
-                        vm.started_at = now();
-                        vm.pid = pid;
+                        if let Some(vm) = st.vms.get_mut(&vmid) {
+                            vm.running = true;
+                            vm.started_at = now();
+                            vm.pid = pid;
+                        }
                     }
                     Err(e) => log.warn(e),
                 }
@@ -1077,7 +1089,41 @@ fn apply_update(
     Ok(())
 }
 
-pub(crate) fn update_config(sim: &Arc<Sim>, req: &Req, is_async: bool) -> ApiResult {
+/// A config update that passed PVE's early checks (`$load_and_check_config->(0)`, before forking or locking).
+struct Update {
+    node: String,
+    vmid: u32,
+    digest: Option<String>,
+    skiplock: bool,
+    set: BTreeMap<String, String>,
+    delete: Vec<String>,
+    revert: Vec<String>,
+    force: bool,
+}
+
+impl Update {
+    /// The checks PVE repeats under the config lock, then the update itself.
+    fn apply(&self, sim: &Sim, st: &mut State, log: &mut TaskLog) -> Result<(), String> {
+        let Some(vm) = st.vms.get(&self.vmid) else {
+            return Err(no_such_vm_text(&self.node, self.vmid));
+        };
+        check_digest(vm, self.digest.as_deref())?;
+        check_lock(vm, self.skiplock)?;
+        apply_update(
+            sim,
+            st,
+            self.vmid,
+            &self.set,
+            &self.delete,
+            &self.revert,
+            self.force,
+            log,
+        )
+    }
+}
+
+/// PVE's `update_vm_api` up to the lock: parameter checks, then the config checked once (digest, lock, boot order).
+fn check_update(sim: &Arc<Sim>, req: &Req) -> Result<Update, ApiError> {
     let node = req.node().to_string();
     let vmid = req.vmid();
     check_skiplock(req)?;
@@ -1127,18 +1173,10 @@ pub(crate) fn update_config(sim: &Arc<Sim>, req: &Req, is_async: bool) -> ApiRes
         }
         check_hostpci(&req.user, k, v)?;
     }
-    if !is_async && req.faults.lock_timeout {
-        return Err(ApiError::die(crate::sim::lock_timeout_message(vmid)));
-    }
+    let digest = req.get("digest").map(str::to_string);
     let mut st = sim.write();
     let vm = get_vm(&st, &node, vmid)?;
-    if let Some(d) = req.get("digest")
-        && d != vm.digest()
-    {
-        return Err(ApiError::die(
-            "checksum mismatch (file change by other user?)",
-        ));
-    }
+    check_digest(vm, digest.as_deref()).map_err(ApiError::die)?;
     check_lock(vm, skiplock).map_err(ApiError::die)?;
     let mut merged = vm.merged();
     for d in &delete {
@@ -1158,39 +1196,89 @@ pub(crate) fn update_config(sim: &Arc<Sim>, req: &Req, is_async: bool) -> ApiRes
     if set.contains_key("boot") {
         check_boot(&merged)?;
     }
-    let force = req.flag("force");
-    if is_async {
-        let sim2 = Arc::clone(sim);
-        let upid = sim.start_task(
-            &mut st,
-            &node,
-            "qmconfig",
-            &vmid.to_string(),
-            &req.user,
-            injected_failure(req, Some(vmid)),
-            Box::new(move |st, log, injected| {
-                if let Some(m) = injected {
-                    return Err(m);
-                }
-                apply_update(&sim2, st, vmid, &set, &delete, &revert, force, log)
-            }),
-        );
-        st.touch();
-        drop(st);
-        sim.persist();
-        return Ok(Reply::data(json!(upid)));
-    }
-    let mut log = TaskLog::default();
-    let result = apply_update(sim, &mut st, vmid, &set, &delete, &revert, force, &mut log);
+    Ok(Update {
+        node,
+        vmid,
+        digest,
+        skiplock,
+        set,
+        delete,
+        revert,
+        force: req.flag("force"),
+    })
+}
+
+/// `POST .../config`: the update runs in a `qmconfig` task under the guest's config lock, where a digest
+/// that no longer matches fails the task.
+pub(crate) fn update_config_async(sim: &Arc<Sim>, req: &Req) -> ApiResult {
+    let update = check_update(sim, req)?;
+    let mut st = sim.write();
+    let sim2 = Arc::clone(sim);
+    let vmid = update.vmid;
+    let node = update.node.clone();
+    let upid = sim.start_task(
+        &mut st,
+        &node,
+        "qmconfig",
+        &vmid.to_string(),
+        &req.user,
+        injected_failure(req, Some(vmid)),
+        &[sim.flock_exclusive(vmid)],
+        Box::new(move |st, log, injected| {
+            if let Some(m) = injected {
+                return Err(m);
+            }
+            update.apply(&sim2, st, log)
+        }),
+    );
     st.touch();
     drop(st);
+    sim.persist();
+    Ok(Reply::data(json!(upid)))
+}
+
+/// `PUT .../config` (and `PUT .../unlink`): the update runs in the request, under the guest's config lock
+/// (waited for as PVE does, then `can't lock file ... got timeout`); a digest that no longer matches is a 500.
+pub(crate) async fn update_config_sync(sim: &Arc<Sim>, req: &Req) -> ApiResult {
+    let update = check_update(sim, req)?;
+    if req.faults.lock_timeout {
+        return Err(ApiError::die(crate::sim::lock_timeout_message(update.vmid)));
+    }
+    let mut log = TaskLog::default();
+    let flock = sim
+        .flock(sim.flock_exclusive(update.vmid), &mut log)
+        .await
+        .map_err(ApiError::die)?;
+    let result = {
+        let mut st = sim.write();
+        let result = update.apply(sim, &mut st, &mut log);
+        st.touch();
+        result
+    };
+    drop(flock);
     sim.persist();
     result.map_err(ApiError::die)?;
     Ok(Reply::data(Value::Null))
 }
 
-/// Start-time checks PVE makes inside the start worker.
-fn start_checks(sim: &Sim, vm: &Vm, vmid: u32, skiplock: bool) -> Result<(), String> {
+/// `PUT .../unlink`: PVE's `update_vm` with `delete=<idlist>` (and `force`).
+pub(crate) async fn unlink(sim: &Arc<Sim>, req: &Req) -> ApiResult {
+    let mut params = req.params.clone();
+    if let Some(list) = params.remove("idlist") {
+        params.insert("delete".to_string(), list);
+    }
+    let req = Req {
+        user: req.user.clone(),
+        params,
+        faults: req.faults.clone(),
+    };
+    update_config_sync(sim, &req).await
+}
+
+/// Start-time checks PVE makes inside the start worker (`vm_start_nolock`), in its order: template, running, lock,
+/// the cloud-init drive's storage, every volume activated (disks and ISOs; a missing one fails as the storage
+/// plugin does), then the PCI mappings `config_to_command` resolves.
+fn start_checks(sim: &Sim, st: &State, vm: &Vm, vmid: u32, skiplock: bool) -> Result<(), String> {
     if vm.is_template() {
         return Err("you can't start a vm if it's a template".to_string());
     }
@@ -1203,12 +1291,10 @@ fn start_checks(sim: &Sim, vm: &Vm, vmid: u32, skiplock: bool) -> Result<(), Str
     {
         return Err(format!("VM is locked ({l})"));
     }
-    for (k, v) in vm.merged() {
-        if !is_drive_key(&k) {
-            continue;
-        }
-        if let Some(map) = parse_drive(&k, &v)
-            && let Some(file) = map.get("file")
+    let conf = vm.merged();
+    let drives = drives_in_pve_order(&conf);
+    for (_, map) in &drives {
+        if let Some(file) = map.get("file")
             && is_cloudinit_file(file)
             && let Some((storage, _)) = parse_volume_id(file)
             && let Some(s) = storage_for(sim, &vm.node, storage)
@@ -1219,16 +1305,91 @@ fn start_checks(sim: &Sim, vm: &Vm, vmid: u32, skiplock: bool) -> Result<(), Str
             ));
         }
     }
+    for (_, map) in &drives {
+        let Some(file) = map.get("file") else {
+            continue;
+        };
+        // PVE regenerates the cloud-init drive at start, allocating it when it is missing.
+        if is_cloudinit_file(file) {
+            continue;
+        }
+        let Some((storage, volname)) = parse_volume_id(file) else {
+            continue;
+        };
+        let Some(s) = storage_for(sim, &vm.node, storage) else {
+            return Err(format!("storage '{storage}' does not exist"));
+        };
+        if find_volume(sim, st, &vm.node, file).is_none() {
+            return Err(match s.kind.as_str() {
+                // LvmThinPlugin's activate_lv; the simulator's thin pools all live in VG `pve`.
+                "lvmthin" => format!("no such logical volume pve/{volname}"),
+                // Plugin::activate_volume (directory-like storages) and the best-effort text for the rest.
+                _ => format!("volume '{file}' does not exist"),
+            });
+        }
+    }
+    for (key, value) in &conf {
+        if split_indexed(key).is_none_or(|(f, _)| f != "hostpci") {
+            continue;
+        }
+        if let Some(name) = hostpci_mapping(key, value)
+            && !sim
+                .pci_mappings
+                .iter()
+                .any(|m| m.id == name && m.on_node(&vm.node))
+        {
+            return Err(format!("PCI device mapping not found for '{name}'"));
+        }
+    }
     Ok(())
 }
 
+/// The drives of a config in PVE's `foreach_volume` order (ide, sata, scsi, virtio, efidisk0, tpmstate0), parsed.
+fn drives_in_pve_order(conf: &BTreeMap<String, String>) -> Vec<(String, BTreeMap<String, String>)> {
+    let mut keys: Vec<(usize, u32, &String)> = conf
+        .keys()
+        .filter(|k| is_drive_key(k))
+        .map(|k| {
+            let rank = match split_indexed(k) {
+                Some(("ide", n)) => (0, n),
+                Some(("sata", n)) => (1, n),
+                Some(("scsi", n)) => (2, n),
+                Some(("virtio", n)) => (3, n),
+                _ if k == "efidisk0" => (4, 0),
+                _ => (5, 0),
+            };
+            (rank.0, rank.1, k)
+        })
+        .collect();
+    keys.sort();
+    keys.into_iter()
+        .filter_map(|(_, _, k)| parse_drive(k, &conf[k]).map(|m| (k.clone(), m)))
+        .collect()
+}
+
+/// The `mapping` of a `hostpciN` value, when it names one.
+fn hostpci_mapping(key: &str, value: &str) -> Option<String> {
+    crate::formats::parse_named("pve-qm-hostpci", value, key)?.remove("mapping")
+}
+
+/// The power endpoints: `qmstart`, `qmstop`, `qmshutdown`, `qmreboot`, `qmreset`, `qmpause` (suspend) and
+/// `qmresume`, each a task under the guest's config lock.
 pub(crate) fn power(sim: &Arc<Sim>, req: &Req, kind: &'static str) -> ApiResult {
     let node = req.node().to_string();
     let vmid = req.vmid();
     check_skiplock(req)?;
     let skiplock = req.flag("skiplock");
+    if kind == "qmpause" && req.flag("todisk") {
+        return Err(ApiError::die(
+            "suspend to disk (hibernation) is not modelled by the simulator",
+        ));
+    }
     let mut st = sim.write();
-    get_vm(&st, &node, vmid)?;
+    let vm = get_vm(&st, &node, vmid)?;
+    // PVE checks these before forking the worker.
+    if matches!(kind, "qmreset" | "qmpause" | "qmresume") && !vm.running {
+        return Err(ApiError::die(format!("VM {vmid} not running")));
+    }
     let sim2 = Arc::clone(sim);
     let upid = sim.start_task(
         &mut st,
@@ -1237,22 +1398,22 @@ pub(crate) fn power(sim: &Arc<Sim>, req: &Req, kind: &'static str) -> ApiResult 
         &vmid.to_string(),
         &req.user,
         injected_failure(req, Some(vmid)),
+        &[sim.flock_exclusive(vmid)],
         Box::new(move |st, log, injected| {
             if let Some(m) = injected {
                 return Err(m);
             }
             let pid = st.next_pid();
             let Some(vm) = st.vms.get(&vmid) else {
-                return Err(format!(
-                    "Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist"
-                ));
+                return Err(no_such_vm_text(&node, vmid));
             };
             match kind {
                 "qmstart" => {
-                    start_checks(&sim2, vm, vmid, skiplock)?;
+                    start_checks(&sim2, st, vm, vmid, skiplock)?;
                     apply_pending(&sim2, st, vmid);
                     if let Some(vm) = st.vms.get_mut(&vmid) {
                         vm.running = true;
+                        vm.paused = false;
                         vm.started_at = now();
                         vm.pid = pid;
                     }
@@ -1265,8 +1426,33 @@ pub(crate) fn power(sim: &Arc<Sim>, req: &Req, kind: &'static str) -> ApiResult 
                     check_lock(vm, skiplock)?;
                     apply_pending(&sim2, st, vmid);
                     if let Some(vm) = st.vms.get_mut(&vmid) {
+                        vm.paused = false;
                         vm.started_at = now();
                         vm.pid = pid;
+                    }
+                }
+                "qmreset" | "qmpause" => {
+                    if !vm.running {
+                        return Err(format!("VM {vmid} not running"));
+                    }
+                    check_lock(vm, skiplock)?;
+                    if let Some(vm) = st.vms.get_mut(&vmid) {
+                        vm.paused = kind == "qmpause";
+                    }
+                }
+                "qmresume" => {
+                    if vm.is_template() {
+                        return Err(format!("VM {vmid} is a template and cannot be resumed!"));
+                    }
+                    if !vm.running {
+                        return Err(format!("VM {vmid} not running"));
+                    }
+                    if !vm.paused {
+                        return Ok(());
+                    }
+                    check_lock(vm, skiplock)?;
+                    if let Some(vm) = st.vms.get_mut(&vmid) {
+                        vm.paused = false;
                     }
                 }
                 _ => {
@@ -1275,6 +1461,7 @@ pub(crate) fn power(sim: &Arc<Sim>, req: &Req, kind: &'static str) -> ApiResult 
                         apply_pending(&sim2, st, vmid);
                         if let Some(vm) = st.vms.get_mut(&vmid) {
                             vm.running = false;
+                            vm.paused = false;
                             vm.started_at = 0;
                             vm.pid = 0;
                         }
@@ -1324,6 +1511,7 @@ pub(crate) fn destroy(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         &vmid.to_string(),
         &req.user,
         injected_failure(req, Some(vmid)),
+        &[sim.flock_exclusive(vmid)],
         Box::new(move |st, log, injected| {
             if let Some(e) = blocked {
                 return Err(e);
@@ -1417,6 +1605,7 @@ pub(crate) fn template(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         &vmid.to_string(),
         &req.user,
         injected_failure(req, Some(vmid)),
+        &[sim.flock_exclusive(vmid)],
         Box::new(move |st, log, injected| {
             if let Some(m) = injected {
                 return Err(m);
@@ -1534,6 +1723,7 @@ pub(crate) fn clone_vm(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         )));
     }
     let src_conf = src.conf.clone();
+    let src_running = src.running;
     let mut placeholder = BTreeMap::new();
     placeholder.insert(
         "description".to_string(),
@@ -1550,6 +1740,7 @@ pub(crate) fn clone_vm(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             running: false,
             started_at: 0,
             pid: 0,
+            paused: false,
         },
     );
     let sim2 = Arc::clone(sim);
@@ -1560,6 +1751,11 @@ pub(crate) fn clone_vm(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         &vmid.to_string(),
         &req.user,
         injected_failure(req, Some(newid)),
+        // PVE's clone takes the source's lock shared unless the source runs, then the target's.
+        &[
+            sim.flock_short(vmid, !src_running),
+            sim.flock_short(newid, false),
+        ],
         Box::new(move |st, log, injected| {
             if let Some(m) = injected {
                 st.vms.remove(&newid);
@@ -1723,15 +1919,9 @@ pub(crate) fn resize(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let skiplock = req.flag("skiplock");
     let disk = req.get("disk").unwrap_or("").to_string();
     let size = req.get("size").unwrap_or("").to_string();
+    let digest = req.get("digest").map(str::to_string);
     let mut st = sim.write();
-    let vm = get_vm(&st, &node, vmid)?;
-    if let Some(d) = req.get("digest")
-        && d != vm.digest()
-    {
-        return Err(ApiError::die(
-            "checksum mismatch (file change by other user?)",
-        ));
-    }
+    get_vm(&st, &node, vmid)?;
     let sim2 = Arc::clone(sim);
     let upid = sim.start_task(
         &mut st,
@@ -1740,13 +1930,16 @@ pub(crate) fn resize(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         &vmid.to_string(),
         &req.user,
         injected_failure(req, Some(vmid)),
+        &[sim.flock_exclusive(vmid)],
         Box::new(move |st, log, injected| {
             if let Some(m) = injected {
                 return Err(m);
             }
             let Some(vm) = st.vms.get(&vmid) else {
-                return Err(format!("VM {vmid} does not exist"));
+                return Err(no_such_vm_text(&node, vmid));
             };
+            // PVE's resize checks the digest only here, in the worker, under the config lock.
+            check_digest(vm, digest.as_deref())?;
             check_lock(vm, skiplock)?;
             let Some(value) = vm.conf.get(&disk).cloned() else {
                 return Err(format!("disk '{disk}' does not exist"));

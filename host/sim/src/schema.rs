@@ -1,4 +1,5 @@
-//! PVE's parameter schema (an embedded, trimmed copy of pve-api-schema.json) and a validator that reproduces JSONSchema.pm's messages.
+//! PVE's parameter schema (an embedded, trimmed copy of the vendored pve-api-schema.json), its generator, and a
+//! validator that reproduces JSONSchema.pm's messages.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -13,8 +14,10 @@ pub(crate) const SCHEMA_JSON: &str = include_str!("../schema/pve-api-sim.json");
 /// Endpoints served, one `METHOD /path/template` per line; the schema file is generated from this list.
 pub(crate) const SERVED: &str = include_str!("../schema/served.txt");
 
-/// Keys dropped from the shared schema when the trimmed copy is generated (documentation only).
-#[cfg(test)]
+/// Schemas of served endpoints that the vendored subset of PVE's schema does not carry, in its shape.
+pub(crate) const SUPPLEMENT_JSON: &str = include_str!("../schema/supplement.json");
+
+/// Keys dropped from the vendored schema when the trimmed copy is generated (documentation only).
 pub(crate) const DROPPED_KEYS: [&str; 6] = [
     "description",
     "verbose_description",
@@ -23,6 +26,64 @@ pub(crate) const DROPPED_KEYS: [&str; 6] = [
     "renderer",
     "title",
 ];
+
+/// Drops the documentation keys (string values only: `title` may also name a property).
+fn strip_docs(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, v)| !(v.is_string() && DROPPED_KEYS.contains(&k.as_str())))
+                .map(|(k, v)| (k.clone(), strip_docs(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(strip_docs).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The trimmed schema text for the served endpoints: `{path: {method: {parameters, returns}}}`, taken from
+/// `full` (`{"paths": {path: {method: info}}}`, PVE's schema) or else from the supplement, pretty-printed.
+/// An endpoint in neither, or in both (a stale supplement), is an error naming it.
+pub(crate) fn trimmed(full: &Value) -> Result<String, String> {
+    let supplement: Value =
+        serde_json::from_str(SUPPLEMENT_JSON).map_err(|e| format!("supplement.json: {e}"))?;
+    let mut out = Map::new();
+    for line in SERVED.lines().filter(|l| !l.trim().is_empty()) {
+        let (method, path) = line
+            .split_once(' ')
+            .ok_or_else(|| format!("served.txt: '{line}' is not 'METHOD PATH'"))?;
+        let from_full = full["paths"][path][method].as_object();
+        let from_supplement = supplement["paths"][path][method].as_object();
+        let e = match (from_full, from_supplement) {
+            (Some(e), None) | (None, Some(e)) => e,
+            (Some(_), Some(_)) => {
+                return Err(format!(
+                    "{method} {path} is in PVE's schema now: remove it from supplement.json"
+                ));
+            }
+            (None, None) => {
+                return Err(format!(
+                    "{method} {path} is in neither PVE's schema nor supplement.json"
+                ));
+            }
+        };
+        let entry = out
+            .entry(path.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(methods) = entry {
+            methods.insert(
+                method.to_string(),
+                serde_json::json!({
+                    "parameters": strip_docs(e.get("parameters").unwrap_or(&Value::Object(Map::new()))),
+                    "returns": strip_docs(e.get("returns").unwrap_or(&Value::Object(Map::new()))),
+                }),
+            );
+        }
+    }
+    serde_json::to_string_pretty(&Value::Object(out))
+        .map(|text| text + "\n")
+        .map_err(|e| e.to_string())
+}
 
 /// Parameter errors keyed by parameter name, as PVE's `errors` object.
 pub(crate) type Errors = BTreeMap<String, String>;
@@ -170,23 +231,53 @@ pub(crate) fn check_prop(path: &str, schema: &Value, value: &str) -> Result<(), 
         }
         _ => {}
     }
-    if (ty == "integer" || ty == "number")
+    // JSONSchema.pm's check_prop order after the type: format, pattern, maxLength, minLength, maximum,
+    // minimum, enum; the first failing check is the parameter's one error (`vmid=42` is a format error).
+    match schema.get("format") {
+        Some(Value::Object(fmt)) => {
+            if let Err(e) = parse_property_string(fmt, value, path) {
+                return Err(format!("invalid format - {e}"));
+            }
+        }
+        Some(Value::String(name)) => {
+            if let Err(e) = formats::check_named(name, value, path) {
+                return Err(format!("invalid format - {e}"));
+            }
+        }
+        _ => {}
+    }
+    if let Some(p) = schema.get("pattern").and_then(Value::as_str)
+        && !matches_pattern(p, value)
+    {
+        return Err("value does not match the regex pattern".to_string());
+    }
+    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
+        && value.len() as u64 > max
+    {
+        return Err(format!("value may only be {max} characters long"));
+    }
+    if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
+        && (value.len() as u64) < min
+    {
+        return Err(format!("value must be at least {min} characters long"));
+    }
+    if is_number_text(value)
         && let Ok(n) = value.trim().parse::<f64>()
     {
-        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
-            && n < min
-        {
-            return Err(format!(
-                "value must have a minimum value of {}",
-                number_text(schema.get("minimum"))
-            ));
-        }
         if let Some(max) = schema.get("maximum").and_then(Value::as_f64)
             && n > max
         {
             return Err(format!(
                 "value must have a maximum value of {}",
                 number_text(schema.get("maximum"))
+            ));
+        }
+        if let Some(min) = schema.get("minimum").and_then(Value::as_f64)
+            && n < min
+        {
+            return Err(format!(
+                "value must have a minimum value of {}",
+                number_text(schema.get("minimum"))
             ));
         }
     }
@@ -204,34 +295,6 @@ pub(crate) fn check_prop(path: &str, schema: &Value, value: &str) -> Result<(), 
                 names.join(", ")
             ));
         }
-    }
-    if let Some(p) = schema.get("pattern").and_then(Value::as_str)
-        && !matches_pattern(p, value)
-    {
-        return Err("value does not match the regex pattern".to_string());
-    }
-    if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
-        && value.len() as u64 > max
-    {
-        return Err(format!("value may only be {max} characters long"));
-    }
-    if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
-        && (value.len() as u64) < min
-    {
-        return Err(format!("value must be at least {min} characters long"));
-    }
-    match schema.get("format") {
-        Some(Value::Object(fmt)) => {
-            if let Err(e) = parse_property_string(fmt, value, path) {
-                return Err(format!("invalid format - {e}"));
-            }
-        }
-        Some(Value::String(name)) => {
-            if let Err(e) = formats::check_named(name, value, path) {
-                return Err(format!("invalid format - {e}"));
-            }
-        }
-        _ => {}
     }
     Ok(())
 }

@@ -232,10 +232,16 @@ fn json_pairs(body: &[u8]) -> Result<Vec<(String, String)>, String> {
 pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, String)>)> {
     let p = |k: &str, v: &str| (k.to_string(), v.to_string());
     let r = match segments {
+        [] => ("/", vec![]),
         ["version"] => ("/version", vec![]),
+        ["cluster"] => ("/cluster", vec![]),
         ["cluster", "resources"] => ("/cluster/resources", vec![]),
         ["cluster", "nextid"] => ("/cluster/nextid", vec![]),
+        ["cluster", "tasks"] => ("/cluster/tasks", vec![]),
+        ["cluster", "mapping", "pci"] => ("/cluster/mapping/pci", vec![]),
         ["nodes"] => ("/nodes", vec![]),
+        ["nodes", n] => ("/nodes/{node}", vec![p("node", n)]),
+        ["nodes", n, "tasks"] => ("/nodes/{node}/tasks", vec![p("node", n)]),
         ["nodes", n, "qemu"] => ("/nodes/{node}/qemu", vec![p("node", n)]),
         ["nodes", n, "lxc"] => ("/nodes/{node}/lxc", vec![p("node", n)]),
         ["nodes", n, "qemu", v] => (
@@ -250,6 +256,7 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
                 "template" => "/nodes/{node}/qemu/{vmid}/template",
                 "status" => "/nodes/{node}/qemu/{vmid}/status",
                 "resize" => "/nodes/{node}/qemu/{vmid}/resize",
+                "unlink" => "/nodes/{node}/qemu/{vmid}/unlink",
                 _ => return None,
             };
             (t, vec![p("node", n), p("vmid", v)])
@@ -261,6 +268,9 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
                 "stop" => "/nodes/{node}/qemu/{vmid}/status/stop",
                 "shutdown" => "/nodes/{node}/qemu/{vmid}/status/shutdown",
                 "reboot" => "/nodes/{node}/qemu/{vmid}/status/reboot",
+                "reset" => "/nodes/{node}/qemu/{vmid}/status/reset",
+                "suspend" => "/nodes/{node}/qemu/{vmid}/status/suspend",
+                "resume" => "/nodes/{node}/qemu/{vmid}/status/resume",
                 _ => return None,
             };
             (t, vec![p("node", n), p("vmid", v)])
@@ -278,6 +288,14 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
             vec![p("node", n), p("upid", u)],
         ),
         ["nodes", n, "storage"] => ("/nodes/{node}/storage", vec![p("node", n)]),
+        ["nodes", n, "storage", s] => (
+            "/nodes/{node}/storage/{storage}",
+            vec![p("node", n), p("storage", s)],
+        ),
+        ["nodes", n, "storage", s, "status"] => (
+            "/nodes/{node}/storage/{storage}/status",
+            vec![p("node", n), p("storage", s)],
+        ),
         ["nodes", n, "storage", s, "content"] => (
             "/nodes/{node}/storage/{storage}/content",
             vec![p("node", n), p("storage", s)],
@@ -293,6 +311,36 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
         _ => return None,
     };
     Some(r)
+}
+
+/// A directory index as PVE's index methods answer it: one `{key: child}` per child path the simulator serves
+/// itself (any method), in served.txt's order. Children PVE lists and the simulator does not serve are left
+/// out, so that every link an index gives leads somewhere.
+pub(crate) fn index(template: &str, key: &str) -> Reply {
+    let prefix = if template == "/" {
+        "/".to_string()
+    } else {
+        format!("{template}/")
+    };
+    let mut children: Vec<&str> = Vec::new();
+    for line in crate::schema::SERVED.lines() {
+        let Some((_, path)) = line.split_once(' ') else {
+            continue;
+        };
+        let Some(child) = path.strip_prefix(&prefix) else {
+            continue;
+        };
+        if !child.is_empty()
+            && !child.contains('/')
+            && !child.starts_with('{')
+            && !children.contains(&child)
+        {
+            children.push(child);
+        }
+    }
+    Reply::data(Value::Array(
+        children.into_iter().map(|c| json!({ key: c })).collect(),
+    ))
 }
 
 /// True when the simulator serves `method` on `template`.
@@ -549,18 +597,25 @@ async fn call(
         .or_else(|| req.get("delay"))
         .and_then(|v| v.parse::<u64>().ok());
     let reply = match (method, template) {
+        ("GET", "/") => Ok(index(template, "subdir")),
         ("GET", "/version") => cluster::version(),
+        ("GET", "/cluster") => Ok(index(template, "name")),
         ("GET", "/cluster/resources") => cluster::resources(sim, &req),
         ("GET", "/cluster/nextid") => cluster::nextid(sim, &req),
+        ("GET", "/cluster/tasks") => tasks::cluster_list(sim),
+        ("GET", "/cluster/mapping/pci") => cluster::pci_mappings(sim, &req),
         ("GET", "/nodes") => cluster::nodes(sim),
+        ("GET", "/nodes/{node}") => Ok(index(template, "name")),
+        ("GET", "/nodes/{node}/tasks") => tasks::node_list(sim, &req),
         ("GET", "/nodes/{node}/lxc") => cluster::lxc_list(sim, &req),
         ("GET", "/nodes/{node}/qemu") => qemu::list(sim, &req),
         ("POST", "/nodes/{node}/qemu") => qemu::create(sim, &req),
         ("GET", "/nodes/{node}/qemu/{vmid}") => qemu::index(sim, &req),
+        ("PUT", "/nodes/{node}/qemu/{vmid}/unlink") => qemu::unlink(sim, &req).await,
         ("DELETE", "/nodes/{node}/qemu/{vmid}") => qemu::destroy(sim, &req),
         ("GET", "/nodes/{node}/qemu/{vmid}/config") => qemu::get_config(sim, &req),
-        ("POST", "/nodes/{node}/qemu/{vmid}/config") => qemu::update_config(sim, &req, true),
-        ("PUT", "/nodes/{node}/qemu/{vmid}/config") => qemu::update_config(sim, &req, false),
+        ("POST", "/nodes/{node}/qemu/{vmid}/config") => qemu::update_config_async(sim, &req),
+        ("PUT", "/nodes/{node}/qemu/{vmid}/config") => qemu::update_config_sync(sim, &req).await,
         ("GET", "/nodes/{node}/qemu/{vmid}/pending") => qemu::pending(sim, &req),
         ("POST", "/nodes/{node}/qemu/{vmid}/clone") => qemu::clone_vm(sim, &req),
         ("POST", "/nodes/{node}/qemu/{vmid}/template") => qemu::template(sim, &req),
@@ -572,11 +627,16 @@ async fn call(
             qemu::power(sim, &req, "qmshutdown")
         }
         ("POST", "/nodes/{node}/qemu/{vmid}/status/reboot") => qemu::power(sim, &req, "qmreboot"),
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/reset") => qemu::power(sim, &req, "qmreset"),
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/suspend") => qemu::power(sim, &req, "qmpause"),
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/resume") => qemu::power(sim, &req, "qmresume"),
         ("PUT", "/nodes/{node}/qemu/{vmid}/resize") => qemu::resize(sim, &req),
         ("GET", "/nodes/{node}/tasks/{upid}") => tasks::index(sim, &req),
         ("GET", "/nodes/{node}/tasks/{upid}/status") => tasks::status(sim, &req),
         ("GET", "/nodes/{node}/tasks/{upid}/log") => tasks::log(sim, &req),
         ("GET", "/nodes/{node}/storage") => storage::list(sim, &req),
+        ("GET", "/nodes/{node}/storage/{storage}") => Ok(index(template, "subdir")),
+        ("GET", "/nodes/{node}/storage/{storage}/status") => storage::status(sim, &req),
         ("GET", "/nodes/{node}/storage/{storage}/content") => storage::content(sim, &req),
         ("DELETE", "/nodes/{node}/storage/{storage}/content/{volume}") => {
             storage::delete_volume(sim, &req)

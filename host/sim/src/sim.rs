@@ -1,12 +1,15 @@
-//! The shared simulator core: cluster definition, state behind one lock, request log, counters, faults and the task runner.
+//! The shared simulator core: cluster definition, state behind one lock, request log, counters, faults, the per-guest
+//! config flocks and the task runner.
 
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
+use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
+
 use crate::RequestRecord;
-use crate::config::StorageConfig;
+use crate::config::{PciMapping, StorageConfig};
 use crate::faults::FaultEngine;
 use crate::state::{Persister, State, Task, now};
 
@@ -28,7 +31,24 @@ impl TaskLog {
     }
 }
 
-/// The work a task does when it completes; `injected` carries a fault-injected failure the job must clean up after.
+/// A request for a guest's config lock, PVE's `flock` on `/var/lock/qemu-server/lock-<vmid>.conf`
+/// (`PVE::AbstractConfig::lock_config_full` / `lock_config_shared`): exclusive, or shared (a clone's
+/// stopped source), waited for at most `timeout`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Flock {
+    pub vmid: u32,
+    pub shared: bool,
+    pub timeout: Duration,
+}
+
+/// A held config lock; dropping it releases the flock.
+pub(crate) enum FlockGuard {
+    Exclusive(#[allow(dead_code)] OwnedRwLockWriteGuard<()>),
+    Shared(#[allow(dead_code)] OwnedRwLockReadGuard<()>),
+}
+
+/// The work a task does when it completes; `injected` carries a failure the job must clean up after: one
+/// injected by a fault rule, or a config lock the task could not get in time.
 pub(crate) type Job =
     Box<dyn FnOnce(&mut State, &mut TaskLog, Option<String>) -> Result<(), String> + Send>;
 
@@ -40,6 +60,13 @@ pub(crate) struct Sim {
     pub token_id: String,
     pub token_secret: String,
     pub task_duration: Duration,
+    /// PVE's `lock_config` wait (10 s); creates and clones wait at most 1 s, as PVE's do.
+    pub lock_timeout: Duration,
+    /// Per-guest config flocks, made on first use.
+    pub flocks: Mutex<HashMap<u32, Arc<tokio::sync::RwLock<()>>>>,
+    /// Requests and tasks waiting for a config flock now.
+    pub flock_waiters: AtomicUsize,
+    pub pci_mappings: Vec<PciMapping>,
     pub faults: Mutex<FaultEngine>,
     pub log: Mutex<Vec<RequestRecord>>,
     pub seq: AtomicU64,
@@ -66,6 +93,67 @@ impl Sim {
         self.nodes.iter().any(|n| n == node)
     }
 
+    /// An exclusive config lock with `lock_config`'s wait.
+    pub(crate) fn flock_exclusive(&self, vmid: u32) -> Flock {
+        Flock {
+            vmid,
+            shared: false,
+            timeout: self.lock_timeout,
+        }
+    }
+
+    /// A config lock with the 1 s wait of a create or clone (`lock_config_full($vmid, 1, ...)`).
+    pub(crate) fn flock_short(&self, vmid: u32, shared: bool) -> Flock {
+        Flock {
+            vmid,
+            shared,
+            timeout: self.lock_timeout.min(Duration::from_secs(1)),
+        }
+    }
+
+    fn flock_cell(&self, vmid: u32) -> Arc<tokio::sync::RwLock<()>> {
+        let mut cells = self.flocks.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(cells.entry(vmid).or_default())
+    }
+
+    /// Takes a config lock if it is free now.
+    pub(crate) fn try_flock(&self, f: Flock) -> Option<FlockGuard> {
+        let cell = self.flock_cell(f.vmid);
+        if f.shared {
+            cell.try_read_owned().ok().map(FlockGuard::Shared)
+        } else {
+            cell.try_write_owned().ok().map(FlockGuard::Exclusive)
+        }
+    }
+
+    /// Takes a config lock, waiting at most its timeout as `PVE::Tools::lock_file_full` does (which logs
+    /// `trying to acquire lock...` and ` OK` when it had to wait); `Err` is PVE's timeout message.
+    pub(crate) async fn flock(&self, f: Flock, log: &mut TaskLog) -> Result<FlockGuard, String> {
+        if let Some(g) = self.try_flock(f) {
+            return Ok(g);
+        }
+        log.line("trying to acquire lock...");
+        let cell = self.flock_cell(f.vmid);
+        self.flock_waiters.fetch_add(1, Ordering::SeqCst);
+        let acquired = if f.shared {
+            tokio::time::timeout(f.timeout, cell.read_owned())
+                .await
+                .map(FlockGuard::Shared)
+        } else {
+            tokio::time::timeout(f.timeout, cell.write_owned())
+                .await
+                .map(FlockGuard::Exclusive)
+        };
+        self.flock_waiters.fetch_sub(1, Ordering::SeqCst);
+        match acquired {
+            Ok(g) => {
+                log.line(" OK");
+                Ok(g)
+            }
+            Err(_) => Err(lock_timeout_message(f.vmid)),
+        }
+    }
+
     /// Writes the state file if persistence is on. Serialises under the read lock, writes outside it.
     pub(crate) fn persist(&self) {
         if !self.persister.enabled() {
@@ -86,8 +174,10 @@ impl Sim {
         }
     }
 
-    /// Registers a running task and schedules `job` to run when the task duration has elapsed.
-    /// The caller holds the state lock; the job takes it again when it runs.
+    /// Registers a running task that takes the config locks `flocks` in order (as PVE's worker does: the ones
+    /// free now before the UPID is returned, the others waited for), holds them for the task duration, then
+    /// runs `job` and releases them. A lock not had in time fails the task with PVE's timeout message, handed
+    /// to the job as `injected` so that it cleans up. The caller holds the state lock; the job takes it again.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start_task(
         self: &Arc<Self>,
@@ -97,21 +187,50 @@ impl Sim {
         id: &str,
         user: &str,
         injected: Option<String>,
+        flocks: &[Flock],
         job: Job,
     ) -> String {
         let upid = self.register_task(st, node, kind, id, user);
+        let mut held = Vec::with_capacity(flocks.len());
+        let mut waiting = Vec::new();
+        for f in flocks {
+            let now = if waiting.is_empty() {
+                self.try_flock(*f)
+            } else {
+                None
+            };
+            match now {
+                Some(g) => held.push(g),
+                None => waiting.push(*f),
+            }
+        }
         let sim = Arc::clone(self);
         let task_upid = upid.clone();
         let duration = self.task_duration;
         tokio::spawn(async move {
-            if duration.is_zero() {
+            let mut log = TaskLog::default();
+            let mut failure = injected;
+            let mut lock_failed = false;
+            if failure.is_none() {
+                for f in waiting {
+                    match sim.flock(f, &mut log).await {
+                        Ok(g) => held.push(g),
+                        Err(e) => {
+                            failure = Some(e);
+                            lock_failed = true;
+                            break;
+                        }
+                    }
+                }
+            }
+            if lock_failed || duration.is_zero() {
                 tokio::task::yield_now().await;
             } else {
                 tokio::time::sleep(duration).await;
             }
+            let injected = failure;
             {
                 let mut st = sim.write();
-                let mut log = TaskLog::default();
                 // A bug in a job must fail its task visibly, never leave it running forever.
                 let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     job(&mut st, &mut log, injected)
@@ -128,6 +247,7 @@ impl Sim {
                 finish_task(&mut st, &task_upid, log, result);
                 st.touch();
             }
+            drop(held);
             sim.persist();
         });
         upid
@@ -160,6 +280,8 @@ impl Sim {
                 user: user.to_string(),
                 log: Vec::new(),
                 exitstatus: None,
+                endtime: None,
+                end_seq: 0,
             },
         );
         upid
@@ -172,9 +294,13 @@ impl Sim {
 
 /// Marks a task stopped with PVE's exit status and final log line.
 pub(crate) fn finish_task(st: &mut State, upid: &str, log: TaskLog, result: Result<(), String>) {
+    st.tasks_ended += 1;
+    let end_seq = st.tasks_ended;
     let Some(task) = st.tasks.get_mut(upid) else {
         return;
     };
+    task.endtime = Some(now());
+    task.end_seq = end_seq;
     task.log.extend(log.lines);
     match result {
         Ok(()) => {
@@ -227,6 +353,7 @@ pub(crate) fn populate_for_scale(st: &mut State, nodes: &[String], count: u32) {
                 running: false,
                 started_at: 0,
                 pid: 0,
+                paused: false,
             },
         );
     }

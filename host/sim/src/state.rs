@@ -39,6 +39,9 @@ pub(crate) struct Vm {
     pub started_at: u64,
     #[serde(default)]
     pub pid: u32,
+    /// Paused by `status/suspend` (QEMU's `stop`): still running, `qmpstatus: paused`.
+    #[serde(default)]
+    pub paused: bool,
 }
 
 impl Vm {
@@ -178,6 +181,10 @@ pub(crate) struct Task {
     pub log: Vec<String>,
     /// `None` while running.
     pub exitstatus: Option<String>,
+    /// When the task stopped (seconds since the epoch).
+    pub endtime: Option<u64>,
+    /// Order of stopping, for the archive listing (newest first).
+    pub end_seq: u64,
 }
 
 /// Everything that changes while the simulator runs.
@@ -193,6 +200,9 @@ pub(crate) struct State {
     pub rng_draws: u64,
     #[serde(skip)]
     pub tasks: HashMap<String, Task>,
+    /// Tasks stopped so far (numbers [`Task::end_seq`]).
+    #[serde(skip)]
+    pub tasks_ended: u64,
     #[serde(skip, default = "default_rng")]
     pub rng: ChaCha8Rng,
     /// Bumped on every mutation; persistence writes only newer generations.
@@ -213,6 +223,7 @@ impl State {
             pid_counter: 0,
             rng_draws: 0,
             tasks: HashMap::new(),
+            tasks_ended: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             generation: 0,
         };

@@ -208,6 +208,37 @@ pub(crate) fn rename_volume(sim: &Sim, st: &mut State, node: &str, volid: &str, 
     }
 }
 
+/// PVE's `storage_info` entry of a storage on a node: type, content, flags and space.
+fn storage_info(st: &State, s: &StorageConfig, node: &str) -> Map<String, Value> {
+    let used: u64 = st
+        .volumes
+        .values()
+        .filter(|v| v.storage == s.name && (v.node == node || v.node == "*"))
+        .map(|v| v.size)
+        .sum();
+    let mut m = Map::new();
+    m.insert("type".into(), json!(s.kind));
+    m.insert("content".into(), json!(s.content.join(",")));
+    m.insert("active".into(), json!(1));
+    m.insert("enabled".into(), json!(1));
+    m.insert("shared".into(), json!(if s.shared { 1 } else { 0 }));
+    m.insert("total".into(), json!(s.total));
+    m.insert("used".into(), json!(used));
+    m.insert("avail".into(), json!(s.total.saturating_sub(used)));
+    m
+}
+
+/// `GET /nodes/{node}/storage/{storage}/status`.
+pub(crate) fn status(sim: &Arc<Sim>, req: &Req) -> ApiResult {
+    let node = req.node();
+    let name = req.get("storage").unwrap_or("");
+    let Some(s) = storage_for(sim, node, name) else {
+        return Err(ApiError::param("storage", "No such storage."));
+    };
+    let st = sim.read();
+    Ok(Reply::data(Value::Object(storage_info(&st, s, node))))
+}
+
 pub(crate) fn list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let node = req.node();
     let st = sim.read();
@@ -228,22 +259,9 @@ pub(crate) fn list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         if req.get("enabled") == Some("0") {
             continue;
         }
-        let used: u64 = st
-            .volumes
-            .values()
-            .filter(|v| v.storage == s.name && (v.node == node || v.node == "*"))
-            .map(|v| v.size)
-            .sum();
-        let mut m = Map::new();
+        let mut m = storage_info(&st, s, node);
         m.insert("storage".into(), json!(s.name));
-        m.insert("type".into(), json!(s.kind));
-        m.insert("content".into(), json!(s.content.join(",")));
-        m.insert("active".into(), json!(1));
-        m.insert("enabled".into(), json!(1));
-        m.insert("shared".into(), json!(if s.shared { 1 } else { 0 }));
-        m.insert("total".into(), json!(s.total));
-        m.insert("used".into(), json!(used));
-        m.insert("avail".into(), json!(s.total.saturating_sub(used)));
+        let used = m["used"].as_u64().unwrap_or(0);
         m.insert(
             "used_fraction".into(),
             json!(used as f64 / s.total.max(1) as f64),
@@ -341,6 +359,7 @@ pub(crate) fn delete_volume(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         &id,
         &req.user,
         injected,
+        &[],
         Box::new(move |st, log, injected| {
             if let Some(m) = injected {
                 return Err(m);

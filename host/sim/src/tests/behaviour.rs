@@ -490,6 +490,7 @@ async fn template_converts_and_refuses() {
 #[tokio::test]
 async fn destroy_rules() {
     let t = T::new().await;
+    t.add_volume("pve01", "local:iso/x.iso", "iso", 1 << 20);
     t.create(
         100,
         &[
@@ -549,6 +550,9 @@ async fn destroy_rules() {
         .collect();
     assert_eq!(volids, vec!["local-lvm:vm-101-disk-0"]);
     assert!(t.sim.vm_config(100).is_none());
+    // The attached ISO is not the guest's: destroy leaves it.
+    let isos = t.get("/nodes/pve01/storage/local/content", &[]).await;
+    assert_eq!(isos[0]["volid"], "local:iso/x.iso");
 }
 
 #[tokio::test]
@@ -908,7 +912,8 @@ async fn validation_cases() {
         "/nodes/pve01/qemu/99/config",
         &[],
         400,
-        "value must have a minimum value of 100",
+        // The format is checked before the range (JSONSchema.pm).
+        "invalid format - value does not look like a valid VM ID",
     )
     .await;
     t.check(

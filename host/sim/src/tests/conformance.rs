@@ -1,89 +1,64 @@
-//! Conformance against PVE's own schema (shared/reference/pve-api-schema.json, read at test time):
-//! the embedded trimmed copy matches it, every parameter PVE accepts is accepted, and representative bad values
-//! are rejected with PVE's messages.
+//! Conformance against PVE's own schema (vendor/pve-api-schema/pve-api-schema.json, in the repository):
+//! the embedded trimmed copy is what the generator makes of it, every parameter PVE accepts is accepted, and
+//! representative bad values are rejected with PVE's messages.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
 use super::T;
-use crate::schema::{DROPPED_KEYS, SCHEMA_JSON, SERVED, default_key};
+use crate::schema::{SCHEMA_JSON, SERVED, SUPPLEMENT_JSON, default_key};
 
-/// Finds the shared directory: `$CARGO_MANIFEST_DIR/../../../shared`, else `$PROXOPS_SHARED_DIR`.
-fn shared_schema() -> Option<Value> {
-    let mut candidates = vec![
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/reference/pve-api-schema.json"),
-    ];
-    if let Ok(dir) = std::env::var("PROXOPS_SHARED_DIR") {
-        candidates.push(PathBuf::from(dir).join("reference/pve-api-schema.json"));
-    }
-    for c in candidates {
-        if let Ok(text) = std::fs::read_to_string(&c) {
-            return Some(serde_json::from_str(&text).expect("shared schema is JSON"));
-        }
-    }
-    if std::env::var("PROXOPS_SIM_SKIP_CONFORMANCE").is_ok() {
-        return None;
-    }
-    panic!(
-        "pve-api-schema.json not found beside the repository; set PROXOPS_SHARED_DIR (or PROXOPS_SIM_SKIP_CONFORMANCE=1)"
-    );
+/// The vendored schema's text.
+fn vendored_text() -> &'static str {
+    static TEXT: OnceLock<String> = OnceLock::new();
+    TEXT.get_or_init(|| {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../vendor/pve-api-schema/pve-api-schema.json");
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    })
 }
 
-fn strip(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, v)| !(v.is_string() && DROPPED_KEYS.contains(&k.as_str())))
-                .map(|(k, v)| (k.clone(), strip(v)))
-                .collect(),
-        ),
-        Value::Array(a) => Value::Array(a.iter().map(strip).collect()),
-        other => other.clone(),
+/// PVE's definition of one endpoint: the vendored schema, else the supplement for what it lacks.
+fn pve(method: &str, template: &str) -> Value {
+    static PARSED: OnceLock<(Value, Value)> = OnceLock::new();
+    let (full, supplement) = PARSED.get_or_init(|| {
+        (
+            serde_json::from_str(vendored_text()).expect("vendored schema is JSON"),
+            serde_json::from_str(SUPPLEMENT_JSON).expect("supplement is JSON"),
+        )
+    });
+    let e = &full["paths"][template][method];
+    if e.is_object() {
+        return e.clone();
     }
-}
-
-/// The trimmed schema as generated from the shared file (this is also the generator: set PROXOPS_SIM_REGEN=1).
-fn trimmed(shared: &Value) -> Value {
-    let mut out = Map::new();
-    for line in SERVED.lines().filter(|l| !l.trim().is_empty()) {
-        let (method, path) = line.split_once(' ').expect("METHOD PATH");
-        let e = &shared["paths"][path][method];
-        assert!(
-            e.is_object(),
-            "{method} {path} missing from the shared schema"
-        );
-        let entry = out
-            .entry(path.to_string())
-            .or_insert_with(|| Value::Object(Map::new()));
-        entry.as_object_mut().expect("object").insert(
-            method.to_string(),
-            serde_json::json!({
-                "parameters": strip(&e["parameters"]),
-                "returns": strip(e.get("returns").unwrap_or(&Value::Object(Map::new()))),
-            }),
-        );
-    }
-    Value::Object(out)
+    supplement["paths"][template][method].clone()
 }
 
 #[test]
-fn embedded_schema_matches_shared_file() {
-    let Some(shared) = shared_schema() else {
-        return;
-    };
-    let expected = trimmed(&shared);
-    if std::env::var("PROXOPS_SIM_REGEN").is_ok() {
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schema/pve-api-sim.json");
-        let text = serde_json::to_string_pretty(&expected).expect("json") + "\n";
-        std::fs::write(path, text).expect("write schema");
-        return;
-    }
-    let embedded: Value = serde_json::from_str(SCHEMA_JSON).expect("embedded json");
+fn embedded_schema_is_generated_from_the_vendored_one() {
+    let expected = crate::trimmed_schema(vendored_text()).expect("trimmed schema");
     assert!(
-        embedded == expected,
-        "host/sim/schema/pve-api-sim.json is stale; regenerate with PROXOPS_SIM_REGEN=1 cargo test -p proxops-sim embedded_schema"
+        SCHEMA_JSON == expected,
+        "host/sim/schema/pve-api-sim.json is stale; regenerate with `cargo run -p proxops-sim --example regen-schema`"
+    );
+}
+
+#[test]
+fn the_generator_refuses_unknown_or_doubly_defined_endpoints() {
+    let err = crate::trimmed_schema(r#"{"paths": {}}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("GET /version is in neither PVE's schema nor supplement.json"),
+        "{err}"
+    );
+    let doubled = r#"{"paths": {"/": {"GET": {"parameters": {}}}}}"#;
+    let err = crate::trimmed_schema(doubled).unwrap_err().to_string();
+    assert!(
+        err.contains("GET / is in PVE's schema now: remove it from supplement.json"),
+        "{err}"
     );
 }
 
@@ -146,6 +121,7 @@ fn format_sample(f: &str) -> &'static str {
         "pve-qemu-sev-fmt" => "type=std",
         "pve-qemu-tdx-fmt" => "type=tdx",
         "pve-qm-ide" => "local-lvm:1",
+        "pve-task-status-type-list" => "ok,error",
         _ => "x",
     }
 }
@@ -219,9 +195,6 @@ fn path_for(template: &str, upid: &str) -> String {
 
 #[tokio::test]
 async fn simulator_accepts_every_pve_parameter_and_rejects_bad_values() {
-    let Some(shared) = shared_schema() else {
-        return;
-    };
     let t = T::new().await;
     t.create(100, &[]).await;
     let (_, b) = t
@@ -232,7 +205,7 @@ async fn simulator_accepts_every_pve_parameter_and_rejects_bad_values() {
     let mut checked = 0;
     for line in SERVED.lines().filter(|l| !l.trim().is_empty()) {
         let (method, template) = line.split_once(' ').expect("METHOD PATH");
-        let props = shared["paths"][template][method]["parameters"]["properties"]
+        let props = pve(method, template)["parameters"]["properties"]
             .as_object()
             .cloned()
             .unwrap_or_default();
@@ -269,11 +242,13 @@ async fn simulator_accepts_every_pve_parameter_and_rejects_bad_values() {
             let key = concrete(k);
             let ty = s.get("type").and_then(Value::as_str).unwrap_or("string");
             if let Some(Value::Array(_)) = s.get("enum") {
-                bad.push((
-                    key,
-                    "zz-bogus".into(),
-                    "value 'zz-bogus' does not have a value in the enumeration".into(),
-                ));
+                // A format is checked before the enumeration.
+                let expected = if s.get("format").is_some() {
+                    "invalid format - "
+                } else {
+                    "value 'zz-bogus' does not have a value in the enumeration"
+                };
+                bad.push((key, "zz-bogus".into(), expected.into()));
                 continue;
             }
             match ty {
@@ -283,7 +258,14 @@ async fn simulator_accepts_every_pve_parameter_and_rejects_bad_values() {
                     "type check ('boolean') failed - got 'true'".into(),
                 )),
                 "integer" => {
-                    if let Some(min) = s.get("minimum").and_then(Value::as_i64) {
+                    if s.get("format").and_then(Value::as_str) == Some("pve-vmid") {
+                        // JSONSchema.pm checks the format before the range.
+                        bad.push((
+                            key,
+                            "42".into(),
+                            "invalid format - value does not look like a valid VM ID".into(),
+                        ));
+                    } else if let Some(min) = s.get("minimum").and_then(Value::as_i64) {
                         bad.push((
                             key,
                             (min - 1).to_string(),
@@ -314,8 +296,10 @@ async fn simulator_accepts_every_pve_parameter_and_rejects_bad_values() {
                         ));
                     }
                     _ => {
+                        // A value with a format is checked against it before its length.
                         if let Some(max) = s.get("maxLength").and_then(Value::as_u64)
                             && max < 2000
+                            && s.get("format").is_none()
                         {
                             bad.push((
                                 key,
@@ -402,9 +386,6 @@ fn check_shape(path: &str, schema: &Value, v: &Value, errs: &mut Vec<String>) {
 
 #[tokio::test]
 async fn return_shapes_match_pve_schema() {
-    let Some(shared) = shared_schema() else {
-        return;
-    };
     let config =
         crate::SimConfig::from_yaml_str("lxc:\n  - {vmid: 200, node: pve01}\n").expect("yaml");
     let t = T::with(config).await;
@@ -445,7 +426,7 @@ async fn return_shapes_match_pve_schema() {
         let path = path_for(template, &upid);
         let (status, body) = t.req("GET", &path, &[]).await;
         assert_eq!(status, 200, "GET {path}: {body}");
-        let returns = &shared["paths"][template]["GET"]["returns"];
+        let returns = &pve("GET", template)["returns"];
         check_shape(template, returns, &body["data"], &mut errs);
     }
     assert!(
@@ -453,4 +434,77 @@ async fn return_shapes_match_pve_schema() {
         "return shapes differ from PVE's schema:\n{}",
         errs.join("\n")
     );
+}
+
+/// JSONSchema.pm checks a value's type, then format, pattern, maxLength, minLength, maximum, minimum and enum,
+/// and reports the first failure only: a VMID below the range is a format error.
+#[tokio::test]
+async fn parameter_errors_come_in_pves_order() {
+    let t = T::new().await;
+    t.create(100, &[]).await;
+    // (method, path, parameters, the parameter in error, its message)
+    type Case<'a> = (&'a str, &'a str, super::P<'a>, &'a str, &'a str);
+    let cases: &[Case] = &[
+        (
+            "POST",
+            "/nodes/pve01/qemu",
+            &[("vmid", "42")],
+            "vmid",
+            "invalid format - value does not look like a valid VM ID\n",
+        ),
+        (
+            "POST",
+            "/nodes/pve01/qemu",
+            &[("vmid", "1000000000")],
+            "vmid",
+            "invalid format - value does not look like a valid VM ID\n",
+        ),
+        (
+            "POST",
+            "/nodes/pve01/qemu",
+            &[("vmid", "x")],
+            "vmid",
+            "type check ('integer') failed - got 'x'",
+        ),
+        (
+            "GET",
+            "/nodes/pve01/qemu/42/config",
+            &[],
+            "vmid",
+            "invalid format - value does not look like a valid VM ID\n",
+        ),
+        (
+            "POST",
+            "/nodes/pve01/qemu/100/clone",
+            &[("newid", "99")],
+            "newid",
+            "invalid format - value does not look like a valid VM ID\n",
+        ),
+        (
+            "PUT",
+            "/nodes/pve01/qemu/100/config",
+            &[("cores", "0")],
+            "cores",
+            "value must have a minimum value of 1",
+        ),
+        (
+            "PUT",
+            "/nodes/pve01/qemu/100/config",
+            &[("name", "-bad")],
+            "name",
+            "invalid format - value does not look like a valid DNS name\n",
+        ),
+        (
+            "GET",
+            "/cluster/nextid",
+            &[("vmid", "42")],
+            "vmid",
+            "invalid format - value does not look like a valid VM ID\n",
+        ),
+    ];
+    for (method, path, params, key, expected) in cases {
+        let (status, body) = t.req(method, path, params).await;
+        assert_eq!(status, 400, "{method} {path} {params:?}: {body}");
+        assert_eq!(body["errors"][key], *expected, "{method} {path} {params:?}");
+    }
 }

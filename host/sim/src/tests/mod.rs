@@ -2,7 +2,9 @@
 
 mod behaviour;
 mod conformance;
+mod endpoints;
 mod infra;
+mod locks;
 
 use std::time::Duration;
 
@@ -120,6 +122,82 @@ impl T {
             text.contains(fragment),
             "{method} {path} {params:?}: expected {fragment:?} in {text}"
         );
+    }
+}
+
+impl T {
+    /// Takes VM `vmid`'s config flock as another PVE worker (or `qm` on the node) would; released on drop.
+    pub(crate) fn hold_flock(&self, vmid: u32, shared: bool) -> crate::sim::FlockGuard {
+        let f = crate::sim::Flock {
+            vmid,
+            shared,
+            timeout: Duration::ZERO,
+        };
+        self.sim.sim.try_flock(f).expect("the flock is free")
+    }
+
+    /// Waits until `n` requests or tasks wait for a config flock.
+    pub(crate) async fn until_flock_waiters(&self, n: usize) {
+        for _ in 0..5000 {
+            if self
+                .sim
+                .sim
+                .flock_waiters
+                .load(std::sync::atomic::Ordering::SeqCst)
+                == n
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        panic!("never saw {n} flock waiters");
+    }
+
+    /// Puts a volume on a storage as if uploaded there (`local:iso/x.iso`), without a task.
+    pub(crate) fn add_volume(&self, node: &str, volid: &str, content: &str, size: u64) {
+        let (storage, _) = crate::formats::parse_volume_id(volid).expect("volid");
+        let s = self.sim.sim.storage(storage).expect("storage").clone();
+        let mut st = self.sim.sim.write();
+        let key = crate::state::volume_key(&s, node, volid);
+        st.volumes.insert(
+            key,
+            crate::state::Volume {
+                volid: volid.to_string(),
+                storage: storage.to_string(),
+                node: if s.shared { "*".into() } else { node.into() },
+                size,
+                format: volid.rsplit('.').next().unwrap_or("raw").to_string(),
+                content: content.to_string(),
+                vmid: None,
+                ctime: 0,
+                parent: None,
+                virtual_size: None,
+            },
+        );
+        st.touch();
+    }
+
+    /// The lines of a task's log.
+    pub(crate) async fn task_log(&self, upid: &str) -> Vec<String> {
+        let node = upid.split(':').nth(1).expect("node in upid").to_string();
+        let log = self
+            .get(
+                &format!("/nodes/{node}/tasks/{}/log", enc(upid)),
+                &[("limit", "1000")],
+            )
+            .await;
+        log.as_array()
+            .expect("log lines")
+            .iter()
+            .map(|l| l["t"].as_str().unwrap_or("").to_string())
+            .collect()
+    }
+
+    /// Sends an async request, asserts 200 and returns its UPID.
+    pub(crate) async fn upid(&self, method: &str, path: &str, params: P<'_>) -> String {
+        let (s, b) = self.req(method, path, params).await;
+        assert_eq!(s, 200, "{method} {path}: {b}");
+        b["data"].as_str().expect("upid").to_string()
     }
 }
 
