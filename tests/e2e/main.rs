@@ -2,6 +2,7 @@
 //! simulator. One integration-test binary for the whole workspace.
 
 mod images;
+mod inputs;
 mod policies;
 mod provision;
 mod reconcile;

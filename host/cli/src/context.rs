@@ -1,6 +1,6 @@
 //! What every command needs: the WebAssembly runtime and the loaded kinds.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -12,6 +12,9 @@ pub struct Context {
     pub age_identity: Option<PathBuf>,
     pub runtime: Arc<Runtime>,
     pub kinds: KindRegistry,
+    /// `--trusted-config DIR`: cluster files, `proxops.yaml` and the files they name come
+    /// from here; only manifests come from the repository under review.
+    pub trusted_config: Option<PathBuf>,
 }
 
 impl Context {
@@ -32,6 +35,13 @@ impl Context {
             age_identity,
             runtime,
             kinds,
+            trusted_config: None,
         })
+    }
+
+    /// Where cluster files, `proxops.yaml`, policies, SOPS and CA files are read: the
+    /// `--trusted-config` folder, else the repository itself.
+    pub fn config_root<'a>(&'a self, repo: &'a Path) -> &'a Path {
+        self.trusted_config.as_deref().unwrap_or(repo)
     }
 }

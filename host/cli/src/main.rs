@@ -66,6 +66,9 @@ enum Command {
         /// Print diagnostics as JSON.
         #[arg(long)]
         json: bool,
+        /// Read cluster files, proxops.yaml (policies, token variables) and SOPS files from DIR (the protected branch's checkout); only manifests come from the repository.
+        #[arg(long, value_name = "DIR")]
+        trusted_config: Option<PathBuf>,
     },
     /// List the resource kinds this binary carries.
     Kinds {
@@ -89,6 +92,9 @@ enum Command {
         /// Exit with 2 when there are changes.
         #[arg(long)]
         detailed_exitcode: bool,
+        /// Read cluster files, proxops.yaml (policies, token variables) and SOPS files from DIR (the protected branch's checkout); only manifests come from the repository.
+        #[arg(long, value_name = "DIR")]
+        trusted_config: Option<PathBuf>,
     },
     /// Converge the clusters to the manifests: plan, execute, observe again until converged.
     #[command(after_help = "Example:\n  proxops apply examples/homelab")]
@@ -97,6 +103,9 @@ enum Command {
         /// Only this cluster.
         #[arg(long)]
         cluster: Option<String>,
+        /// Read cluster files, proxops.yaml (policies, token variables) and SOPS files from DIR (the protected branch's checkout); only manifests come from the repository.
+        #[arg(long, value_name = "DIR")]
+        trusted_config: Option<PathBuf>,
     },
     /// Print the dependency graph of the manifests (clone sources, images, ISOs).
     Graph {
@@ -221,13 +230,30 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         runtime.block_on(proxops_sim::serve(opts))?;
         return Ok(exit::OK);
     }
-    let ctx = context::Context::new(
+    if let Command::Validate { repo, .. }
+    | Command::Plan { repo, .. }
+    | Command::Apply { repo, .. }
+    | Command::Graph { repo, .. } = &cli.command
+    {
+        validate::ensure_repository(repo, "")?;
+    }
+    let mut trusted = None;
+    if let Command::Validate { trusted_config, .. }
+    | Command::Plan { trusted_config, .. }
+    | Command::Apply { trusted_config, .. } = &cli.command
+        && let Some(dir) = trusted_config
+    {
+        validate::ensure_repository(dir, "--trusted-config: ")?;
+        trusted = Some(dir.clone());
+    }
+    let mut ctx = context::Context::new(
         cli.cache_dir.clone(),
         cli.no_cache,
         cli.age_identity.clone(),
     )?;
+    ctx.trusted_config = trusted;
     match cli.command {
-        Command::Validate { repo, json } => validate::run(&ctx, &repo, json),
+        Command::Validate { repo, json, .. } => validate::run(&ctx, &repo, json),
         Command::Kinds { json } => inspect::kinds(&ctx, json),
         Command::Schema { kind } => inspect::schema(&ctx, &kind),
         Command::Plan {
@@ -235,6 +261,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             cluster,
             json,
             detailed_exitcode,
+            ..
         } => runtime.block_on(reconcile::plan(
             &ctx,
             &repo,
@@ -242,7 +269,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             json,
             detailed_exitcode,
         )),
-        Command::Apply { repo, cluster } => {
+        Command::Apply { repo, cluster, .. } => {
             runtime.block_on(reconcile::apply(&ctx, &repo, cluster.as_deref()))
         }
         Command::Graph { repo, format } => reconcile::graph(&ctx, &repo, format),
