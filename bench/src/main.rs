@@ -819,6 +819,8 @@ async fn suite(n: usize, skip_apply: bool) {
         );
     }
 
+    hostile_yaml(&mut table);
+
     println!();
     println!(
         "proxops-bench — commit {} — CPU {} — {} threads",
@@ -828,6 +830,60 @@ async fn suite(n: usize, skip_apply: bool) {
     );
     println!();
     table.print();
+}
+
+/// Section 6, hostile YAML: how long the loader takes to refuse a 1 MB file built to be slow
+/// to parse (deep nesting) and an oversized one, and what the duplicate-key and depth pass
+/// costs on the manifests of the plan at scale.
+fn hostile_yaml(table: &mut Table) {
+    eprintln!("[6] hostile YAML");
+    let cases = [
+        ("1 MB of `[` (flow nesting)", "[".repeat(1_000_000)),
+        ("1 MB of `- ` (block nesting)", "- ".repeat(500_000)),
+        (
+            "1,000-deep block mappings (0.5 MB)",
+            (0..1_000)
+                .map(|i| format!("{}a:\n", " ".repeat(i)))
+                .collect::<String>(),
+        ),
+        (
+            "1 MiB + 1 byte (size limit)",
+            format!("a: '{}'\n", "x".repeat(proxops_core::yaml::MAX_BYTES)),
+        ),
+    ];
+    for (name, text) in cases {
+        let t = Instant::now();
+        let refused = proxops_core::repo::parse_yaml("hostile.yaml", &text).is_err();
+        let took = t.elapsed();
+        table.add(
+            "6 inputs",
+            format!("refuse {name}"),
+            format!("{:.2} ms", ms(took)),
+            "< 100 ms",
+            Some(refused && took < Duration::from_millis(100)),
+        );
+    }
+    let nodes: Vec<String> = (1..=PLAN_NODES).map(|i| format!("pve{i:02}")).collect();
+    let manifests: Vec<String> = (0..10_000)
+        .map(|i| fixture::manifest(i, &nodes, "started"))
+        .collect();
+    let t = Instant::now();
+    for m in &manifests {
+        proxops_core::yaml::check(m).expect("fixture manifest passes the limits");
+    }
+    let pass = t.elapsed();
+    let t = Instant::now();
+    for m in &manifests {
+        proxops_core::repo::parse_yaml("m.yaml", m).expect("fixture manifest parses");
+    }
+    let whole = t.elapsed();
+    table.add(
+        "6 inputs",
+        "10,000 manifests: limits pass / whole parse",
+        format!("{:.0} ms / {:.0} ms", ms(pass), ms(whole)),
+        "",
+        None,
+    );
 }
 
 struct Bound {

@@ -4,6 +4,7 @@
 mod canary;
 mod guests;
 mod images;
+mod inputs;
 mod ownership_gate;
 mod policies;
 mod provision;

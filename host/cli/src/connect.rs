@@ -1,10 +1,16 @@
 //! Reaching a cluster: the embedded simulator for `sim:`, or a real endpoint with its token
 //! and TLS trust settings from the cluster file.
+//!
+//! The CA file is read through the rooted directory of the folder the cluster file came from
+//! (`config`: the repository, or the `--trusted-config` folder). The endpoint was checked when
+//! the cluster file was parsed: it carries no credentials, so it is printed as it is.
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context as _, bail};
+
+use crate::output::errln;
 use proxops_core::{ClusterFile, Endpoint, SecretSource, Tls};
 use proxops_pve::{Client, ClientConfig, TlsMode};
 
@@ -20,6 +26,7 @@ pub struct Connection {
 
 pub async fn connect(
     repo: &Path,
+    config: &Path,
     cluster: &ClusterFile,
     sops: Option<&crate::secrets::LazySops>,
 ) -> anyhow::Result<Connection> {
@@ -57,7 +64,7 @@ pub async fn connect(
         }
         Endpoint::Https(url) | Endpoint::Http(url) => {
             if matches!(cluster.endpoint, Endpoint::Http(_)) {
-                eprintln!(
+                errln!(
                     "warning: {}: {url} is plain HTTP; the API token crosses the network unencrypted",
                     cluster.file
                 );
@@ -95,14 +102,18 @@ pub async fn connect(
             let tls = match &cluster.tls {
                 Tls::System => TlsMode::System,
                 Tls::CaFile(file) => {
-                    let pem = std::fs::read(repo.join(file)).with_context(|| {
-                        format!("{}: spec.tls.ca-file: reading {file}", cluster.file)
-                    })?;
+                    let pem = proxops_core::RepoDir::open(config)
+                        .map_err(anyhow::Error::from)
+                        .and_then(|dir| {
+                            dir.read(file, proxops_core::repo::MAX_CA_BYTES)
+                                .map_err(anyhow::Error::from)
+                        })
+                        .with_context(|| format!("{}: spec.tls.ca-file", cluster.file))?;
                     TlsMode::CaPem(pem)
                 }
                 Tls::Fingerprint(fp) => TlsMode::Fingerprint(fp.clone()),
                 Tls::Insecure => {
-                    eprintln!(
+                    errln!(
                         "warning: {}: spec.tls.insecure: the server certificate is not checked",
                         cluster.file
                     );

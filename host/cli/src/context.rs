@@ -1,6 +1,6 @@
 //! What every command needs: the WebAssembly runtime and the loaded kinds.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -15,6 +15,9 @@ pub struct Context {
     /// Where proxops keeps what a run remembers for the next (failed stop-required changes),
     /// keyed by endpoint: the cache folder, never the repository.
     pub state_dir: Option<PathBuf>,
+    /// `--trusted-config DIR`: cluster files, `proxops.yaml` and the files they name come
+    /// from here; only manifests come from the repository under review.
+    pub trusted_config: Option<PathBuf>,
 }
 
 impl Context {
@@ -40,6 +43,13 @@ impl Context {
             runtime,
             kinds,
             state_dir,
+            trusted_config: None,
         })
+    }
+
+    /// Where cluster files, `proxops.yaml`, policies, SOPS and CA files are read: the
+    /// `--trusted-config` folder, else the repository itself.
+    pub fn config_root<'a>(&'a self, repo: &'a Path) -> &'a Path {
+        self.trusted_config.as_deref().unwrap_or(repo)
     }
 }

@@ -73,6 +73,9 @@ enum Command {
         /// Print diagnostics as JSON.
         #[arg(long)]
         json: bool,
+        /// Read cluster files, proxops.yaml (policies, token variables) and SOPS files from DIR (the protected branch's checkout); only manifests come from the repository.
+        #[arg(long, value_name = "DIR")]
+        trusted_config: Option<PathBuf>,
     },
     /// List the resource kinds this binary carries.
     Kinds {
@@ -100,6 +103,9 @@ enum Command {
         detailed_exitcode: bool,
         #[command(flatten)]
         run: RunFlags,
+        /// Read cluster files, proxops.yaml (policies, token variables) and SOPS files from DIR (the protected branch's checkout); only manifests come from the repository.
+        #[arg(long, value_name = "DIR")]
+        trusted_config: Option<PathBuf>,
     },
     /// Converge the clusters to the manifests: plan, execute, observe again until converged.
     #[command(
@@ -117,6 +123,9 @@ enum Command {
         cluster: Option<String>,
         #[command(flatten)]
         run: RunFlags,
+        /// Read cluster files, proxops.yaml (policies, token variables) and SOPS files from DIR (the protected branch's checkout); only manifests come from the repository.
+        #[arg(long, value_name = "DIR")]
+        trusted_config: Option<PathBuf>,
     },
     /// Print the dependency graph of the manifests (clone sources, images, ISOs).
     Graph {
@@ -266,8 +275,8 @@ fn sim_unlock(
         anyhow::bail!("{}: no such simulator state file", file.display());
     }
     match proxops_sim::unlock(&file, vmid)? {
-        Some(lock) => println!("VM {vmid}: removed lock '{lock}' ({})", file.display()),
-        None => println!("VM {vmid} is not locked ({})", file.display()),
+        Some(lock) => output::outln!("VM {vmid}: removed lock '{lock}' ({})", file.display()),
+        None => output::outln!("VM {vmid} is not locked ({})", file.display()),
     }
     Ok(exit::OK)
 }
@@ -336,13 +345,30 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             } => sim_unlock(vmid, &repo, cluster.as_deref(), state),
         };
     }
-    let ctx = context::Context::new(
+    if let Command::Validate { repo, .. }
+    | Command::Plan { repo, .. }
+    | Command::Apply { repo, .. }
+    | Command::Graph { repo, .. } = &cli.command
+    {
+        validate::ensure_repository(repo, "")?;
+    }
+    let mut trusted = None;
+    if let Command::Validate { trusted_config, .. }
+    | Command::Plan { trusted_config, .. }
+    | Command::Apply { trusted_config, .. } = &cli.command
+        && let Some(dir) = trusted_config
+    {
+        validate::ensure_repository(dir, "--trusted-config: ")?;
+        trusted = Some(dir.clone());
+    }
+    let mut ctx = context::Context::new(
         cli.cache_dir.clone(),
         cli.no_cache,
         cli.age_identity.clone(),
     )?;
+    ctx.trusted_config = trusted;
     match cli.command {
-        Command::Validate { repo, json } => validate::run(&ctx, &repo, json),
+        Command::Validate { repo, json, .. } => validate::run(&ctx, &repo, json),
         Command::Kinds { json } => inspect::kinds(&ctx, json),
         Command::Schema { kind } => inspect::schema(&ctx, &kind),
         Command::Plan {
@@ -351,6 +377,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             json,
             detailed_exitcode,
             run,
+            ..
         } => runtime.block_on(reconcile::plan(
             &ctx,
             &repo,
@@ -359,7 +386,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             detailed_exitcode,
             run.into(),
         )),
-        Command::Apply { repo, cluster, run } => runtime.block_on(reconcile::apply(
+        Command::Apply {
+            repo, cluster, run, ..
+        } => runtime.block_on(reconcile::apply(
             &ctx,
             &repo,
             cluster.as_deref(),

@@ -164,7 +164,7 @@ pub fn run_test(runtime: &Runtime, opts: &TestOptions) -> anyhow::Result<u8> {
             policy.sha256()
         );
         outln!("verdict: {verdict}");
-        print!("{report}");
+        output::out!("{report}");
         if failed {
             outln!("  (in enforce mode a failing policy counts as a deny)");
         }

@@ -35,8 +35,8 @@ struct Prepared {
 /// Load, validate and load the site policies. An invalid `proxops.yaml` or policy stops the
 /// whole run before any cluster is touched: the diagnostics are returned.
 fn prepare(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagnostic>> {
-    let settings = proxops_core::settings::load(repo)?;
-    let policies = PolicySet::load(&ctx.runtime, repo, &settings)?;
+    let settings = proxops_core::settings::load(ctx.config_root(repo))?;
+    let policies = PolicySet::load(&ctx.runtime, ctx.config_root(repo), &settings)?;
     let checked = validate::check(ctx, repo);
     Ok(Prepared {
         clusters: checked.repo.clusters,
@@ -121,13 +121,12 @@ fn cluster_errors<'d>(p: &'d Prepared, cluster: &str) -> Vec<&'d Diagnostic> {
 fn selected(p: &Prepared) -> Vec<String> {
     let mut names: Vec<String> = p.clusters.keys().cloned().collect();
     for d in p.diags.iter().filter(|d| d.is_error()) {
-        if let Some(c) = d
-            .file
-            .split('/')
-            .nth(1)
-            .filter(|_| !d.file.starts_with("clusters/"))
-        {
-            let c = c.trim_end_matches(".yaml").to_string();
+        // An invalid cluster file is not in `clusters`: its errors name the cluster.
+        if let Some(c) = d.file.split('/').nth(1) {
+            let c = c
+                .trim_end_matches(".yaml")
+                .trim_end_matches(".yml")
+                .to_string();
             if !names.contains(&c) && !c.is_empty() {
                 names.push(c);
             }
@@ -302,14 +301,20 @@ async fn plan_one(
         );
         return None;
     };
-    let conn =
-        match crate::connect::connect(repo, cluster, p.sops.get(name).map(|d| d.as_ref())).await {
-            Ok(c) => c,
-            Err(e) => {
-                say(quiet, format!("Cluster {name}: cannot connect: {e:#}"));
-                return None;
-            }
-        };
+    let conn = match crate::connect::connect(
+        repo,
+        ctx.config_root(repo),
+        cluster,
+        p.sops.get(name).map(|d| d.as_ref()),
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            say(quiet, format!("Cluster {name}: cannot connect: {e:#}"));
+            return None;
+        }
+    };
     if !quiet {
         say(quiet, format!("Cluster {name} ({})", conn.label));
     }

@@ -12,6 +12,8 @@ use proxops_secrets::{Identities, LookupError, SopsDocument};
 
 /// One cluster's SOPS file, decrypted (and its MAC verified) the first time a secret is read.
 pub struct LazySops {
+    /// The repository (or `--trusted-config` folder) the file is read from.
+    root: PathBuf,
     path: PathBuf,
     shown: String,
     identity: Option<PathBuf>,
@@ -21,6 +23,7 @@ pub struct LazySops {
 impl LazySops {
     pub fn new(repo: &Path, file: &str, identity: Option<PathBuf>) -> LazySops {
         LazySops {
+            root: repo.to_path_buf(),
             path: repo.join(file),
             shown: file.to_string(),
             identity,
@@ -31,15 +34,21 @@ impl LazySops {
     fn doc(&self) -> Result<&SopsDocument, String> {
         self.doc
             .get_or_init(|| {
-                if !self.path.exists() {
-                    return Err(format!(
-                        "the cluster's SOPS file {} does not exist",
-                        self.shown
-                    ));
-                }
+                // Through the repository's rooted directory, as every file it names.
+                let dir = proxops_core::RepoDir::open(&self.root).map_err(|e| e.to_string())?;
+                let bytes = match dir.read(&self.shown, proxops_secrets::MAX_BYTES) {
+                    Ok(bytes) => bytes,
+                    Err(proxops_core::rooted::ReadError::NotFound(_)) => {
+                        return Err(format!(
+                            "the cluster's SOPS file {} does not exist",
+                            self.shown
+                        ));
+                    }
+                    Err(e) => return Err(format!("the cluster's SOPS file: {e}")),
+                };
                 let identities = Identities::from_env_and_defaults(self.identity.as_deref())
                     .map_err(|e| e.to_string())?;
-                SopsDocument::open(&self.path, &identities).map_err(|e| e.to_string())
+                SopsDocument::from_bytes(&self.path, &bytes, &identities).map_err(|e| e.to_string())
             })
             .as_ref()
             .map_err(Clone::clone)

@@ -8,7 +8,7 @@ use proxops_core::Diagnostic;
 
 use crate::context::Context;
 use crate::exit;
-use crate::output::outln;
+use crate::output::{self, errln, outln};
 use crate::secrets::LazySops;
 
 /// A loaded and validated repository.
@@ -21,18 +21,33 @@ pub struct Checked {
     pub sops: BTreeMap<String, Arc<LazySops>>,
 }
 
-/// Load and validate.
+/// Load and validate. With `--trusted-config`, cluster files, `proxops.yaml` and the SOPS
+/// files come from that folder and only the manifests from `repo`.
 pub fn check(ctx: &Context, repo: &Path) -> Checked {
     let folders = ctx.kinds.folders();
     let folders: Vec<&str> = folders.iter().map(String::as_str).collect();
+    let config = ctx.config_root(repo);
     let started = std::time::Instant::now();
-    let (loaded, mut diags) = proxops_core::load(repo, &folders);
+    let (loaded, mut diags) = proxops_core::load_split(repo, config, &folders);
     tracing::debug!(
         "loaded {} manifests in {:?}",
         loaded.manifests.len(),
         started.elapsed()
     );
-    let sops = crate::secrets::for_repo(repo, &loaded.clusters, ctx.age_identity.as_deref());
+    // Token variables: PROXOPS_*, PVE_*, or allowed by name in proxops.yaml (whose own errors
+    // are reported here too, so that validate shows every problem).
+    let allowed = match proxops_core::settings::load(config) {
+        Ok(settings) => settings.token_env,
+        Err(mut errors) => {
+            errors.retain(|d| d.file == proxops_core::settings::FILE);
+            diags.append(&mut errors);
+            Vec::new()
+        }
+    };
+    for cluster in loaded.clusters.values() {
+        diags.extend(proxops_core::cluster::check_token_env(cluster, &allowed));
+    }
+    let sops = crate::secrets::for_repo(config, &loaded.clusters, ctx.age_identity.as_deref());
     let (catalog, mut more) =
         proxops_reconcile::validate_repo(&ctx.kinds, &loaded, &crate::secrets::sources(&sops));
     diags.append(&mut more);
@@ -46,13 +61,26 @@ pub fn check(ctx: &Context, repo: &Path) -> Checked {
 }
 
 pub fn run(ctx: &Context, repo: &Path, json: bool) -> anyhow::Result<u8> {
-    let Checked { catalog, diags, .. } = check(ctx, repo);
+    let Checked {
+        catalog,
+        diags,
+        repo: loaded,
+        ..
+    } = check(ctx, repo);
+    if loaded.clusters.is_empty() && loaded.manifests.is_empty() && diags.is_empty() {
+        // "0 manifests valid" would read as success for an empty or mistyped path.
+        errln!(
+            "error: {} holds no cluster files (clusters/*.yaml) and no manifests: nothing to validate; is it a proxops repository?",
+            output::inline(&repo.display().to_string())
+        );
+        return Ok(exit::ERROR);
+    }
     let errors = diags.iter().filter(|d| d.is_error()).count();
     if json {
         crate::output::json(&diags)?;
     } else {
         for d in &diags {
-            outln!("{d}");
+            outln!("{}", output::inline(&d.to_string()));
         }
         let warnings = diags.len() - errors;
         if errors == 0 {
@@ -65,4 +93,12 @@ pub fn run(ctx: &Context, repo: &Path, json: bool) -> anyhow::Result<u8> {
         }
     }
     Ok(if errors == 0 { exit::OK } else { exit::ERROR })
+}
+
+/// A repository argument must be a folder: `plan vm/lab/web.yaml` says so instead of failing
+/// later with a message about something else.
+pub fn ensure_repository(path: &Path, flag: &str) -> anyhow::Result<()> {
+    proxops_core::RepoDir::open(path)
+        .map(drop)
+        .map_err(|e| anyhow::anyhow!("{flag}{e}"))
 }

@@ -19,14 +19,14 @@
 use serde_json::{Map, Value};
 
 use crate::API_VERSION;
-use crate::diag::Diagnostic;
+use crate::diag::{Diagnostic, quote};
 
 /// Where the cluster's API is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Endpoint {
     /// The embedded simulator, its state under the repository's `.proxops/`.
     Sim,
-    /// `https://host:port`, no path.
+    /// `https://host:port`: no credentials, no path, no query (see [`parse_endpoint`]).
     Https(String),
     /// `http://host:port`: allowed, with a warning (the token crosses the network in clear).
     Http(String),
@@ -182,7 +182,17 @@ impl Reader<'_> {
     fn secret(&mut self, v: &Value, path: &str) -> Option<SecretSource> {
         let map = self.object(v, path, &["env", "sops"])?;
         match (map.get("env"), map.get("sops")) {
-            (Some(Value::String(e)), None) if !e.is_empty() => Some(SecretSource::Env(e.clone())),
+            (Some(Value::String(e)), None) if is_env_name(e) => Some(SecretSource::Env(e.clone())),
+            (Some(Value::String(e)), None) => {
+                self.err(
+                    &format!("{path}.env"),
+                    format!(
+                        "`{}` is not an environment variable name (letters, digits and `_`, not starting with a digit)",
+                        quote(e)
+                    ),
+                );
+                None
+            }
             (None, Some(Value::String(s))) if !s.is_empty() => Some(SecretSource::Sops(s.clone())),
             _ => {
                 self.err(
@@ -225,7 +235,7 @@ impl ClusterFile {
             Some(n) if n == name => {}
             Some(n) => r.err(
                 "metadata.name",
-                format!("`{n}` does not match the file name `{name}`"),
+                format!("`{}` does not match the file name `{name}`", quote(n)),
             ),
             None => r.err("metadata.name", "required field is missing"),
         }
@@ -247,21 +257,14 @@ impl ClusterFile {
             .cloned()
             .unwrap_or_default();
 
-        let endpoint = match r.string(&spec, "spec", "endpoint", true).as_deref() {
-            Some("sim:") => Some(Endpoint::Sim),
-            Some(url) if url.starts_with("https://") => {
-                Some(Endpoint::Https(url.trim_end_matches('/').to_string()))
-            }
-            Some(url) if url.starts_with("http://") => {
-                Some(Endpoint::Http(url.trim_end_matches('/').to_string()))
-            }
-            Some(other) => {
-                r.err(
-                    "spec.endpoint",
-                    format!("`{other}` is not `sim:`, `https://host:8006` or `http://host:port`"),
-                );
-                None
-            }
+        let endpoint = match r.string(&spec, "spec", "endpoint", true) {
+            Some(url) => match parse_endpoint(&url) {
+                Ok(e) => Some(e),
+                Err(message) => {
+                    r.err("spec.endpoint", message);
+                    None
+                }
+            },
             None => None,
         };
 
@@ -421,4 +424,100 @@ pub fn normalise_fingerprint(fp: &str) -> Option<String> {
     let upper = hex.to_ascii_uppercase();
     let pairs: Vec<&str> = (0..32).map(|i| &upper[2 * i..2 * i + 2]).collect();
     Some(pairs.join(":"))
+}
+
+/// `sim:`, or `https://host[:port]` / `http://host[:port]` with nothing else: credentials
+/// (`user:password@`) are refused, so an endpoint never carries a secret into output or logs;
+/// a path other than `/`, a query or a fragment are refused, since proxops adds `/api2/json`
+/// itself. The message quotes the value with any credentials replaced by `***`.
+pub fn parse_endpoint(text: &str) -> Result<Endpoint, String> {
+    if text == "sim:" {
+        return Ok(Endpoint::Sim);
+    }
+    let shown = quote(&redact_userinfo(text));
+    let not_an_endpoint =
+        || format!("`{shown}` is not `sim:`, `https://host:8006` or `http://host:port`");
+    let lower = text.to_ascii_lowercase();
+    if !(lower.starts_with("https://") || lower.starts_with("http://")) {
+        return Err(not_an_endpoint());
+    }
+    let url = url::Url::parse(text).map_err(|e| format!("{}: {e}", not_an_endpoint()))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "`{shown}` has credentials in it; they would be printed and logged. Put the API token in spec.token"
+        ));
+    }
+    let Some(host) = url.host_str().filter(|h| !h.is_empty()) else {
+        return Err(format!("`{shown}` names no host"));
+    };
+    if url.path() != "/" && !url.path().is_empty() {
+        return Err(format!(
+            "`{shown}` has a path; give only https://host:port (proxops adds /api2/json itself)"
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!(
+            "`{shown}` has a query or fragment; give only https://host:port"
+        ));
+    }
+    let mut base = format!("{}://{host}", url.scheme());
+    if let Some(port) = url.port() {
+        base.push_str(&format!(":{port}"));
+    }
+    Ok(if url.scheme() == "https" {
+        Endpoint::Https(base)
+    } else {
+        Endpoint::Http(base)
+    })
+}
+
+/// `scheme://user:password@host/…` with the credentials replaced by `***`, for messages.
+pub fn redact_userinfo(text: &str) -> String {
+    let Some(start) = text.find("://").map(|i| i + 3) else {
+        return text.to_string();
+    };
+    let authority_end = text[start..]
+        .find(['/', '?', '#'])
+        .map_or(text.len(), |i| start + i);
+    match text[start..authority_end].rfind('@') {
+        Some(at) => format!("{}***{}", &text[..start], &text[start + at..]),
+        None => text.to_string(),
+    }
+}
+
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+fn is_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The prefixes an API token's environment variable may have without being allowed by name
+/// in `proxops.yaml` (`allow-token-env`).
+pub const TOKEN_ENV_PREFIXES: [&str; 2] = ["PROXOPS_", "PVE_"];
+
+/// A cluster file may read its API token only from a variable named `PROXOPS_*` or `PVE_*`,
+/// or one `proxops.yaml` lists in `allow-token-env`: otherwise a pull request editing
+/// `clusters/*.yaml` could make a CI plan send any CI secret to an endpoint of its choice.
+/// This is hygiene, not a control: `--trusted-config` is the control.
+pub fn check_token_env(cluster: &ClusterFile, allowed: &[String]) -> Option<Diagnostic> {
+    let SecretSource::Env(var) = &cluster.token.as_ref()?.secret else {
+        return None;
+    };
+    let ok = TOKEN_ENV_PREFIXES
+        .iter()
+        .any(|p| var.starts_with(p) && var.len() > p.len())
+        || allowed.iter().any(|a| a == var);
+    (!ok).then(|| {
+        Diagnostic::error(
+            &cluster.file,
+            "spec.token.secret.env",
+            format!(
+                "`{}` is not a token variable: its name must start with PROXOPS_ or PVE_, or be listed in proxops.yaml under allow-token-env",
+                quote(var)
+            ),
+        )
+    })
 }

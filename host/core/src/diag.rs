@@ -1,6 +1,52 @@
 //! Diagnostics: one problem, located by file, optional line and column, and field path.
+//!
+//! A diagnostic quotes at most [`MAX_QUOTE`] characters of any value: a value is quoted between
+//! backticks, and every backtick-quoted span longer than that is shortened when the
+//! diagnostic is made, whoever made it (the loader, a kind, a policy).
 
 use std::fmt;
+
+/// The most characters of one value a diagnostic quotes.
+pub const MAX_QUOTE: usize = 200;
+
+/// `value` cut to [`MAX_QUOTE`] characters, saying how much was left out.
+pub fn quote(value: &str) -> String {
+    match value.char_indices().nth(MAX_QUOTE) {
+        None => value.to_string(),
+        Some((cut, _)) => format!(
+            "{}… ({} more characters)",
+            &value[..cut],
+            value[cut..].chars().count()
+        ),
+    }
+}
+
+/// `message` with every backtick-quoted span cut by [`quote`].
+fn shorten_quotes(message: String) -> String {
+    let parts: Vec<&str> = message.split('`').collect();
+    // Odd indices are inside backticks; an unpaired last backtick leaves the tail as it is.
+    let paired = parts.len() % 2 == 1;
+    if !parts
+        .iter()
+        .enumerate()
+        .any(|(i, p)| i % 2 == 1 && p.chars().nth(MAX_QUOTE).is_some())
+    {
+        return message;
+    }
+    let mut out = String::with_capacity(message.len().min(4096));
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            out.push('`');
+        }
+        let inside = i % 2 == 1 && (paired || i + 1 < parts.len());
+        if inside {
+            out.push_str(&quote(part));
+        } else {
+            out.push_str(part);
+        }
+    }
+    out
+}
 
 /// How serious a diagnostic is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
@@ -36,7 +82,7 @@ impl Diagnostic {
             column: None,
             path: path.into(),
             severity: Severity::Error,
-            message: message.into(),
+            message: shorten_quotes(message.into()),
         }
     }
 

@@ -5,12 +5,15 @@
 pub mod cluster;
 pub mod diag;
 pub mod repo;
+pub mod rooted;
 pub mod settings;
 pub mod text;
+pub mod yaml;
 
 pub use cluster::{ClusterFile, Endpoint, SecretSource, Tls};
 pub use diag::{Diagnostic, Severity};
-pub use repo::{Manifest, Repo, load};
+pub use repo::{Manifest, Repo, load, load_split};
+pub use rooted::RepoDir;
 
 /// The `apiVersion` of every proxops document.
 pub const API_VERSION: &str = "proxops/v1alpha1";

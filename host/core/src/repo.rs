@@ -1,20 +1,24 @@
 //! Loading a repository: `<folder>/<cluster>/<name>.yaml` manifests for every kind folder,
-//! and `clusters/<cluster>.yaml`, read through a cap-std `Dir` rooted at the repository so
-//! that no path and no symlink can lead outside it.
+//! and `clusters/<cluster>.yaml`, read through [`RepoDir`] (a cap-std `Dir` rooted at the
+//! repository) so that no path and no symlink can lead outside it.
 //!
 //! Naming rule: a manifest's `metadata.name` must equal its file name without the `.yaml`
 //! (or `.yml`) extension, so the file tree alone tells what exists and two files can never
 //! claim one object by accident. The cluster is the folder the file sits in.
+//!
+//! With `--trusted-config`, manifests come from the tree under review and cluster files from
+//! another root (the protected branch's checkout): [`load_split`].
 
-use std::collections::BTreeMap;
-use std::io;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
-
-use crate::cluster::ClusterFile;
+use crate::cluster::{ClusterFile, Tls};
 use crate::diag::Diagnostic;
+use crate::rooted::{Entry, Listing, ReadError, RepoDir};
+use crate::yaml;
+
+/// The largest CA file (`spec.tls.ca-file`) proxops reads.
+pub const MAX_CA_BYTES: usize = 1024 * 1024;
 
 /// One manifest file, parsed.
 #[derive(Debug, Clone)]
@@ -41,7 +45,11 @@ impl Manifest {
 /// Everything read from a repository.
 #[derive(Debug, Clone, Default)]
 pub struct Repo {
+    /// Where the manifests were read.
     pub root: PathBuf,
+    /// Where the cluster files were read; files they name (SOPS, CA) are read there too.
+    /// Equal to `root` unless `--trusted-config` was given.
+    pub config_root: PathBuf,
     pub clusters: BTreeMap<String, ClusterFile>,
     /// Sorted by file path.
     pub manifests: Vec<Manifest>,
@@ -51,27 +59,40 @@ pub struct Repo {
 /// kinds' `describe()`). Returns what could be read plus every problem found, so that one
 /// run reports all of them.
 pub fn load(root: &Path, folders: &[&str]) -> (Repo, Vec<Diagnostic>) {
+    load_split(root, root, folders)
+}
+
+/// [`load`] with the manifests from `root` and the cluster files from `config`.
+pub fn load_split(root: &Path, config: &Path, folders: &[&str]) -> (Repo, Vec<Diagnostic>) {
     let mut repo = Repo {
         root: root.to_path_buf(),
+        config_root: config.to_path_buf(),
         ..Repo::default()
     };
     let mut diags = Vec::new();
-    let dir = match Dir::open_ambient_dir(root, ambient_authority()) {
-        Ok(dir) => dir,
-        Err(e) => {
-            diags.push(Diagnostic::error(
-                root.display().to_string(),
-                "",
-                format!("cannot open the repository: {e}"),
-            ));
+    let open = |path: &Path| {
+        RepoDir::open(path)
+            .map_err(|e| Diagnostic::error(path.display().to_string(), "", e.to_string()))
+    };
+    let (dir, config_dir) = match (open(root), open(config)) {
+        (Ok(dir), Ok(config_dir)) => (dir, config_dir),
+        (a, b) => {
+            diags.extend(a.err());
+            if config != root {
+                diags.extend(b.err());
+            }
             return (repo, diags);
         }
     };
 
-    for (file, doc) in read_folder_files(&dir, "clusters", &mut diags) {
+    // Every cluster file that exists, valid or not: a manifest folder whose cluster file is
+    // invalid gets that file's errors, not a second, false "no cluster file".
+    let mut cluster_names = BTreeSet::new();
+    for (file, doc) in read_folder_files(&config_dir, "clusters", &mut diags, &mut cluster_names) {
         let name = stem(&file).to_string();
         match ClusterFile::parse(&file, &name, &doc) {
             Ok(cluster) => {
+                check_named_files(&config_dir, &cluster, &mut diags);
                 repo.clusters.insert(name, cluster);
             }
             Err(mut errors) => diags.append(&mut errors),
@@ -80,28 +101,35 @@ pub fn load(root: &Path, folders: &[&str]) -> (Repo, Vec<Diagnostic>) {
 
     let mut seen: BTreeMap<(String, String, String), String> = BTreeMap::new();
     for folder in folders {
-        let Some(kind_dir) = open_optional_dir(&dir, folder, &mut diags) else {
+        let Some(entries) = list_optional(&dir, folder, &mut diags) else {
             continue;
         };
-        for cluster_entry in sorted_entries(&kind_dir, folder, &mut diags) {
-            let (cluster, is_dir) = cluster_entry;
+        for (cluster, entry) in entries {
             let rel = format!("{folder}/{cluster}");
-            if !is_dir {
-                diags.push(Diagnostic::error(
-                    rel,
-                    "",
-                    format!("manifests live in {folder}/<cluster>/<name>.yaml; move this file into a cluster folder"),
-                ));
-                continue;
+            match entry {
+                Ok(Entry::Folder) => {}
+                Ok(_) => {
+                    diags.push(Diagnostic::error(
+                        rel,
+                        "",
+                        format!("manifests live in {folder}/<cluster>/<name>.yaml; move this file into a cluster folder"),
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    diags.push(Diagnostic::error(rel, "", e.to_string()));
+                    continue;
+                }
             }
-            if !repo.clusters.contains_key(&cluster) {
+            if !cluster_names.contains(&cluster) {
                 diags.push(Diagnostic::error(
                     rel.clone(),
                     "",
                     format!("no cluster file clusters/{cluster}.yaml for the manifests in {rel}/"),
                 ));
             }
-            for (file, document) in read_folder_files(&dir, &rel, &mut diags) {
+            for (file, document) in read_folder_files(&dir, &rel, &mut diags, &mut BTreeSet::new())
+            {
                 let name = stem(&file).to_string();
                 check_name(&file, &name, &document, &mut diags);
                 let key = (folder.to_string(), cluster.clone(), name.clone());
@@ -129,6 +157,35 @@ pub fn load(root: &Path, folders: &[&str]) -> (Repo, Vec<Diagnostic>) {
     (repo, diags)
 }
 
+/// The files a cluster file names must be readable inside the repository: the CA file now
+/// (it is small and always needed), the SOPS file's path (read only when a secret is used).
+fn check_named_files(config: &RepoDir, cluster: &ClusterFile, diags: &mut Vec<Diagnostic>) {
+    if let Tls::CaFile(ca) = &cluster.tls
+        && let Err(e) = config.read(ca, MAX_CA_BYTES)
+    {
+        diags.push(Diagnostic::error(
+            &cluster.file,
+            "spec.tls.ca-file",
+            e.to_string(),
+        ));
+    }
+    let problem = match config.entry(&cluster.sops_file) {
+        Ok(Entry::File) | Err(ReadError::NotFound(_)) => None,
+        Ok(Entry::Folder) => Some(format!(
+            "refused: `{}` is a folder, not a regular file",
+            crate::diag::quote(&cluster.sops_file)
+        )),
+        Ok(Entry::Other(what)) => Some(format!(
+            "refused: `{}` is {what}, not a regular file",
+            crate::diag::quote(&cluster.sops_file)
+        )),
+        Err(e) => Some(e.to_string()),
+    };
+    if let Some(message) = problem {
+        diags.push(Diagnostic::error(&cluster.file, "spec.sops-file", message));
+    }
+}
+
 fn stem(file: &str) -> &str {
     let base = file.rsplit('/').next().unwrap_or(file);
     base.strip_suffix(".yaml")
@@ -148,93 +205,77 @@ fn check_name(file: &str, stem: &str, document: &serde_json::Value, diags: &mut 
     }
 }
 
-fn open_optional_dir(dir: &Dir, path: &str, diags: &mut Vec<Diagnostic>) -> Option<Dir> {
-    match dir.open_dir(path) {
-        Ok(d) => Some(d),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+/// The entries of folder `rel`; `None` when it does not exist.
+fn list_optional(dir: &RepoDir, rel: &str, diags: &mut Vec<Diagnostic>) -> Option<Listing> {
+    match dir.entry(rel) {
+        Err(ReadError::NotFound(_)) => return None,
         Err(e) => {
-            diags.push(Diagnostic::error(path, "", escape_message(&e, "folder")));
+            diags.push(Diagnostic::error(rel, "", e.to_string()));
+            return None;
+        }
+        Ok(Entry::Folder) => {}
+        Ok(_) => {
+            diags.push(Diagnostic::error(rel, "", "expected a folder"));
+            return None;
+        }
+    }
+    match dir.list(rel) {
+        Ok(entries) => Some(entries),
+        Err(e) => {
+            diags.push(Diagnostic::error(rel, "", e.to_string()));
             None
         }
     }
 }
 
-fn escape_message(e: &io::Error, what: &str) -> String {
-    if e.kind() == io::ErrorKind::PermissionDenied || e.to_string().contains("outside") {
-        format!(
-            "refused: this {what} leads outside the repository (symlink or `..`); proxops only reads inside the repository"
-        )
-    } else {
-        format!("cannot read this {what}: {e}")
-    }
-}
-
-/// Entries of a directory as (name, is_dir), sorted; symlinks count by what they point to
-/// inside the repository.
-fn sorted_entries(dir: &Dir, rel: &str, diags: &mut Vec<Diagnostic>) -> Vec<(String, bool)> {
-    let mut out = Vec::new();
-    let entries = match dir.entries() {
-        Ok(e) => e,
-        Err(e) => {
-            diags.push(Diagnostic::error(rel, "", escape_message(&e, "folder")));
-            return out;
-        }
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        // A plain file or folder is known from the entry; for a symlink, `metadata` follows
-        // it, but only inside `dir`: cap-std refuses escapes.
-        match entry.file_type() {
-            Ok(t) if !t.is_symlink() => {
-                out.push((name, t.is_dir()));
-                continue;
-            }
-            _ => {}
-        }
-        match dir.metadata(&name) {
-            Ok(meta) => out.push((name, meta.is_dir())),
-            Err(e) => diags.push(Diagnostic::error(
-                format!("{rel}/{name}"),
-                "",
-                escape_message(&e, "path"),
-            )),
-        }
-    }
-    out.sort();
-    out
-}
-
 /// Parse every `.yaml`/`.yml` file directly in `rel`; other files are ignored with a warning.
+/// `names` receives the stem of every YAML file found, whether it parses or not.
 fn read_folder_files(
-    root: &Dir,
+    dir: &RepoDir,
     rel: &str,
     diags: &mut Vec<Diagnostic>,
+    stems: &mut BTreeSet<String>,
 ) -> Vec<(String, serde_json::Value)> {
-    let Some(dir) = open_optional_dir(root, rel, diags) else {
+    let Some(entries) = list_optional(dir, rel, diags) else {
         return Vec::new();
     };
     let mut names = Vec::new();
-    for (name, is_dir) in sorted_entries(&dir, rel, diags) {
-        if is_dir || !(name.ends_with(".yaml") || name.ends_with(".yml")) {
+    for (name, entry) in entries {
+        let file = format!("{rel}/{name}");
+        if !(name.ends_with(".yaml") || name.ends_with(".yml"))
+            || entry.as_ref().is_ok_and(|e| *e == Entry::Folder)
+        {
             diags.push(Diagnostic::warning(
-                format!("{rel}/{name}"),
+                file,
                 "",
                 "ignored: only .yaml and .yml files are read here",
             ));
             continue;
         }
-        names.push(name);
+        stems.insert(stem(&name).to_string());
+        match entry {
+            // Read (and refused there) below, so that every refusal has one wording.
+            Ok(_) => names.push(name),
+            Err(e) => diags.push(Diagnostic::error(file, "", e.to_string())),
+        }
     }
     // Reading and parsing thousands of manifests is the bulk of loading: spread it over the
     // cores, keeping the order.
     let read = |name: &String| -> Result<(String, serde_json::Value), Diagnostic> {
         let file = format!("{rel}/{name}");
-        let text = dir
-            .read_to_string(name)
-            .map_err(|e| Diagnostic::error(&file, "", escape_message(&e, "file")))?;
+        let bytes = dir
+            .read(&file, yaml::MAX_BYTES)
+            .map_err(|e| Diagnostic::error(&file, "", e.to_string()))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            Diagnostic::error(
+                &file,
+                "",
+                format!(
+                    "the file is not UTF-8 text (invalid byte at offset {})",
+                    e.utf8_error().valid_up_to()
+                ),
+            )
+        })?;
         let doc = parse_yaml(&file, &text)?;
         Ok((file, doc))
     };
@@ -266,7 +307,12 @@ fn read_folder_files(
 }
 
 /// Parse one YAML document into JSON; syntax errors carry line and column.
+///
+/// The limits of [`crate::yaml`] (size, depth, duplicate keys) are checked first; a leading
+/// byte order mark is skipped.
 pub fn parse_yaml(file: &str, text: &str) -> Result<serde_json::Value, Diagnostic> {
+    let text = yaml::strip_bom(text);
+    yaml::check(text).map_err(|p| limit_error(file, p))?;
     let mut docs = serde_yaml::Deserializer::from_str(text);
     let Some(first) = docs.next() else {
         return Err(Diagnostic::error(
@@ -299,6 +345,16 @@ pub fn parse_yaml(file: &str, text: &str) -> Result<serde_json::Value, Diagnosti
         ));
     }
     Ok(value)
+}
+
+/// A refusal of [`yaml::check`] as a diagnostic.
+pub fn limit_error(file: &str, p: yaml::Problem) -> Diagnostic {
+    let d = Diagnostic::error(file, p.path, p.message);
+    if p.line == 0 {
+        d
+    } else {
+        d.at(p.line, p.column)
+    }
 }
 
 fn yaml_error(file: &str, e: &serde_yaml::Error) -> Diagnostic {

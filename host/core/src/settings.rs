@@ -13,20 +13,20 @@
 //! guest-budget:                                   # optional: time per guest per run
 //!   policy: 30s                                   # each policy, each cluster (default 30s)
 //!   kind: 10m                                     # each kind, each cluster (default: none)
+//! allow-token-env: [CI_PVE_TOKEN]                   # token variables beyond PROXOPS_*/PVE_*
 //! ```
 //!
-//! A repository without `proxops.yaml` has no policies. Files are read through a cap-std
-//! `Dir` rooted at the repository, so neither `..` nor a symlink can lead outside it.
+//! A repository without `proxops.yaml` has no policies. Files are read through
+//! [`RepoDir`] (a cap-std `Dir` rooted at the repository), so neither `..` nor a symlink can
+//! lead outside it.
 
-use std::io;
-use std::path::{Component, Path};
+use std::path::Path;
 
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
 use serde_json::{Map, Value};
 
 use crate::API_VERSION;
 use crate::diag::Diagnostic;
+use crate::rooted::{ReadError, RepoDir, check_relative};
 
 /// The settings file, relative to the repository root.
 pub const FILE: &str = "proxops.yaml";
@@ -107,6 +107,9 @@ pub struct RepoSettings {
     pub file: Option<String>,
     pub policies: Vec<PolicyEntry>,
     pub guest_budget: GuestBudget,
+    /// `allow-token-env`: environment variables a cluster file may take its API token from
+    /// besides `PROXOPS_*` and `PVE_*`.
+    pub token_env: Vec<String>,
 }
 
 /// `guest-budget:`, the time all calls of one guest may take in one run (one cycle of one
@@ -187,29 +190,27 @@ fn parse_duration(text: &str) -> Option<std::time::Duration> {
 
 /// Read `proxops.yaml` in `root`; a missing file gives the defaults (no policies).
 pub fn load(root: &Path) -> Result<RepoSettings, Vec<Diagnostic>> {
-    let dir = Dir::open_ambient_dir(root, ambient_authority()).map_err(|e| {
+    let dir = RepoDir::open(root).map_err(|e| {
         vec![Diagnostic::error(
             root.display().to_string(),
             "",
-            format!("cannot open the repository: {e}"),
+            e.to_string(),
         )]
     })?;
-    let text = match dir.read_to_string(FILE) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(RepoSettings::default()),
-        Err(e) => {
-            return Err(vec![Diagnostic::error(
-                FILE,
-                "",
-                format!("cannot read: {e}"),
-            )]);
-        }
+    let bytes = match dir.read(FILE, crate::yaml::MAX_BYTES) {
+        Ok(b) => b,
+        Err(ReadError::NotFound(_)) => return Ok(RepoSettings::default()),
+        Err(e) => return Err(vec![Diagnostic::error(FILE, "", e.to_string())]),
     };
+    let text = String::from_utf8(bytes)
+        .map_err(|_| vec![Diagnostic::error(FILE, "", "the file is not UTF-8 text")])?;
     parse_text(FILE, &text)
 }
 
 /// Parse the text of a settings file named `file`.
 pub fn parse_text(file: &str, text: &str) -> Result<RepoSettings, Vec<Diagnostic>> {
+    let text = crate::yaml::strip_bom(text);
+    crate::yaml::check(text).map_err(|p| vec![crate::repo::limit_error(file, p)])?;
     let doc: Value = match serde_yaml::from_str::<Option<Value>>(text) {
         Ok(Some(v)) => v,
         Ok(None) => Value::Object(Map::new()),
@@ -243,10 +244,19 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
         )]);
     };
     for key in top.keys() {
-        if !["apiVersion", "kind", "policies", "guest-budget"].contains(&key.as_str()) {
+        if ![
+            "apiVersion",
+            "kind",
+            "policies",
+            "guest-budget",
+            "allow-token-env",
+        ]
+        .contains(&key.as_str())
+        {
             err(
                 key.clone(),
-                "unknown field; expected one of: apiVersion, kind, policies, guest-budget".into(),
+                "unknown field; expected one of: apiVersion, kind, policies, guest-budget, allow-token-env"
+                    .into(),
             );
         }
     }
@@ -282,11 +292,37 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
             "expected a list of {file, sha256, settings, mode, scope}".into(),
         ),
     }
+    let mut token_env = Vec::new();
+    match top.get("allow-token-env") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(names)) => {
+            for (i, name) in names.iter().enumerate() {
+                match name.as_str() {
+                    Some(n)
+                        if !n.is_empty()
+                            && !n.starts_with(|c: char| c.is_ascii_digit())
+                            && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') =>
+                    {
+                        token_env.push(n.to_string())
+                    }
+                    _ => err(
+                        format!("allow-token-env[{i}]"),
+                        "expected an environment variable name (letters, digits and `_`)".into(),
+                    ),
+                }
+            }
+        }
+        Some(_) => err(
+            "allow-token-env".into(),
+            "expected a list of environment variable names".into(),
+        ),
+    }
     if diags.is_empty() {
         Ok(RepoSettings {
             file: Some(file.to_string()),
             policies,
             guest_budget,
+            token_env,
         })
     } else {
         Err(diags)
@@ -324,8 +360,8 @@ fn parse_entry(
     let file = match map.get("file") {
         Some(Value::String(f)) if !f.is_empty() => match check_relative(f) {
             Ok(()) => Some(f.replace('\\', "/")),
-            Err(m) => {
-                err(at("file"), m);
+            Err(e) => {
+                err(at("file"), e.to_string());
                 None
             }
         },
@@ -459,42 +495,15 @@ fn parse_entry(
     })
 }
 
-/// A path inside the repository: relative, no `..`, no root or prefix.
-fn check_relative(path: &str) -> Result<(), String> {
-    let p = Path::new(path);
-    for c in p.components() {
-        match c {
-            Component::Normal(_) | Component::CurDir => {}
-            Component::ParentDir => {
-                return Err(format!(
-                    "`{path}` leads outside the repository (`..`); keep policies inside it"
-                ));
-            }
-            Component::RootDir | Component::Prefix(_) => {
-                return Err(format!(
-                    "`{path}` is absolute; give the path relative to the repository root"
-                ));
-            }
-        }
-    }
-    Ok(())
-}
+/// The largest policy file proxops reads.
+pub const MAX_POLICY_BYTES: usize = 64 * 1024 * 1024;
 
-/// Read a file of the repository through a cap-std `Dir`: absolute paths, `..` and symlinks
-/// that lead outside the repository are refused.
+/// Read a file of the repository through [`RepoDir`]: absolute paths, `..`, symlinks that
+/// lead outside the repository and non-regular files are refused.
 pub fn read_repo_file(root: &Path, rel: &str) -> Result<Vec<u8>, String> {
-    check_relative(rel)?;
-    let dir = Dir::open_ambient_dir(root, ambient_authority())
-        .map_err(|e| format!("cannot open the repository {}: {e}", root.display()))?;
-    dir.read(rel).map_err(|e| {
-        if e.kind() == io::ErrorKind::NotFound {
-            format!("`{rel}` does not exist in the repository")
-        } else if e.kind() == io::ErrorKind::PermissionDenied || e.to_string().contains("outside") {
-            format!("refused: `{rel}` leads outside the repository (symlink or `..`)")
-        } else {
-            format!("cannot read `{rel}`: {e}")
-        }
-    })
+    check_relative(rel).map_err(|e| e.to_string())?;
+    let dir = RepoDir::open(root).map_err(|e| e.to_string())?;
+    dir.read(rel, MAX_POLICY_BYTES).map_err(|e| e.to_string())
 }
 
 /// SHA-256 of `data` as 64 lower-case hex digits, the form policy pins are written in.

@@ -34,7 +34,9 @@ fn yaml_syntax_errors_carry_line_and_column() {
             ("clusters/lab.yaml", CLUSTER),
             ("vm/lab/web.yaml", "kind: VM\nspec:\n  memory: [1, 2\n"),
         ],
-        &["vm/lab/web.yaml:4:1: error: invalid YAML: did not find expected ',' or ']'"],
+        &[
+            "vm/lab/web.yaml:4:1: error: invalid YAML: while parsing a flow sequence, expected ',' or ']'",
+        ],
     );
 }
 
@@ -133,10 +135,341 @@ fn symlinks_leading_outside_are_refused() {
     assert_eq!(
         got,
         [
-            "templatevm: error: refused: this folder leads outside the repository (symlink or `..`); proxops only reads inside the repository",
-            "vm/lab/web.yaml: error: refused: this path leads outside the repository (symlink or `..`); proxops only reads inside the repository",
+            "templatevm: error: refused: `templatevm` leads outside the repository (a symlink to an absolute path or above the repository root); proxops only reads inside the repository",
+            "vm/lab/web.yaml: error: refused: `vm/lab/web.yaml` leads outside the repository (a symlink to an absolute path or above the repository root); proxops only reads inside the repository",
         ]
     );
+}
+
+/// Like [`check`], with symlinks (`link -> target`, target relative to the link) and FIFOs
+/// made after the files.
+#[cfg(unix)]
+fn check_special(
+    files: &[(&str, &str)],
+    links: &[(&str, &str)],
+    fifos: &[&str],
+    expected: &[&str],
+) -> crate::Repo {
+    let dir = tempfile::tempdir().unwrap();
+    for (path, text) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    for (link, target) in links {
+        let link = dir.path().join(link);
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(target, link).unwrap();
+    }
+    for fifo in fifos {
+        let path = dir.path().join(fifo);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .unwrap();
+        assert!(made.success());
+    }
+    let (repo, diags) = load(dir.path(), &["vm", "templatevm"]);
+    let got: Vec<String> = diags.iter().map(|d| d.to_string()).collect();
+    assert_eq!(got, expected);
+    repo
+}
+
+#[cfg(unix)]
+#[test]
+fn symlinks_inside_the_repository_are_followed() {
+    let repo = check_special(
+        &[
+            ("clusters/lab.yaml", CLUSTER),
+            ("shared/web.yaml", VM),
+            (
+                "shared/tvm/golden.yaml",
+                &VM.replace("VM", "TemplateVM").replace("web", "golden"),
+            ),
+        ],
+        &[
+            ("vm/lab/web.yaml", "../../shared/web.yaml"),
+            ("templatevm/lab", "../shared/tvm"),
+        ],
+        &[],
+        &[],
+    );
+    let files: Vec<&str> = repo.manifests.iter().map(|m| m.file.as_str()).collect();
+    assert_eq!(files, ["templatevm/lab/golden.yaml", "vm/lab/web.yaml"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn a_fifo_is_refused_without_blocking() {
+    check_special(
+        &[("clusters/lab.yaml", CLUSTER)],
+        &[("vm/lab/link.yaml", "pipe.yaml")],
+        &["vm/lab/web.yaml", "vm/lab/pipe.yaml", "clusters/other.yaml"],
+        &[
+            "clusters/other.yaml: error: refused: `clusters/other.yaml` is a FIFO, not a regular file",
+            "vm/lab/link.yaml: error: refused: `vm/lab/link.yaml` is a FIFO, not a regular file",
+            "vm/lab/pipe.yaml: error: refused: `vm/lab/pipe.yaml` is a FIFO, not a regular file",
+            "vm/lab/web.yaml: error: refused: `vm/lab/web.yaml` is a FIFO, not a regular file",
+        ],
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn files_a_cluster_file_names_stay_inside() {
+    let cluster = |tls_and_sops: &str| {
+        format!(
+            "apiVersion: proxops/v1alpha1\nkind: Cluster\nmetadata: {{name: lab}}\nspec:\n  endpoint: https://pve:8006\n  token: {{id: a@pam!b, secret: {{env: PVE_TOKEN}}}}\n{tls_and_sops}"
+        )
+    };
+    // (cluster file, symlinks, expected diagnostics)
+    type Case<'a> = (String, Vec<(&'a str, &'a str)>, Vec<&'a str>);
+    let cases: Vec<Case> = vec![
+        (
+            cluster("  tls: {ca-file: certs/ca.pem}\n"),
+            vec![],
+            vec![
+                "clusters/lab.yaml: error: spec.tls.ca-file: `certs/ca.pem` does not exist in the repository",
+            ],
+        ),
+        (
+            cluster("  tls: {ca-file: ../../etc/passwd}\n"),
+            vec![],
+            vec![
+                "clusters/lab.yaml: error: spec.tls.ca-file: `../../etc/passwd` leads outside the repository (`..`); proxops only reads inside the repository",
+            ],
+        ),
+        (
+            cluster("  tls: {ca-file: /etc/passwd}\n"),
+            vec![],
+            vec![
+                "clusters/lab.yaml: error: spec.tls.ca-file: `/etc/passwd` is absolute; give the path relative to the repository root",
+            ],
+        ),
+        (
+            cluster("  tls: {ca-file: ca.pem}\n"),
+            vec![("ca.pem", "/etc/hostname")],
+            vec![
+                "clusters/lab.yaml: error: spec.tls.ca-file: refused: `ca.pem` leads outside the repository (a symlink to an absolute path or above the repository root); proxops only reads inside the repository",
+            ],
+        ),
+        (
+            cluster("  tls: {ca-file: ca.pem}\n"),
+            vec![("ca.pem", "certs/real.pem")],
+            vec![],
+        ),
+        (
+            cluster("  sops-file: ../lab.sops.yaml\n"),
+            vec![],
+            vec![
+                "clusters/lab.yaml: error: spec.sops-file: `../lab.sops.yaml` leads outside the repository (`..`); proxops only reads inside the repository",
+            ],
+        ),
+        (
+            cluster(""),
+            vec![("secrets/lab.sops.yaml", "/etc/hostname")],
+            vec![
+                "clusters/lab.yaml: error: spec.sops-file: refused: `secrets/lab.sops.yaml` leads outside the repository (a symlink to an absolute path or above the repository root); proxops only reads inside the repository",
+            ],
+        ),
+        (
+            cluster("  sops-file: secrets\n"),
+            vec![],
+            vec![
+                "clusters/lab.yaml: error: spec.sops-file: refused: `secrets` is a folder, not a regular file",
+            ],
+        ),
+    ];
+    for (text, links, expected) in cases {
+        check_special(
+            &[
+                ("clusters/lab.yaml", &text),
+                ("certs/real.pem", "PEM"),
+                ("secrets/keep", ""),
+            ],
+            &links,
+            &[],
+            &expected,
+        );
+    }
+}
+
+#[test]
+fn yaml_limits_apply_to_every_file() {
+    let deep = format!("kind: VM\nspec: {}{}\n", "[".repeat(100), "]".repeat(100));
+    check(
+        &[
+            ("clusters/lab.yaml", &format!("{CLUSTER}spec: {{}}\n")),
+            (
+                "vm/lab/web.yaml",
+                "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata: {name: web}\nspec:\n  memory: 2GiB\n  memory: 64GiB\n",
+            ),
+            ("vm/lab/deep.yaml", &deep),
+            (
+                "vm/lab/big.yaml",
+                &format!("a: '{}'\n", "x".repeat(crate::yaml::MAX_BYTES)),
+            ),
+            (
+                "vm/lab/bom.yaml",
+                &format!("\u{feff}{}", VM.replace("web", "bom")),
+            ),
+        ],
+        &[
+            "clusters/lab.yaml:5:1: error: spec: duplicate key `spec`; YAML keeps only the last one, so remove one of them",
+            "vm/lab/big.yaml: error: refused: `vm/lab/big.yaml` is 1048582 bytes; the limit for this file is 1048576 bytes",
+            &format!(
+                "vm/lab/deep.yaml:2:70: error: spec{}: nesting deeper than 64 levels is refused",
+                "[0]".repeat(63)
+            ),
+            "vm/lab/web.yaml:6:3: error: spec.memory: duplicate key `memory`; YAML keeps only the last one, so remove one of them",
+        ],
+    );
+}
+
+#[test]
+fn endpoints_carry_no_credentials_and_no_path() {
+    use crate::cluster::{Endpoint, parse_endpoint};
+    let cases: &[(&str, Result<Endpoint, &str>)] = &[
+        ("sim:", Ok(Endpoint::Sim)),
+        (
+            "https://pve01.example:8006",
+            Ok(Endpoint::Https("https://pve01.example:8006".into())),
+        ),
+        (
+            "https://PVE01.example:8006/",
+            Ok(Endpoint::Https("https://pve01.example:8006".into())),
+        ),
+        (
+            "http://10.0.0.1:8006",
+            Ok(Endpoint::Http("http://10.0.0.1:8006".into())),
+        ),
+        (
+            "https://[fe80::1]:8006",
+            Ok(Endpoint::Https("https://[fe80::1]:8006".into())),
+        ),
+        (
+            "https://user:hunter2@pve:8006/path",
+            Err(
+                "`https://***@pve:8006/path` has credentials in it; they would be printed and logged. Put the API token in spec.token",
+            ),
+        ),
+        (
+            "https://root@pve:8006",
+            Err("`https://***@pve:8006` has credentials in it"),
+        ),
+        (
+            "https://pve:8006/api2/json",
+            Err(
+                "`https://pve:8006/api2/json` has a path; give only https://host:port (proxops adds /api2/json itself)",
+            ),
+        ),
+        ("https://pve:8006/?x=1", Err("has a query or fragment")),
+        ("https://pve:8006#top", Err("has a query or fragment")),
+        (
+            "ftp://user:secret@pve",
+            Err("`ftp://***@pve` is not `sim:`, `https://host:8006` or `http://host:port`"),
+        ),
+        ("https://", Err("is not `sim:`")),
+        ("pve01:8006", Err("`pve01:8006` is not `sim:`")),
+    ];
+    for (text, want) in cases {
+        match (parse_endpoint(text), want) {
+            (Ok(got), Ok(want)) => assert_eq!(&got, want, "{text}"),
+            (Err(got), Err(want)) => {
+                assert!(got.contains(want), "{text}: {got}");
+                assert!(
+                    !got.contains("hunter2") && !got.contains("secret@"),
+                    "{got}"
+                );
+            }
+            (got, want) => panic!("{text}: got {got:?}, expected {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn token_variables_follow_the_pattern_or_are_allowed() {
+    use crate::cluster::{ClusterFile, check_token_env};
+    let cluster = |secret: &str| {
+        let text = format!(
+            "apiVersion: proxops/v1alpha1\nkind: Cluster\nmetadata: {{name: lab}}\nspec:\n  endpoint: https://pve:8006\n  token: {{id: a@pam!b, secret: {secret}}}\n"
+        );
+        let doc = crate::repo::parse_yaml("clusters/lab.yaml", &text).unwrap();
+        ClusterFile::parse("clusters/lab.yaml", "lab", &doc)
+    };
+    let allowed = vec!["CI_PVE_TOKEN".to_string()];
+    // (secret, None = accepted, Some(message prefix))
+    let cases: &[(&str, Option<&str>)] = &[
+        ("{env: PVE_TOKEN}", None),
+        ("{env: PROXOPS_LAB_TOKEN}", None),
+        ("{env: CI_PVE_TOKEN}", None),
+        ("{sops: pve.token}", None),
+        (
+            "{env: AWS_SECRET_ACCESS_KEY}",
+            Some(
+                "clusters/lab.yaml: error: spec.token.secret.env: `AWS_SECRET_ACCESS_KEY` is not a token variable: its name must start with PROXOPS_ or PVE_, or be listed in proxops.yaml under allow-token-env",
+            ),
+        ),
+        (
+            "{env: PVE_}",
+            Some("clusters/lab.yaml: error: spec.token.secret.env: `PVE_` is not a token variable"),
+        ),
+        (
+            "{env: GITHUB_TOKEN}",
+            Some(
+                "clusters/lab.yaml: error: spec.token.secret.env: `GITHUB_TOKEN` is not a token variable",
+            ),
+        ),
+        (
+            "{env: 'PVE TOKEN'}",
+            Some(
+                "clusters/lab.yaml: error: spec.token.secret.env: `PVE TOKEN` is not an environment variable name",
+            ),
+        ),
+    ];
+    for (secret, want) in cases {
+        let got = match cluster(secret) {
+            Ok(c) => check_token_env(&c, &allowed).map(|d| d.to_string()),
+            Err(d) => Some(d[0].to_string()),
+        };
+        match (&got, want) {
+            (None, None) => {}
+            (Some(got), Some(want)) => assert!(got.starts_with(want), "{secret}: {got}"),
+            _ => panic!("{secret}: got {got:?}, expected {want:?}"),
+        }
+    }
+}
+
+#[test]
+fn an_invalid_cluster_file_adds_no_second_error() {
+    check(
+        &[
+            (
+                "clusters/lab.yaml",
+                "apiVersion: proxops/v1alpha1\nkind: Cluster\nmetadata: {name: lab}\nspec: {endpoint: 'gopher://x'}\n",
+            ),
+            ("vm/lab/web.yaml", VM),
+        ],
+        &[
+            "clusters/lab.yaml: error: spec.endpoint: `gopher://x` is not `sim:`, `https://host:8006` or `http://host:port`",
+        ],
+    );
+}
+
+#[test]
+fn long_values_are_quoted_short() {
+    let long = "x".repeat(5000);
+    let d = crate::Diagnostic::error("f.yaml", "", format!("value `{long}` is bad; `ok`"));
+    assert_eq!(
+        d.message,
+        format!(
+            "value `{}… (4800 more characters)` is bad; `ok`",
+            "x".repeat(200)
+        )
+    );
+    let d = crate::Diagnostic::error("f.yaml", "", format!("unpaired `{long}"));
+    assert_eq!(d.message.len(), 5010);
 }
 
 #[test]

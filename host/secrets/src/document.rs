@@ -22,6 +22,9 @@ const MAC_ONLY_ENCRYPTED_INIT: [u8; 32] = [
 
 const DEFAULT_UNENCRYPTED_SUFFIX: &str = "_unencrypted";
 
+/// The largest SOPS file proxops reads (the limit of every YAML file proxops reads).
+pub const MAX_BYTES: usize = 1024 * 1024;
+
 /// A decrypted, MAC-verified SOPS YAML file held in memory. Values are zeroized on drop;
 /// `Debug` shows the file name and the number of values, never a value.
 pub struct SopsDocument {
@@ -101,21 +104,54 @@ struct Metadata {
 
 impl SopsDocument {
     /// Reads `path`, unwraps its data key with `identities`, decrypts every value and verifies the MAC.
+    ///
+    /// The path is opened as given: callers reading a file a repository names read it
+    /// through the repository's rooted directory and use [`SopsDocument::from_bytes`].
     pub fn open(path: &Path, identities: &Identities) -> Result<SopsDocument, SopsError> {
-        let text = std::fs::read(path).map_err(|source| SopsError::Read {
+        let read_error = |source| SopsError::Read {
             file: path.to_owned(),
             source,
-        })?;
-        let text = String::from_utf8(text).map_err(|_| malformed(path, "it is not UTF-8 text"))?;
-        SopsDocument::from_yaml(path, &text, identities)
+        };
+        let file = std::fs::File::open(path).map_err(read_error)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read_error)?;
+        SopsDocument::from_bytes(path, &bytes, identities)
+    }
+
+    /// Like [`SopsDocument::open`] on bytes already read; `path` is used for messages only.
+    /// More than [`MAX_BYTES`] bytes, or bytes that are not UTF-8, are refused before parsing.
+    pub fn from_bytes(
+        path: &Path,
+        bytes: &[u8],
+        identities: &Identities,
+    ) -> Result<SopsDocument, SopsError> {
+        if bytes.len() > MAX_BYTES {
+            return Err(unsupported(
+                path,
+                format!("it is larger than {MAX_BYTES} bytes, the limit for YAML files"),
+            ));
+        }
+        let text =
+            std::str::from_utf8(bytes).map_err(|_| malformed(path, "it is not UTF-8 text"))?;
+        SopsDocument::from_yaml(path, text, identities)
     }
 
     /// Like [`SopsDocument::open`] on text already read; `path` is used for messages only.
+    /// A leading byte order mark is skipped.
     pub fn from_yaml(
         path: &Path,
         text: &str,
         identities: &Identities,
     ) -> Result<SopsDocument, SopsError> {
+        if text.len() > MAX_BYTES {
+            return Err(unsupported(
+                path,
+                format!("it is larger than {MAX_BYTES} bytes, the limit for YAML files"),
+            ));
+        }
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         let file = path.to_owned();
         let tree = yaml::parse(text).map_err(|e| match e {
             yaml::ParseError::Syntax { line, col, info } => SopsError::Yaml {

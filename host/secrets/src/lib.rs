@@ -7,7 +7,8 @@
 //!
 //! Refused with an error naming the file: key groups (Shamir), files without an
 //! age recipient, several YAML documents, comment-based encryption rules, YAML
-//! anchors and tags, and any file whose MAC or values fail authentication.
+//! anchors and tags, duplicate keys, nesting deeper than 64 levels, files over 1 MiB, and any
+//! file whose MAC or values fail authentication.
 //! No error, `Debug` or `Display` output ever contains a decrypted value.
 
 mod cipher;
@@ -16,6 +17,6 @@ mod error;
 mod identity;
 mod yaml;
 
-pub use document::SopsDocument;
+pub use document::{MAX_BYTES, SopsDocument};
 pub use error::{LookupError, SecretError, SopsError};
 pub use identity::Identities;

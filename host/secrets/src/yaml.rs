@@ -4,9 +4,18 @@
 //! way Go's yaml.v3 resolves them (`0x1F` is the int 31, `TRUE` a bool, a
 //! plain `2024-01-02` a timestamp), so the tree keeps the order of mapping
 //! keys and, for each scalar, whether it was plain or quoted.
+//!
+//! The limits every YAML file proxops reads is held to apply here too: a key seen twice in a
+//! mapping, or a collection nested deeper than [`MAX_DEPTH`], stops the parse at that event
+//! (the parser is driven event by event, so nothing after it is read).
+
+use std::collections::HashSet;
 
 use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
+
+/// The deepest nesting of mappings and sequences (the same limit as manifests).
+pub(crate) const MAX_DEPTH: usize = 64;
 
 /// One YAML node.
 #[derive(Clone)]
@@ -54,16 +63,34 @@ pub(crate) enum Resolved {
 pub(crate) fn parse(text: &str) -> Result<Option<Node>, ParseError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
-    let loaded = parser.load(&mut builder, true);
-    if let Some(err) = builder.error.take() {
-        return Err(err);
-    }
-    if let Err(e) = loaded {
-        return Err(ParseError::Syntax {
-            line: e.marker().line(),
-            col: e.marker().col() + 1,
-            info: e.info().to_owned(),
-        });
+    loop {
+        match parser.next_token() {
+            Ok((event, mark)) => {
+                let end = matches!(event, Event::StreamEnd);
+                builder.on_event(event, mark);
+                if let Some(err) = builder.error.take() {
+                    return Err(err);
+                }
+                if end {
+                    break;
+                }
+            }
+            // The scanner looks ahead and has a flow nesting limit of its own (256).
+            Err(e) if e.info().contains("recursion limit exceeded") => {
+                return Err(ParseError::Unsupported(format!(
+                    "nesting deeper than {MAX_DEPTH} levels is refused (line {}, column {})",
+                    e.marker().line(),
+                    e.marker().col() + 1
+                )));
+            }
+            Err(e) => {
+                return Err(ParseError::Syntax {
+                    line: e.marker().line(),
+                    col: e.marker().col() + 1,
+                    info: e.info().to_owned(),
+                });
+            }
+        }
     }
     if builder.documents > 1 {
         return Err(ParseError::Unsupported(format!(
@@ -77,6 +104,7 @@ pub(crate) fn parse(text: &str) -> Result<Option<Node>, ParseError> {
 enum Frame {
     Map {
         entries: Vec<(String, Node)>,
+        keys: HashSet<String>,
         pending_key: Option<String>,
     },
     Seq(Vec<Node>),
@@ -123,18 +151,24 @@ impl Builder {
             Some(Frame::Seq(items)) => items.push(node),
             Some(Frame::Map {
                 entries,
+                keys,
                 pending_key,
             }) => match pending_key.take() {
-                Some(key) => {
-                    if entries.iter().any(|(k, _)| *k == key) {
-                        let msg = format!("duplicate key `{key}` (line {})", mark.line());
-                        self.fail(msg);
-                    } else {
-                        entries.push((key, node));
-                    }
-                }
+                Some(key) => entries.push((key, node)),
                 None => match node {
-                    Node::Scalar(s) => *pending_key = Some(s.text),
+                    Node::Scalar(s) if keys.contains(&s.text) => {
+                        let msg = format!(
+                            "duplicate key `{}` at line {}, column {}",
+                            shorten(&s.text),
+                            mark.line(),
+                            mark.col() + 1
+                        );
+                        self.fail(msg);
+                    }
+                    Node::Scalar(s) => {
+                        keys.insert(s.text.clone());
+                        *pending_key = Some(s.text);
+                    }
                     _ => self.fail(format!(
                         "mapping keys must be scalars (line {})",
                         mark.line()
@@ -142,6 +176,18 @@ impl Builder {
                 },
             },
         }
+    }
+
+    fn too_deep(&mut self, mark: Marker) -> bool {
+        let deep = self.stack.len() >= MAX_DEPTH;
+        if deep {
+            self.fail(format!(
+                "nesting deeper than {MAX_DEPTH} levels is refused (line {}, column {})",
+                mark.line(),
+                mark.col() + 1
+            ));
+        }
+        deep
     }
 
     fn key_expected(&self) -> bool {
@@ -152,6 +198,14 @@ impl Builder {
                 ..
             })
         )
+    }
+}
+
+/// A key cut to 200 characters for messages (keys are not secret, but may be long).
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(200) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
     }
 }
 
@@ -199,6 +253,9 @@ impl MarkedEventReceiver for Builder {
                         ));
                         return;
                     }
+                    if self.too_deep(mark) {
+                        return;
+                    }
                     self.stack.push(Frame::Seq(Vec::new()));
                 }
             }
@@ -211,8 +268,12 @@ impl MarkedEventReceiver for Builder {
                         ));
                         return;
                     }
+                    if self.too_deep(mark) {
+                        return;
+                    }
                     self.stack.push(Frame::Map {
                         entries: Vec::new(),
+                        keys: HashSet::new(),
                         pending_key: None,
                     });
                 }
@@ -580,7 +641,11 @@ mod tests {
         for (text, needle) in [
             ("a: &x 1\nb: *x\n", "anchors"),
             ("a: 1\n---\nb: 2\n", "2 YAML documents"),
-            ("a: 1\na: 2\n", "duplicate key `a`"),
+            ("a: 1\na: 2\n", "duplicate key `a` at line 2, column 1"),
+            (
+                "a:\n  b: 1\n  c: 2\n  'b': 3\n",
+                "duplicate key `b` at line 4, column 3",
+            ),
             ("a: !!binary aGk=\n", "tag"),
             ("1: x\n", "not a string"),
             ("? [a]\n: x\n", "scalars"),
@@ -591,6 +656,25 @@ mod tests {
                 }
                 Err(ParseError::Syntax { info, .. }) => panic!("{text:?}: syntax error {info}"),
                 Ok(_) => panic!("{text:?} was accepted"),
+            }
+        }
+    }
+
+    #[test]
+    fn depth_is_bounded_and_refused_early() {
+        let nested = |n: usize| format!("a: {}{}\n", "[".repeat(n), "]".repeat(n));
+        assert!(parse(&nested(MAX_DEPTH - 1)).is_ok());
+        for text in [
+            nested(MAX_DEPTH),
+            "[".repeat(1_000_000),
+            "- ".repeat(500_000),
+        ] {
+            match parse(&text) {
+                Err(ParseError::Unsupported(msg)) => {
+                    assert!(msg.contains("nesting deeper than 64 levels"), "{msg}")
+                }
+                Err(ParseError::Syntax { info, .. }) => panic!("syntax error {info}"),
+                Ok(_) => panic!("accepted"),
             }
         }
     }
