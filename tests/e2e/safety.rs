@@ -531,3 +531,47 @@ async fn the_summary_counts_a_create_whose_start_failed_as_created_and_failed() 
     assert!(again.stdout.contains("1 started"), "{}", again.stdout);
     assert_eq!(lab.sim.vm_status(191).as_deref(), Some("running"));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_apply_of_the_same_cluster_is_refused_and_changes_nothing() {
+    let lab = Lab::with(proxops_sim::SimConfig {
+        task_duration: std::time::Duration::from_millis(1500),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 192, ""));
+    let mut first = lab.spawn(&["apply"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while lab.mutations().is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first apply sent nothing"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let before = lab.mutations().len();
+    let second = lab.run(&["apply"]).await;
+    assert_eq!(second.code, 1, "{}\n{}", second.stdout, second.stderr);
+    assert!(
+        second
+            .stdout
+            .contains("another proxops apply holds the lock"),
+        "{}",
+        second.stdout
+    );
+    let first = first.wait().await.expect("first apply");
+    assert_eq!(first.code(), Some(0));
+    // The second run sent nothing of its own: the first's create and start are all there is.
+    let all = lab.mutations();
+    assert!(all.len() >= before);
+    assert_eq!(
+        all.iter()
+            .filter(|m| m.starts_with("POST /nodes/pve01/qemu "))
+            .count(),
+        1,
+        "{all:?}"
+    );
+    // Once the first is done, the lock is free again.
+    let again = lab.run(&["apply"]).await;
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+}

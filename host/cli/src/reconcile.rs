@@ -274,6 +274,51 @@ fn stop_memory(ctx: &Context, repo: &Path, cluster: &str, endpoint: &str) -> Arc
     Arc::new(memory)
 }
 
+/// The advisory lock of one cluster's apply: two applies against one cluster never run at
+/// once (they would plan against the same state and overwrite each other). Keyed on the
+/// endpoint and the token id; kept beside the simulator's state for `sim:`, else in the cache
+/// folder (never in the repository, which may be read-only). The operating system releases
+/// it when the process ends, however it ends.
+fn apply_lock(
+    ctx: &Context,
+    repo: &Path,
+    cluster: &ClusterFile,
+) -> Result<Option<std::fs::File>, String> {
+    use sha2::Digest as _;
+    let path = match &cluster.endpoint {
+        proxops_core::Endpoint::Sim => repo
+            .join(".proxops")
+            .join(format!("apply-{}.lock", cluster.name)),
+        proxops_core::Endpoint::Https(url) | proxops_core::Endpoint::Http(url) => {
+            let Some(dir) = &ctx.state_dir else {
+                return Ok(None);
+            };
+            let token = cluster.token.as_ref().map(|t| t.id.as_str()).unwrap_or("");
+            let key = hex::encode(sha2::Sha256::digest(format!("{url}\0{token}")));
+            dir.join("locks").join(format!("{key}.lock"))
+        }
+    };
+    let shown = path.display().to_string();
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| format!("creating {}: {e}", parent.display()))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("opening the lock file {shown}: {e}"))?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "another proxops apply holds the lock of cluster {} (lock file {shown}); not applying, no change was made. Run one apply per cluster at a time",
+            cluster.name
+        )),
+        Err(std::fs::TryLockError::Error(e)) => Err(format!("locking {shown}: {e}")),
+    }
+}
+
 async fn plan_one(
     ctx: &Context,
     kinds: &proxops_reconcile::KindRegistry,
@@ -571,6 +616,16 @@ pub async fn apply(
             outln!("Cluster {name}: not started (interrupted).");
             continue;
         }
+        // One apply per cluster at a time: held until this cluster is done.
+        let _lock = match p.clusters.get(&name).map(|c| apply_lock(ctx, repo, c)) {
+            Some(Err(e)) => {
+                outln!("Cluster {name}: {}", output::inline(&e));
+                failed = true;
+                continue;
+            }
+            Some(Ok(lock)) => lock,
+            None => None,
+        };
         // One run per cluster (plan and every apply pass): see `KindRegistry::for_run`.
         let kinds = ctx.kinds.for_run(p.kind_budget);
         let Some(Planned {
