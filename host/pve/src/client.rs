@@ -208,6 +208,17 @@ impl Client {
                     .collect()
             };
             match self.send(method, path, params).await {
+                // A read is idempotent: a plain 500 is asked once more (a definite 500 then
+                // fails the same way); other transient failures back off as for any request.
+                Err(e)
+                    if method == Method::Get
+                        && attempt == 1
+                        && matches!(e, PveError::Api { status: 500, .. }) =>
+                {
+                    let e = e.redact(&secrets()).cleaned();
+                    tracing::debug!("{e}; a read answered 500 is retried once");
+                    attempt += 1;
+                }
                 Err(e) if repeatable && attempt < ATTEMPTS && e.is_transient() => {
                     // Redacted before it is logged, like the error that is returned.
                     let e = e.redact(&secrets()).cleaned();

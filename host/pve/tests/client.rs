@@ -214,3 +214,35 @@ async fn pve_text_in_errors_and_task_statuses_is_redacted_and_escaped() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_answered_500_is_retried_once() {
+    let sim = sim().await;
+    let c = client(&sim, None);
+    let rule = |times| proxops_sim::FaultRule {
+        method: "GET".into(),
+        path: "/cluster/resources".into(),
+        kind: proxops_sim::FaultKind::Status {
+            code: 500,
+            message: "injected".into(),
+        },
+        probability: None,
+        times: Some(times),
+    };
+    sim.set_faults(vec![rule(1)]);
+    c.get("/cluster/resources", &[])
+        .await
+        .expect("one 500 is retried");
+    sim.set_faults(vec![rule(2)]);
+    let err = c
+        .get("/cluster/resources", &[])
+        .await
+        .expect_err("a second 500 is not");
+    assert_eq!(err.status(), Some(500), "{err}");
+    let reads = sim
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/cluster/resources")
+        .count();
+    assert_eq!(reads, 4, "two reads of two attempts each");
+}
