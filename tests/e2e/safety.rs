@@ -575,3 +575,41 @@ async fn a_second_apply_of_the_same_cluster_is_refused_and_changes_nothing() {
     let again = lab.run(&["apply"]).await;
     assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delete_answered_but_lost_is_caught_by_the_verifying_listing() {
+    let lab = Lab::start().await;
+    lab.write(
+        "vm/lab/old.yaml",
+        &vm("old", "pve01", 193, "  state: stopped\n"),
+    );
+    lab.write(
+        "vm/lab/keep.yaml",
+        &vm("keep", "pve01", 194, "  state: stopped\n"),
+    );
+    lab.apply().await;
+    lab.remove("vm/lab/old.yaml");
+    // PVE answers the delete but nothing happens (a lost write).
+    lab.sim.set_faults(vec![FaultRule {
+        method: "DELETE".into(),
+        path: "/nodes/{node}/qemu/{vmid}".into(),
+        kind: FaultKind::Status {
+            code: 200,
+            message: "OK".into(),
+        },
+        probability: None,
+        times: Some(1),
+    }]);
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(
+        apply.stdout.contains("PVE still lists it"),
+        "{}",
+        apply.stdout
+    );
+    assert!(lab.sim.vm_config(193).is_some());
+    // The next apply deletes it for real.
+    let again = lab.run(&["apply"]).await;
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+    assert!(lab.sim.vm_config(193).is_none());
+}

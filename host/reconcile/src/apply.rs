@@ -250,6 +250,39 @@ pub async fn apply(
                 outcomes[slot].did.note(a);
             }
         }
+        // A delete carries no digest: verify it. One listing shows whether every guest
+        // deleted in this pass is gone; one still listed failed, whatever PVE answered.
+        let gone_this_pass: Vec<(usize, String)> = outcomes
+            .iter()
+            .enumerate()
+            .filter(|(_, o)| o.did.deleted && o.status == Status::Done)
+            .filter(|(_, o)| deleted.contains(&(o.object.kind.clone(), o.object.resource.clone())))
+            .filter_map(|(i, o)| o.object.resource.clone().map(|r| (i, r)))
+            .collect();
+        if !gone_this_pass.is_empty() {
+            let listed: HashSet<String> = crate::observe::resources(client)
+                .await?
+                .iter()
+                .filter_map(|e| e.get("id").and_then(serde_json::Value::as_str))
+                .map(str::to_string)
+                .collect();
+            for (i, resource) in gone_this_pass {
+                if listed.contains(&resource) {
+                    let o = &mut outcomes[i];
+                    let why =
+                        format!("the delete of {resource} was answered, but PVE still lists it");
+                    reporter.event(Event::ActionDone {
+                        object: o.object.clone(),
+                        summary: "verify the delete".into(),
+                        error: Some(why.clone()),
+                    });
+                    o.status = Status::Failed(why);
+                    o.did.deleted = false;
+                    failed.insert(format!("{}/{}", o.object.kind, o.object.name));
+                    deleted.remove(&(o.object.kind.clone(), Some(resource)));
+                }
+            }
+        }
         touched.retain(|n| !failed.contains(n));
         // Pruned objects are gone: they are not planned again.
         let manifest_touched: HashSet<String> = touched
