@@ -613,3 +613,39 @@ async fn a_delete_answered_but_lost_is_caught_by_the_verifying_listing() {
     assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
     assert!(lab.sim.vm_config(193).is_none());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_signal_exits_at_once() {
+    let lab = Lab::with(proxops_sim::SimConfig {
+        task_duration: std::time::Duration::from_millis(3000),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 195, ""));
+    let mut child = lab.spawn(&["apply"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while lab.mutations().is_empty() {
+        assert!(std::time::Instant::now() < deadline, "nothing was sent");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pid = child.id().expect("running").to_string();
+    for _ in 0..2 {
+        let kill = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .expect("kill");
+        assert!(kill.success());
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
+        .await
+        .expect("proxops exits")
+        .expect("wait");
+    assert_eq!(out.code(), Some(130));
+    // It left before the create task (3 s) ended, so the start was never sent.
+    assert!(
+        !lab.mutations().iter().any(|m| m.contains("/status/start")),
+        "{:?}",
+        lab.mutations()
+    );
+}

@@ -113,7 +113,8 @@ enum Command {
         3 converged but anomalies or pending-until-reboot changes need a human,\n\
         130/143 interrupted by SIGINT/SIGTERM. On a signal, the actions in flight finish (a guest\n\
         stopped for a change is started again) and nothing new starts; allow a grace period of\n\
-        at least the cluster's task-timeout-seconds times 3 (stop, write, start) before a SIGKILL.\n\n\
+        at least the cluster's task-timeout-seconds times 3 (stop, write, start) before a SIGKILL.\n\
+        A second signal exits at once.\n\n\
         Example:\n  proxops apply examples/homelab"
     )]
     Apply {

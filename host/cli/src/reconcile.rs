@@ -584,9 +584,19 @@ fn watch_signals() -> (
         };
         seen.store(which, std::sync::atomic::Ordering::SeqCst);
         errln!(
-            "proxops: interrupted; finishing the actions in flight (a stopped guest is started again), starting nothing new"
+            "proxops: interrupted; finishing the actions in flight (a stopped guest is started again), starting nothing new; a second signal exits at once"
         );
         let _ = tx.send(true);
+        // A second signal: the operator wants out now, whatever is in flight.
+        #[cfg(unix)]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        errln!("proxops: second signal; exiting now, actions in flight are abandoned");
+        std::process::exit(i32::from(which));
     });
     (rx, code)
 }

@@ -348,7 +348,13 @@ pub async fn plan_cluster(
                 Ok(Err(diags)) => {
                     let text: Vec<String> = diags
                         .iter()
-                        .map(|d| format!("{}: {}", d.path, d.message))
+                        .map(|d| {
+                            if d.path.is_empty() {
+                                d.message.clone()
+                            } else {
+                                format!("{}: {}", d.path, d.message)
+                            }
+                        })
                         .collect();
                     (empty(), Some(text.join("; ")))
                 }
