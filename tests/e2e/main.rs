@@ -2,6 +2,7 @@
 //! simulator. One integration-test binary for the whole workspace.
 
 mod canary;
+mod dataloss;
 mod guests;
 mod images;
 mod inputs;

@@ -441,7 +441,10 @@ fn prune(flavour: Flavour, r: &Resource, obs: &Observation) -> Result<Proposal, 
     if let Some(lock) = r.lock.as_deref().or(cfg.get("lock")) {
         out.anomalies.push(Anomaly::new(
             "",
-            format!("{what} is locked ({lock}); not deleting it this cycle"),
+            format!(
+                "{what} is locked ({lock}); not deleting it this cycle. {}",
+                unlock_hint(r.vmid)
+            ),
         ));
         return Ok(out);
     }
@@ -460,6 +463,13 @@ fn prune(flavour: Flavour, r: &Resource, obs: &Observation) -> Result<Proposal, 
         destructive: true,
     });
     Ok(out)
+}
+
+/// What an operator does about a lock no task holds any more (a run killed mid-task).
+fn unlock_hint(vmid: u32) -> String {
+    format!(
+        "If a task is still running for it, wait for it; if none is (the run that took the lock was killed), clear the lock with `qm unlock {vmid}` on its node (`proxops sim unlock {vmid}` for a sim: cluster)"
+    )
 }
 
 /// What comparing one key gave.
@@ -629,7 +639,10 @@ fn update(ctx: &Ctx<'_>, r: &Resource, obs: &Observation) -> Result<Proposal, Ve
     if let Some(lock) = r.lock.as_deref().or(cfg.get("lock")) {
         out.anomalies.push(Anomaly::new(
             "",
-            format!("{what} is locked ({lock}); not changing it this cycle"),
+            format!(
+                "{what} is locked ({lock}); not changing it this cycle. {}",
+                unlock_hint(r.vmid)
+            ),
         ));
         return Ok(out);
     }
