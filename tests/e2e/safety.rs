@@ -649,3 +649,29 @@ async fn a_second_signal_exits_at_once() {
         lab.mutations()
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copy_of_a_proxops_guest_is_not_taken_over_by_a_manifest_on_its_vmid() {
+    let lab = Lab::start().await;
+    // A GUI clone of proxops template 9000: PVE copied its tags, mark included.
+    lab.pve(
+        Post,
+        "/nodes/pve01/qemu",
+        &[
+            ("vmid", "6019"),
+            ("name", "payroll"),
+            ("tags", "proxops;proxops-9000"),
+            ("memory", "4096"),
+            ("start", "1"),
+        ],
+    )
+    .await;
+    let before = lab.config(6019);
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 6019, ""));
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(apply.stdout.contains("payroll"), "{}", apply.stdout);
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+    assert_eq!(lab.config(6019), before);
+}

@@ -291,4 +291,42 @@ mod tests {
         }
         assert_eq!(print_bool(true), "1");
     }
+
+    /// Property test with a fixed seed and case count (a fuzz target's cheap cousin that runs
+    /// in CI): any short string over the property-string alphabet parses without panicking,
+    /// and whatever parses prints back to the same value.
+    #[test]
+    fn any_short_string_parses_without_panic_and_round_trips() {
+        const ALPHABET: &[char] = &['a', 'b', '=', ',', '1', ';', ' ', 'é'];
+        let mut state: u64 = 0x005E_ED0F_BEEF;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..20_000 {
+            let len = (next() % 12) as usize;
+            let text: String = (0..len)
+                .map(|_| ALPHABET[(next() % ALPHABET.len() as u64) as usize])
+                .collect();
+            let Ok(parsed) = PropString::parse(&text) else {
+                continue;
+            };
+            let printed = parsed.to_string();
+            assert_eq!(
+                PropString::parse(&printed).as_ref(),
+                Ok(&parsed),
+                "{text:?} -> {printed:?}"
+            );
+            let canonical = PropString::parse(&parsed.canonical()).expect("canonical parses");
+            assert_eq!(canonical.bare, parsed.bare, "{text:?}");
+            let mut a = canonical.items.clone();
+            let mut b = parsed.items.clone();
+            a.sort();
+            b.sort();
+            assert_eq!(a, b, "{text:?}");
+            let _ = PropString::parse_with_default(&text, "a");
+        }
+    }
 }

@@ -501,7 +501,12 @@ impl Reporter for Progress {
                 )
             }
             Event::ActionStarted { object, summary } => {
-                format!("… {} {}: {summary}", object.kind, object.name)
+                format!(
+                    "… {} {}: {}",
+                    object.kind,
+                    output::inline(&object.name),
+                    output::inline(summary)
+                )
             }
             Event::ActionDone {
                 object,
@@ -525,12 +530,16 @@ impl Reporter for Progress {
                 output::inline(e)
             ),
             Event::Stale { object, summary } => format!(
-                "↻ {} {}: {summary}: the config changed since it was read; planned again",
-                object.kind, object.name
+                "↻ {} {}: {}: the config changed since it was read; planned again",
+                object.kind,
+                output::inline(&object.name),
+                output::inline(summary)
             ),
             Event::Blocked { object, by } => format!(
-                "✗ {} {}: not attempted: {by} did not converge",
-                object.kind, object.name
+                "✗ {} {}: not attempted: {} did not converge",
+                object.kind,
+                output::inline(&object.name),
+                output::inline(by)
             ),
         };
         match &self.bar {
@@ -550,7 +559,7 @@ impl Reporter for Progress {
             }
             None => {
                 if !matches!(event, Event::ActionStarted { .. }) {
-                    outln!("  {}", output::inline(&line));
+                    outln!("  {line}");
                 }
             }
         }

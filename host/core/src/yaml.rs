@@ -116,7 +116,19 @@ pub fn check(text: &str) -> Result<(), Problem> {
                 }
                 key_or_value(&mut stack, Some(text));
             }
-            Event::Alias(_) => key_or_value(&mut stack, None),
+            Event::Alias(_) => {
+                // A key written as an alias would hide a duplicate from the check above.
+                if let Some(Frame::Map {
+                    expect_key: true, ..
+                }) = stack.last()
+                {
+                    return Err(at(
+                        &stack,
+                        "an alias (`*name`) used as a mapping key; write the key out".to_string(),
+                    ));
+                }
+                key_or_value(&mut stack, None)
+            }
             Event::Nothing | Event::StreamStart | Event::DocumentStart | Event::DocumentEnd => {}
         }
     }
@@ -221,6 +233,12 @@ mod tests {
             ("a: [a, a]\n", None),
             // Several documents are checked one by one (the caller refuses more than one).
             ("a: 1\n---\na: 2\n", None),
+            // An alias as a key would hide a duplicate; an alias as a value is fine.
+            (
+                "spec:\n  &k memory: 2GiB\n  *k : 64GiB\n",
+                Some("3:3: spec: an alias (`*name`) used as a mapping key"),
+            ),
+            ("a: &v 1\nb: *v\n", None),
         ];
         for (text, want) in cases {
             check_case(text, *want);

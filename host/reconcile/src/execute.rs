@@ -135,7 +135,11 @@ fn is_stop(call: &Call) -> bool {
 /// the action ends by starting the guest again (the declared power state the kind proposed),
 /// that start. A failed write must not leave a guest down.
 pub fn restore_call(action: &Action, failed: usize) -> Option<&Call> {
-    let stopped_before = action.calls[..failed].iter().any(is_stop);
+    // The failed call itself counts: a stop whose answer or task timed out on our side may
+    // still stop the guest in PVE (the caller then starts it only if it is stopped).
+    let stopped_before = action.calls[..=failed.min(action.calls.len().saturating_sub(1))]
+        .iter()
+        .any(is_stop);
     let last = action.calls.last()?;
     let restarts = last.method == Method::Post && last.path.ends_with("/status/start");
     (stopped_before && restarts && failed + 1 < action.calls.len()).then_some(last)
@@ -145,6 +149,18 @@ pub fn restore_call(action: &Action, failed: usize) -> Option<&Call> {
 /// form, a failed task on the async one).
 pub fn stale_digest(error: &str) -> bool {
     error.contains("checksum mismatch") || error.contains("config file has been modified")
+}
+
+/// Whether the guest of a `…/status/start` path is stopped now (unknown counts as stopped:
+/// a start of a running guest fails harmlessly, a missed start leaves it down).
+async fn guest_stopped(client: &Client, start_path: &str) -> bool {
+    let Some(base) = start_path.strip_suffix("/status/start") else {
+        return true;
+    };
+    match client.get(&format!("{base}/status/current"), &[]).await {
+        Ok(v) => v.get("status").and_then(Value::as_str) != Some("running"),
+        Err(_) => true,
+    }
 }
 
 /// Cancelled: start no new action (the one in flight finishes, with its restore).
@@ -271,7 +287,17 @@ pub async fn execute(
                         continue;
                     };
                     let mut e = e;
-                    if let Some(restore) = restore_call(&action, i) {
+                    let restore = restore_call(&action, i);
+                    // When the stop itself failed, the guest may still be running: start it
+                    // only if PVE says it is stopped.
+                    let needed = match restore {
+                        Some(start) if is_stop(call) => {
+                            guest_stopped(&shared.client, &start.path).await
+                        }
+                        Some(_) => true,
+                        None => false,
+                    };
+                    if let Some(restore) = restore.filter(|_| needed) {
                         e = match run_call(&shared, restore, Operation::Power, &object).await {
                             Ok(()) => {
                                 format!("{e}; the guest was started again (its declared state)")
@@ -292,6 +318,9 @@ pub async fn execute(
                         object: object.clone(),
                         summary: action.summary.clone(),
                     });
+                    // Not converged on this node: its dependents wait for the next apply
+                    // rather than use what the stale plan meant to change.
+                    outcome.failed.insert(node);
                     break;
                 }
                 shared.reporter.event(Event::ActionDone {
@@ -452,7 +481,7 @@ mod tests {
             &format!("{base}/status/start"),
         ]);
         let start = |a: &Action, failed| restore_call(a, failed).map(|c| c.path.clone());
-        for (failed, restores) in [(0, false), (1, true), (2, true), (3, false)] {
+        for (failed, restores) in [(0, true), (1, true), (2, true), (3, false)] {
             assert_eq!(
                 start(&stop_write_start, failed).is_some(),
                 restores,

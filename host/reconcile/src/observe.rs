@@ -22,6 +22,8 @@ pub enum ObserveError {
     Pve(#[from] proxops_pve::PveError),
     #[error("{} conflicts with live PVE objects", .0.len())]
     Conflicts(Vec<Diagnostic>),
+    #[error("{0}")]
+    Listing(String),
 }
 
 /// Does `path` match the template (`{x}` matches one non-empty segment)?
@@ -77,11 +79,18 @@ struct Item<'a> {
 
 /// Every `/cluster/resources` entry: guests, and the nodes and storages (the node list is
 /// checked before any write, and comes from the same read).
-pub async fn resources(client: &Client) -> Result<Vec<Value>, proxops_pve::PveError> {
+pub async fn resources(client: &Client) -> Result<Vec<Value>, ObserveError> {
     let data = client.get("/cluster/resources", &[]).await?;
     match data {
         Value::Array(entries) => Ok(entries),
-        _ => Ok(Vec::new()),
+        other => Err(ObserveError::Listing(format!(
+            "GET /cluster/resources answered {} instead of a list; nothing is planned from it",
+            match other {
+                Value::Null => "null",
+                Value::Object(_) => "an object",
+                _ => "a scalar",
+            }
+        ))),
     }
 }
 
@@ -127,6 +136,12 @@ pub async fn plan_cluster(
         .filter(|e| e.get("type").and_then(Value::as_str) == Some("node"))
         .filter_map(|e| e.get("node").and_then(Value::as_str).map(str::to_string))
         .collect();
+    if nodes.is_empty() {
+        // Without the node list no write can be checked against it: fail closed.
+        return Err(ObserveError::Listing(
+            "GET /cluster/resources lists no nodes, so proxops cannot check where it would write; give the token Sys.Audit on /nodes (or /) and run again".into(),
+        ));
+    }
     let by_name: HashMap<(&str, &str), &Object> = objects
         .iter()
         .map(|o| ((o.kind_name.as_str(), o.name.as_str()), o))
@@ -488,6 +503,12 @@ fn gate(
         .live
         .as_ref()
         .and_then(|(entry, _)| LiveGuest::from_entry(entry));
+    let empty_proposal = || Proposal {
+        actions: Vec::new(),
+        drift: Vec::new(),
+        pending: Vec::new(),
+        anomalies: Vec::new(),
+    };
     let only = |message: String| Proposal {
         actions: Vec::new(),
         drift: Vec::new(),
@@ -497,14 +518,50 @@ fn gate(
             message,
         }],
     };
+    let is_guest_entry = item.live.as_ref().is_some_and(|(entry, _)| {
+        matches!(
+            entry.get("type").and_then(Value::as_str),
+            Some("qemu" | "lxc")
+        )
+    });
+    if is_guest_entry && guest.is_none() {
+        // A guest entry without node or vmid: ownership cannot be proved, so nothing is sent.
+        return (
+            empty_proposal(),
+            Some("its /cluster/resources entry has no node or vmid; proxops cannot tell whether it owns the guest".into()),
+        );
+    }
     if let Some(g) = &guest {
-        if item.desired.is_some() && !g.tagged() {
+        // A copy of a proxops guest (its mark names another vmid) is not proxops's either,
+        // unless it is this VM's own clone of one of its templates, half configured.
+        let foreign_copy = match g.mark() {
+            ownership::Mark::Other(of) => !of
+                .iter()
+                .all(|v| item.sources.iter().any(|(_, source, _)| source == v)),
+            _ => false,
+        };
+        if item.desired.is_some() && (!g.tagged() || foreign_copy) {
             return match item.adopt {
                 Some(claim) if ownership::claim_matches(claim, g) => {
                     (ownership::adopt_proposal(g), None)
                 }
                 claim => (ownership::unowned(g, claim), None),
             };
+        }
+        if item.desired.is_none() && !proposal.actions.is_empty() {
+            // A prune candidate: nothing at all is sent unless proxops provably created it.
+            let refusal = if g.tagged() {
+                ownership::prune_refusal(g)
+            } else {
+                Some(format!(
+                    "{} has no `{}` tag; proxops never touches a guest it does not own",
+                    g.describe(),
+                    ownership::OWNERSHIP_TAG
+                ))
+            };
+            if let Some(why) = refusal {
+                return (only(why), None);
+            }
         }
         let deletes = proposal
             .actions

@@ -270,21 +270,49 @@ pub struct Scope<'a> {
     pub vmid: Option<u64>,
     /// Vmids it may clone from: its resolved, owned (or still to be created) templates.
     pub clone_sources: Vec<u64>,
-    /// The cluster's nodes; empty when the listing had none (then nodes are not checked).
+    /// The cluster's nodes (the plan fails before this check when the listing has none).
     pub nodes: &'a HashSet<String>,
 }
 
-/// The guest a path is about: `/nodes/{node}/{qemu|lxc}/{vmid}/…`.
-fn path_guest(path: &str) -> Option<(&str, Option<u64>, &str)> {
-    let rest = path.strip_prefix("/nodes/")?;
+/// Where a mutating path points: its node, the guest vmid when the path names one, and what
+/// follows the vmid. `Err` for a path PVE could read differently from this check: not under
+/// `/nodes/{node}/`, an empty, `.` or `..` segment, a percent escape, or a guest segment that
+/// is not a canonical vmid (PVE decodes and normalises paths before it routes them).
+fn path_target(path: &str) -> Result<(&str, Option<u64>, &str), String> {
+    let unsafe_path = |why: &str| {
+        Err(format!(
+            "the kind proposed a write to `{path}`, {why}; nothing was sent"
+        ))
+    };
+    let Some(rest) = path.strip_prefix("/nodes/") else {
+        return unsafe_path("which is not below /nodes/{node}/ (the host sends no other writes)");
+    };
+    if path.contains('%') {
+        return unsafe_path("which holds a percent escape");
+    }
+    if rest
+        .split('/')
+        .any(|seg| seg.is_empty() || seg == "." || seg == "..")
+    {
+        return unsafe_path("which has an empty, `.` or `..` segment");
+    }
     let mut parts = rest.splitn(4, '/');
-    let node = parts.next()?;
+    let node = parts.next().unwrap_or_default();
     match parts.next() {
         Some("qemu" | "lxc") => {}
-        _ => return Some((node, None, "")),
+        _ => return Ok((node, None, "")),
     }
-    let vmid = parts.next().and_then(|v| v.parse().ok());
-    Some((node, vmid, parts.next().unwrap_or("")))
+    let vmid = match parts.next() {
+        None => None,
+        Some(v) => {
+            let canonical = !v.starts_with('0') && v.bytes().all(|b| b.is_ascii_digit());
+            match v.parse::<u64>() {
+                Ok(n) if canonical => Some(n),
+                _ => return unsafe_path("whose guest segment is not a vmid"),
+            }
+        }
+    };
+    Ok((node, vmid, parts.next().unwrap_or("")))
 }
 
 fn param<'c>(call: &'c Call, name: &str) -> Option<&'c str> {
@@ -301,9 +329,7 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), String> 
         if call.method == Method::Get {
             continue;
         }
-        let Some((node, vmid, rest)) = path_guest(&call.path) else {
-            continue;
-        };
+        let (node, vmid, rest) = path_target(&call.path)?;
         if !scope.nodes.is_empty() && !scope.nodes.contains(node) {
             let mut known: Vec<&str> = scope.nodes.iter().map(String::as_str).collect();
             known.sort_unstable();
@@ -450,6 +476,13 @@ mod tests {
             ),
             (Post, "/nodes/pve01/qemu/9000/config", &[], false),
             (Post, "/nodes/pve02/storage/local/download-url", &[], true),
+            (Delete, "/nodes/pve01/qemu/%36019", &[], false),
+            (Post, "/nodes/pve01/qemu/0100/config", &[], false),
+            (Post, "/nodes/pve01//qemu/6019/config", &[], false),
+            (Post, "/nodes/pve01/qemu/../qemu/6019/config", &[], false),
+            (Post, "/nodes/pve01/qemu/100x/config", &[], false),
+            (Put, "/pools/prod", &[], false),
+            (Post, "/cluster/sdn", &[], false),
         ] {
             let got = check_calls(&[call(method, path, params)], &scope);
             assert_eq!(got.is_ok(), ok, "{path} {params:?}: {got:?}");
