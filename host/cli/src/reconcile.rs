@@ -291,6 +291,10 @@ fn apply_lock(
             .join(format!("apply-{}.lock", cluster.name)),
         proxops_core::Endpoint::Https(url) | proxops_core::Endpoint::Http(url) => {
             let Some(dir) = &ctx.state_dir else {
+                errln!(
+                    "warning: no cache folder (set --cache-dir or $PROXOPS_CACHE_DIR): cluster {} is applied without the lock against a concurrent apply",
+                    cluster.name
+                );
                 return Ok(None);
             };
             let token = cluster.token.as_ref().map(|t| t.id.as_str()).unwrap_or("");

@@ -35,6 +35,8 @@ pub struct LiveGuest {
     pub name: Option<String>,
     /// Lower-cased, in PVE's order.
     pub tags: Vec<String>,
+    /// The tags as PVE stores them (case kept), for the adopt write.
+    pub raw_tags: Vec<String>,
     pub template: bool,
 }
 
@@ -90,6 +92,16 @@ impl LiveGuest {
                 .get("tags")
                 .and_then(Value::as_str)
                 .map(split_tags)
+                .unwrap_or_default(),
+            raw_tags: entry
+                .get("tags")
+                .and_then(Value::as_str)
+                .map(|t| {
+                    t.split([';', ',', ' '])
+                        .filter(|t| !t.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_default(),
             template: flag(entry.get("template")),
         })
@@ -197,13 +209,14 @@ pub fn claim_matches(claim: &AdoptClaim, guest: &LiveGuest) -> bool {
 /// The one write of a take-over: the ownership tags added to the guest's own tags. Nothing
 /// else changes, nothing stops or restarts.
 pub fn adopt_proposal(guest: &LiveGuest) -> Proposal {
-    let mut tags = guest.tags.clone();
+    // The guest's own tags as PVE stores them (case kept), plus the two ownership tags.
+    let mut tags = guest.raw_tags.clone();
     for t in [OWNERSHIP_TAG.to_string(), mark_for(guest.vmid)] {
-        if !tags.contains(&t) {
+        if !guest.tags.contains(&t) {
             tags.push(t);
         }
     }
-    let old = guest.tags.join(";");
+    let old = guest.raw_tags.join(";");
     let new = tags.join(";");
     let path = format!("/nodes/{}/{}/{}/config", guest.node, guest.kind, guest.vmid);
     let method = if guest.kind == "lxc" {
