@@ -578,16 +578,25 @@ fn watch_signals() -> (
     let (tx, rx) = tokio::sync::watch::channel(false);
     let code = Arc::new(std::sync::atomic::AtomicU8::new(0));
     let seen = code.clone();
+    // The streams are made here, before anything is sent, and kept: a signal that arrives
+    // while the first one is being handled is buffered, never lost.
+    #[cfg(unix)]
+    let streams = {
+        use tokio::signal::unix::{SignalKind, signal};
+        signal(SignalKind::interrupt()).and_then(|i| Ok((i, signal(SignalKind::terminate())?)))
+    };
     tokio::spawn(async move {
         #[cfg(unix)]
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => return,
-            };
+        let (mut int, mut term) = match streams {
+            Ok(s) => s,
+            Err(e) => {
+                errln!("warning: cannot watch for signals ({e}); ^C stops proxops at once");
+                return;
+            }
+        };
         #[cfg(unix)]
         let which = tokio::select! {
-            _ = tokio::signal::ctrl_c() => exit::INTERRUPTED,
+            _ = int.recv() => exit::INTERRUPTED,
             _ = term.recv() => exit::TERMINATED,
         };
         #[cfg(not(unix))]
@@ -603,7 +612,7 @@ fn watch_signals() -> (
         // A second signal: the operator wants out now, whatever is in flight.
         #[cfg(unix)]
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
+            _ = int.recv() => {}
             _ = term.recv() => {}
         }
         #[cfg(not(unix))]
