@@ -28,7 +28,6 @@ fn main() {
     for watched in ["guest-kinds", "policies", "wit", "Cargo.toml", "Cargo.lock"] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
-    println!("cargo:rerun-if-env-changed=PROXOPS_GUEST_PROFILE");
 
     // Only workspace members are built: a crate folder that is not (yet) a member is skipped.
     let workspace = std::fs::read_to_string(root.join("Cargo.toml")).expect("read Cargo.toml");
