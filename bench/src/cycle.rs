@@ -21,9 +21,27 @@ pub fn validated(registry: &KindRegistry, root: &Path) -> (Vec<Object>, Vec<Diag
     let objects = catalog
         .objects
         .into_iter()
-        .filter(|o| o.cluster == CLUSTER)
+        .filter(|o| o.id.cluster == CLUSTER)
         .collect();
     (objects, diags)
+}
+
+/// Plan every object of the bench cluster (no secrets).
+pub async fn plan_all(
+    registry: &KindRegistry,
+    client: &proxops_pve::Client,
+    objects: &[proxops_reconcile::Object],
+    read_concurrency: usize,
+) -> Result<proxops_reconcile::ClusterPlan, proxops_reconcile::ObserveError> {
+    let cycle = proxops_reconcile::Cycle {
+        registry,
+        client,
+        cluster: CLUSTER,
+        objects,
+        read_concurrency,
+        secrets: None,
+    };
+    proxops_reconcile::plan_cluster(&cycle, None).await
 }
 
 /// The timings and outcome of one plan cycle.
@@ -65,7 +83,7 @@ pub async fn plan_cycle(
     );
     let validate = t0.elapsed();
     let t1 = Instant::now();
-    let plan = proxops_reconcile::plan_cluster(registry, client, CLUSTER, &objects, 16, None, None)
+    let plan = plan_all(registry, client, &objects, 16)
         .await
         .expect("plan the bench cluster");
     let planned = t1.elapsed();

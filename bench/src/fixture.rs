@@ -145,10 +145,9 @@ pub async fn converged_state(
         diags.iter().all(|d| !d.is_error()),
         "fixture manifests are valid: {diags:?}"
     );
-    let first =
-        proxops_reconcile::plan_cluster(registry, &client, CLUSTER, &objects, 16, None, None)
-            .await
-            .expect("plan the seed VMs");
+    let first = cycle::plan_all(registry, &client, &objects, 16)
+        .await
+        .expect("plan the seed VMs");
     let options = ApplyOptions {
         gate: None,
         limits: Limits {

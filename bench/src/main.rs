@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proxops_bench::cycle;
-use proxops_bench::fixture::{self, CLUSTER, Endpoint, TOKEN_VAR};
+use proxops_bench::fixture::{self, Endpoint, TOKEN_VAR};
 use proxops_bench::native::NativeQemu;
 use proxops_bench::{counter_delta, peak_rss};
 use proxops_guests::Role;
@@ -157,17 +157,9 @@ async fn child(args: &[String]) -> Value {
         Some("apply") => {
             let t0 = Instant::now();
             let (objects, _) = cycle::validated(&registry, &repo);
-            let first = proxops_reconcile::plan_cluster(
-                &registry,
-                &client,
-                CLUSTER,
-                &objects,
-                READ_CONCURRENCY,
-                None,
-                None,
-            )
-            .await
-            .expect("plan");
+            let first = cycle::plan_all(&registry, &client, &objects, READ_CONCURRENCY)
+                .await
+                .expect("plan");
             let options = ApplyOptions {
                 gate: None,
                 limits: Limits {

@@ -129,17 +129,15 @@ async fn check_case(registry: &KindRegistry, seed: u64) {
     let objects: Vec<_> = catalog.objects;
     // Twice: the second run sees what the first created (clones of owned templates, prunes).
     for _ in 0..2 {
-        let plan = match proxops_reconcile::plan_cluster(
+        let cycle = proxops_reconcile::Cycle {
             registry,
-            &lab.client,
-            "lab",
-            &objects,
-            8,
-            None,
-            None,
-        )
-        .await
-        {
+            client: &lab.client,
+            cluster: "lab",
+            objects: &objects,
+            read_concurrency: 8,
+            secrets: None,
+        };
+        let plan = match proxops_reconcile::plan_cluster(&cycle, None).await {
             Ok(p) => p,
             // A vmid taken by a container is a cluster-level conflict: nothing is sent.
             Err(_) => break,

@@ -218,7 +218,7 @@ fn objects_of(catalog: &Catalog, cluster: &str) -> Vec<Object> {
     catalog
         .objects
         .iter()
-        .filter(|o| o.cluster == cluster)
+        .filter(|o| o.id.cluster == cluster)
         .cloned()
         .collect()
 }
@@ -369,17 +369,15 @@ async fn plan_one(
     }
     let objects = objects_of(&p.catalog, name);
     let memory = stop_memory(ctx, repo, name, &conn.label);
-    match proxops_reconcile::plan_cluster(
-        kinds,
-        &conn.client,
-        name,
-        &objects,
-        cluster.options.read_concurrency,
-        None,
-        secrets_of(p, name),
-    )
-    .await
-    {
+    let cycle = proxops_reconcile::Cycle {
+        registry: kinds,
+        client: &conn.client,
+        cluster: name,
+        objects: &objects,
+        read_concurrency: cluster.options.read_concurrency,
+        secrets: secrets_of(p, name),
+    };
+    match proxops_reconcile::plan_cluster(&cycle, None).await {
         Ok(mut plan) => {
             memory.hold_back(&mut plan, run.retry_stop_required);
             guard_prune(&mut plan, objects.len(), run.allow_prune);
@@ -505,45 +503,32 @@ impl Reporter for Progress {
                 )
             }
             Event::ActionStarted { object, summary } => {
-                format!(
-                    "… {} {}: {}",
-                    object.kind,
-                    output::inline(&object.name),
-                    output::inline(summary)
-                )
+                format!("… {}: {}", render::who(&object.id), output::inline(summary))
             }
             Event::ActionDone {
                 object,
                 summary,
                 error: None,
-            } => format!(
-                "✓ {} {}: {}",
-                object.kind,
-                output::inline(&object.name),
-                output::inline(summary)
-            ),
+            } => format!("✓ {}: {}", render::who(&object.id), output::inline(summary)),
             Event::ActionDone {
                 object,
                 summary,
                 error: Some(e),
             } => format!(
-                "✗ {} {}: {}: {}",
-                object.kind,
-                output::inline(&object.name),
+                "✗ {}: {}: {}",
+                render::who(&object.id),
                 output::inline(summary),
                 output::inline(e)
             ),
             Event::Stale { object, summary } => format!(
-                "↻ {} {}: {}: the config changed since it was read; planned again",
-                object.kind,
-                output::inline(&object.name),
+                "↻ {}: {}: the config changed since it was read; planned again",
+                render::who(&object.id),
                 output::inline(summary)
             ),
             Event::Blocked { object, by } => format!(
-                "✗ {} {}: not attempted: {} did not converge",
-                object.kind,
-                output::inline(&object.name),
-                output::inline(by)
+                "✗ {}: not attempted: {} did not converge",
+                render::who(&object.id),
+                output::inline(&by.to_string())
             ),
         };
         match &self.bar {
@@ -760,7 +745,6 @@ pub fn graph(ctx: &Context, repo: &Path, format: GraphFormat) -> anyhow::Result<
         }
         return Ok(exit::ERROR);
     }
-    let id = |cluster: &str, kind: &str, name: &str| format!("{cluster}/{kind}/{name}");
     let mut out = String::new();
     match format {
         GraphFormat::Dot => out.push_str("digraph proxops {\n  rankdir=LR;\n"),
@@ -768,26 +752,26 @@ pub fn graph(ctx: &Context, repo: &Path, format: GraphFormat) -> anyhow::Result<
     }
     let mut index = BTreeMap::new();
     for (i, o) in p.catalog.objects.iter().enumerate() {
-        let node = id(&o.cluster, &o.kind_name, &o.name);
+        let node = o.id.in_cluster();
         index.insert(node.clone(), i);
         match format {
             GraphFormat::Dot => out.push_str(&format!(
                 "  \"{node}\" [label=\"{} {}\\n{}\"];\n",
-                o.kind_name, o.name, o.cluster
+                o.id.kind, o.id.name, o.id.cluster
             )),
             GraphFormat::Mermaid => out.push_str(&format!(
                 "  n{i}[\"{} {} ({})\"]\n",
-                o.kind_name, o.name, o.cluster
+                o.id.kind, o.id.name, o.id.cluster
             )),
         }
     }
     for (i, o) in p.catalog.objects.iter().enumerate() {
         for r in &o.references {
-            let target = id(&o.cluster, &r.kind, &r.name);
+            let target = o.id.sibling(r.kind.as_str(), r.name.as_str()).in_cluster();
             match format {
                 GraphFormat::Dot => out.push_str(&format!(
                     "  \"{target}\" -> \"{}\" [label=\"{}\"];\n",
-                    id(&o.cluster, &o.kind_name, &o.name),
+                    o.id.in_cluster(),
                     r.path
                 )),
                 GraphFormat::Mermaid => {

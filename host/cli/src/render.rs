@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use proxops_reconcile::ApplyReport;
+use proxops_reconcile::{ApplyReport, ObjectId};
 
 use crate::output::inline;
 use proxops_reconcile::plan::{ClusterPlan, action_view};
@@ -25,15 +25,21 @@ fn value(v: &Option<String>) -> String {
     }
 }
 
+/// An object as the human reads it, `Kind name`, the name escaped (it comes from a manifest
+/// or from PVE).
+pub fn who(id: &ObjectId) -> String {
+    format!("{} {}", inline(&id.kind), inline(&id.name))
+}
+
 /// The body of a plan (no header), one object after the other.
 pub fn plan(plan: &ClusterPlan) -> String {
     let mut out = String::new();
     for o in &plan.objects {
         // Names, summaries, messages and values come from manifests, kinds and PVE: each is
         // escaped on its own, so none can start a line of its own or move the cursor.
-        let who = format!("{} {}", inline(&o.object.kind), inline(&o.object.name));
+        let who = who(&o.object.id);
         if let Some(e) = &o.error {
-            writeln!(out, "  ✗ {who}: cannot plan: {}", inline(e)).unwrap();
+            writeln!(out, "  ✗ {who}: cannot plan: {}", inline(&e.to_string())).unwrap();
             continue;
         }
         for a in &o.proposal.actions {

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod diag;
+pub mod id;
 pub mod repo;
 pub mod rooted;
 pub mod settings;
@@ -12,6 +13,7 @@ pub mod yaml;
 
 pub use cluster::{ClusterFile, Endpoint, SecretSource, Tls};
 pub use diag::{Diagnostic, Severity};
+pub use id::ObjectId;
 pub use repo::{Manifest, Repo, load, load_split};
 pub use rooted::RepoDir;
 

@@ -8,9 +8,12 @@ use proxops_pve::Client;
 use proxops_runtime::SecretSource;
 use proxops_runtime::kind::Operation;
 
+use proxops_core::ObjectId;
+
+use crate::error::ActionError;
 use crate::execute::{Cancel, Event, Limits, Outcome, Reporter, Status, execute};
 use crate::memory::StopMemory;
-use crate::observe::{ObserveError, plan_cluster};
+use crate::observe::{Cycle, ObserveError, plan_cluster};
 use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef};
 use crate::{KindRegistry, Object};
 
@@ -155,11 +158,20 @@ pub async fn apply(
     options: ApplyOptions,
     reporter: Arc<dyn Reporter>,
 ) -> Result<ApplyReport, ObserveError> {
-    let cluster = first.cluster.clone();
+    let cycle = Cycle {
+        registry,
+        client,
+        cluster: &first.cluster,
+        objects,
+        read_concurrency: options.read_concurrency,
+        secrets: options.secrets.clone(),
+    };
     let mut last = first.clone();
     let mut outcomes: Vec<ObjectOutcome> = Vec::new();
-    let mut outcome_index: HashMap<(String, Option<String>, String), usize> = HashMap::new();
-    let mut failed: HashSet<String> = HashSet::new();
+    // A prune candidate and a manifest object may share an id (a template whose vmid
+    // changed): the live resource of the prune candidate tells them apart.
+    let mut outcome_index: HashMap<(ObjectId, Option<String>), usize> = HashMap::new();
+    let mut failed: HashSet<ObjectId> = HashSet::new();
     let mut deleted: HashSet<(String, Option<String>)> = HashSet::new();
     let mut passes = 0;
     let mut stopped = None;
@@ -202,36 +214,32 @@ pub async fn apply(
             failed_stops,
         } in results
         {
-            // Kind and name: a DiskImage and a VM may share a name.
-            let id = format!("{}/{}", object.kind, object.name);
+            let id = object.id.clone();
             for a in &failed_stops {
                 let why = match &status {
-                    Status::Failed(e) => e.as_str(),
-                    _ => "failed",
+                    Status::Failed(e) => e.to_string(),
+                    _ => "failed".to_string(),
                 };
-                options.memory.record(&cluster, &object, a, why);
+                options.memory.record(&object, a, &why);
             }
             if failed_stops.is_empty() && status == Status::Done {
                 options.memory.forget(&object);
             }
             if done.iter().any(|a| a.operation == Operation::Delete) {
-                deleted.insert((object.kind.clone(), object.resource.clone()));
+                deleted.insert((object.id.kind.clone(), object.resource.clone()));
             }
             if status == Status::Done {
                 touched.insert(id);
             } else {
                 failed.insert(id);
             }
-            // A prune candidate and a manifest object may share kind and name (a template
-            // whose vmid changed): the live resource tells them apart.
             let key = (
-                object.kind.clone(),
+                object.id.clone(),
                 object
                     .file
                     .is_none()
                     .then(|| object.resource.clone())
                     .flatten(),
-                object.name.clone(),
             );
             let slot = match outcome_index.get(&key) {
                 Some(&i) => i,
@@ -256,7 +264,9 @@ pub async fn apply(
             .iter()
             .enumerate()
             .filter(|(_, o)| o.did.deleted && o.status == Status::Done)
-            .filter(|(_, o)| deleted.contains(&(o.object.kind.clone(), o.object.resource.clone())))
+            .filter(|(_, o)| {
+                deleted.contains(&(o.object.id.kind.clone(), o.object.resource.clone()))
+            })
             .filter_map(|(i, o)| o.object.resource.clone().map(|r| (i, r)))
             .collect();
         if !gone_this_pass.is_empty() {
@@ -269,29 +279,26 @@ pub async fn apply(
             for (i, resource) in gone_this_pass {
                 if listed.contains(&resource) {
                     let o = &mut outcomes[i];
-                    let why =
-                        format!("the delete of {resource} was answered, but PVE still lists it");
+                    let why = ActionError::DeleteNotVerified {
+                        resource: resource.clone(),
+                    };
                     reporter.event(Event::ActionDone {
                         object: o.object.clone(),
                         summary: "verify the delete".into(),
-                        error: Some(why.clone()),
+                        error: Some(why.to_string()),
                     });
                     o.status = Status::Failed(why);
                     o.did.deleted = false;
-                    failed.insert(format!("{}/{}", o.object.kind, o.object.name));
-                    deleted.remove(&(o.object.kind.clone(), Some(resource)));
+                    failed.insert(o.object.id.clone());
+                    deleted.remove(&(o.object.id.kind.clone(), Some(resource)));
                 }
             }
         }
         touched.retain(|n| !failed.contains(n));
         // Pruned objects are gone: they are not planned again.
-        let manifest_touched: HashSet<String> = touched
+        let manifest_touched: HashSet<ObjectId> = touched
             .iter()
-            .filter(|id| {
-                objects
-                    .iter()
-                    .any(|o| format!("{}/{}", o.kind_name, o.name) == **id)
-            })
+            .filter(|id| objects.iter().any(|o| o.id == **id))
             .cloned()
             .collect();
         if manifest_touched.is_empty() {
@@ -299,29 +306,20 @@ pub async fn apply(
             plan.objects.clear();
             break;
         }
-        plan = plan_cluster(
-            registry,
-            client,
-            &cluster,
-            objects,
-            options.read_concurrency,
-            Some(&manifest_touched),
-            options.secrets.clone(),
-        )
-        .await?;
+        plan = plan_cluster(&cycle, Some(&manifest_touched)).await?;
         options.memory.hold_back(&mut plan, false);
         // Replace the re-planned objects in `last`.
-        let fresh: HashMap<(&str, &str), &ObjectPlan> = plan
+        let fresh: HashMap<&ObjectId, &ObjectPlan> = plan
             .objects
             .iter()
             .filter(|p| p.object.file.is_some())
-            .map(|p| ((p.object.kind.as_str(), p.object.name.as_str()), p))
+            .map(|p| (&p.object.id, p))
             .collect();
         for slot in &mut last.objects {
             if slot.object.file.is_none() {
                 continue;
             }
-            if let Some(p) = fresh.get(&(slot.object.kind.as_str(), slot.object.name.as_str())) {
+            if let Some(p) = fresh.get(&slot.object.id) {
                 *slot = (*p).clone();
             }
         }
@@ -329,7 +327,7 @@ pub async fn apply(
     // A pruned object is gone: nothing of it is left to show.
     last.objects.retain(|o| {
         o.object.file.is_some()
-            || !deleted.contains(&(o.object.kind.clone(), o.object.resource.clone()))
+            || !deleted.contains(&(o.object.id.kind.clone(), o.object.resource.clone()))
     });
     // An object that failed keeps its planned actions in `last` (they did not happen).
     let converged = failed.is_empty() && !plan.has_changes() && stopped.is_none();

@@ -12,6 +12,9 @@ use proxops_runtime::kind::{Action, Call, Method, Operation};
 use serde_json::Value;
 use tokio::sync::{Semaphore, watch};
 
+use proxops_core::ObjectId;
+
+use crate::error::ActionError;
 use crate::observe::{resources, to_pve_method, to_pve_params};
 use crate::plan::{ClusterPlan, ObjectRef, method_name};
 
@@ -34,7 +37,7 @@ pub enum Event {
     },
     Blocked {
         object: ObjectRef,
-        by: String,
+        by: ObjectId,
     },
     /// A write found the config changed since it was read (`checksum mismatch`, as a 500 or
     /// as a failed task): nothing was written; the object is planned again.
@@ -61,8 +64,9 @@ impl Reporter for Silent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
     Done,
-    Failed(String),
-    Blocked(String),
+    Failed(ActionError),
+    /// Not run: this dependency did not converge.
+    Blocked(ObjectId),
 }
 
 /// One object's result: its status, what it changed, and the stop-required actions that
@@ -197,27 +201,26 @@ pub async fn execute(
     });
 
     // One channel per acting object: None while it runs, then which nodes it failed on.
-    // Dependencies name manifest objects (`Kind/name`); an object being pruned has no
-    // manifest and may share its kind and name with a manifest object (a template whose
-    // vmid changed), so it keeps its channel to itself.
-    let key = |o: &ObjectRef| format!("{}/{}", o.kind, o.name);
+    // Dependencies name manifest objects; an object being pruned has no manifest and may
+    // share its identity with a manifest object (a template whose vmid changed), so it keeps
+    // its channel to itself.
     let senders: Vec<watch::Sender<Option<Finished>>> = with_actions
         .iter()
         .map(|_| watch::channel(None).0)
         .collect();
-    let done: HashMap<String, usize> = with_actions
+    let done: HashMap<&ObjectId, usize> = with_actions
         .iter()
         .enumerate()
         .filter(|(_, o)| o.object.file.is_some())
-        .map(|(i, o)| (key(&o.object), i))
+        .map(|(i, o)| (&o.object.id, i))
         .collect();
 
     let mut tasks = tokio::task::JoinSet::new();
     for (index, o) in with_actions.iter().enumerate() {
-        let waits: Vec<(String, watch::Receiver<Option<Finished>>)> = o
+        let waits: Vec<(ObjectId, watch::Receiver<Option<Finished>>)> = o
             .depends_on
             .iter()
-            .filter_map(|d| done.get(d.as_str()).map(|&i| (d, i)))
+            .filter_map(|d| done.get(d).map(|&i| (d, i)))
             .filter(|&(_, i)| i != index)
             .map(|(d, i)| (d.clone(), senders[i].subscribe()))
             .collect();
@@ -227,9 +230,9 @@ pub async fn execute(
         let shared = shared.clone();
         let cancel = cancel.clone();
         tasks.spawn(async move {
-            let blocked = |why: String| Outcome {
+            let blocked = |by: ObjectId| Outcome {
                 object: object.clone(),
-                status: Status::Blocked(why),
+                status: Status::Blocked(by),
                 done: Vec::new(),
                 failed_stops: Vec::new(),
             };
@@ -239,13 +242,12 @@ pub async fn execute(
                     Err(_) => Finished::failed(),
                 };
                 if !outcome.serves(object.node.as_deref()) {
-                    let why = format!("{dep} did not converge");
                     shared.reporter.event(Event::Blocked {
                         object: object.clone(),
                         by: dep.clone(),
                     });
                     publish(&finished, Finished::failed());
-                    return (index, blocked(why));
+                    return (index, blocked(dep));
                 }
             }
             // Actions run in order. After a failure, the object's remaining actions on that
@@ -272,9 +274,10 @@ pub async fn execute(
                     continue;
                 }
                 if cancel.as_ref().is_some_and(|c| *c.borrow()) {
-                    let why = "interrupted: not started".to_string();
                     outcome.failed.insert(node);
-                    first_error.get_or_insert(format!("{}: {why}", action.summary));
+                    first_error.get_or_insert(ActionError::Interrupted {
+                        action: action.summary.clone(),
+                    });
                     break;
                 }
                 shared.reporter.event(Event::ActionStarted {
@@ -332,7 +335,10 @@ pub async fn execute(
                     Some(e) => {
                         outcome.failed.insert(node.clone());
                         failed_ops.push((node, action.operation));
-                        first_error.get_or_insert(format!("{}: {e}", action.summary));
+                        first_error.get_or_insert(ActionError::Call {
+                            action: action.summary.clone(),
+                            cause: e,
+                        });
                         if action.requires_stop {
                             failed_stops.push(action);
                         }

@@ -2,6 +2,7 @@
 //! identities, observe PVE, plan, and execute.
 
 pub mod apply;
+pub mod error;
 pub mod execute;
 pub mod memory;
 pub mod observe;
@@ -13,8 +14,10 @@ pub mod validate;
 pub mod workers;
 
 pub use apply::{ApplyOptions, ApplyReport, apply};
+pub use error::{ActionError, Blocker, PlanError};
 pub use execute::{Event, Reporter, Silent, Status};
-pub use observe::{ObserveError, plan_cluster};
+pub use observe::{Cycle, ObserveError, plan_cluster};
 pub use plan::{ClusterPlan, ObjectPlan, ObjectRef};
+pub use proxops_core::ObjectId;
 pub use registry::KindRegistry;
 pub use validate::{Catalog, Object, Secrets, validate_repo};

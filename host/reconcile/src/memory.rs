@@ -37,7 +37,7 @@ pub enum MemoryError {
 /// One remembered failure.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Failure {
-    /// `Kind/name` of the object.
+    /// `cluster/Kind/name` of the object.
     pub object: String,
     /// What the action was, for the anomaly.
     pub summary: String,
@@ -56,9 +56,10 @@ pub struct StopMemory {
 
 /// The fingerprint of `action` of `object`: its calls (method, path, parameter names and
 /// non-secret values, including the digest of the config the write was planned against).
-pub fn fingerprint(cluster: &str, object: &ObjectRef, action: &Action) -> String {
+pub fn fingerprint(object: &ObjectRef, action: &Action) -> String {
     let mut h = Sha256::new();
-    for part in [cluster, &object.kind, &object.name] {
+    let id = &object.id;
+    for part in [&id.cluster, &id.kind, &id.name] {
         h.update(part.as_bytes());
         h.update([0]);
     }
@@ -110,15 +111,15 @@ impl StopMemory {
     }
 
     /// Remember that `action` of `object` failed with `error`.
-    pub fn record(&self, cluster: &str, object: &ObjectRef, action: &Action, error: &str) {
+    pub fn record(&self, object: &ObjectRef, action: &Action, error: &str) {
         let at = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or_default();
         self.lock().insert(
-            fingerprint(cluster, object, action),
+            fingerprint(object, action),
             Failure {
-                object: format!("{}/{}", object.kind, object.name),
+                object: object.id.in_cluster(),
                 summary: action.summary.clone(),
                 error: error.to_string(),
                 at,
@@ -128,7 +129,7 @@ impl StopMemory {
 
     /// Forget every failure of `object` (its change went through, or it was retried).
     pub fn forget(&self, object: &ObjectRef) {
-        let id = format!("{}/{}", object.kind, object.name);
+        let id = object.id.in_cluster();
         self.lock().retain(|_, f| f.object != id);
     }
 
@@ -150,7 +151,7 @@ impl StopMemory {
         for o in &mut plan.objects {
             let mut kept = Vec::with_capacity(o.proposal.actions.len());
             for a in std::mem::take(&mut o.proposal.actions) {
-                let key = fingerprint(&plan.cluster, &o.object, &a);
+                let key = fingerprint(&o.object, &a);
                 if !a.requires_stop || !failures.contains_key(&key) {
                     kept.push(a);
                     continue;
@@ -227,8 +228,7 @@ mod tests {
             cluster: "lab".into(),
             objects: vec![ObjectPlan {
                 object: ObjectRef {
-                    kind: "VM".into(),
-                    name: "web".into(),
+                    id: proxops_core::ObjectId::new("lab", "VM", "web"),
                     file: Some("vm/lab/web.yaml".into()),
                     node: Some("pve01".into()),
                     resource: Some("qemu/100".into()),
@@ -255,7 +255,6 @@ mod tests {
         let memory = StopMemory::open(path.clone()).unwrap();
         let p = plan(action("d1"));
         memory.record(
-            "lab",
             &p.objects[0].object,
             &p.objects[0].proposal.actions[0],
             "boom",

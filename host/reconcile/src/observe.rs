@@ -4,12 +4,13 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use proxops_core::Diagnostic;
+use proxops_core::{Diagnostic, ObjectId};
 use proxops_pve::{Client, Param};
 use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{Call, Method, Observation, Proposal, Read, Resolved};
 use serde_json::Value;
 
+use crate::error::{Blocker, PlanError};
 use crate::ownership::{self, AdoptClaim, LiveGuest, Scope};
 use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef, method_name};
 use crate::workers::par_map;
@@ -66,7 +67,7 @@ struct Item<'a> {
     desired: Option<&'a str>,
     /// The `/cluster/resources` entry, and its JSON text (what kinds get, printed once).
     live: Option<(&'a Value, String)>,
-    depends_on: Vec<String>,
+    depends_on: Vec<ObjectId>,
     resolved: Vec<Resolved>,
     referrers: Vec<Resolved>,
     /// The manifest's explicit take-over, if any.
@@ -104,17 +105,34 @@ fn off_runtime<R>(f: impl FnOnce() -> R) -> R {
     }
 }
 
-/// Plan `objects` (all of one cluster) against the live cluster. With `only`, plan just
-/// those objects, given as `Kind/name` (later passes of an apply), and skip prune discovery.
+/// What a planning cycle of one cluster works with.
+#[derive(Clone)]
+pub struct Cycle<'a> {
+    pub registry: &'a KindRegistry,
+    pub client: &'a Client,
+    pub cluster: &'a str,
+    /// The cluster's validated objects.
+    pub objects: &'a [Object],
+    /// Reads in flight at once.
+    pub read_concurrency: usize,
+    /// The cluster's secrets, for kinds granted them.
+    pub secrets: Option<Arc<dyn SecretSource>>,
+}
+
+/// Plan the cycle's objects against the live cluster. With `only`, plan just those objects
+/// (later passes of an apply), and skip prune discovery.
 pub async fn plan_cluster(
-    registry: &KindRegistry,
-    client: &Client,
-    cluster: &str,
-    objects: &[Object],
-    read_concurrency: usize,
-    only: Option<&HashSet<String>>,
-    secrets: Option<Arc<dyn SecretSource>>,
+    cycle: &Cycle<'_>,
+    only: Option<&HashSet<ObjectId>>,
 ) -> Result<ClusterPlan, ObserveError> {
+    let &Cycle {
+        registry,
+        client,
+        cluster,
+        objects,
+        read_concurrency,
+        ref secrets,
+    } = cycle;
     let started = std::time::Instant::now();
     let live = resources(client).await?;
     tracing::debug!(
@@ -144,7 +162,7 @@ pub async fn plan_cluster(
     }
     let by_name: HashMap<(&str, &str), &Object> = objects
         .iter()
-        .map(|o| ((o.kind_name.as_str(), o.name.as_str()), o))
+        .map(|o| ((o.id.kind.as_str(), o.id.name.as_str()), o))
         .collect();
     let guest_vmid = |o: &Object| {
         (o.key.space == "guest-id")
@@ -155,7 +173,7 @@ pub async fn plan_cluster(
     let refs = crate::validate::RefIndex::new(objects);
     let mut items: Vec<Item<'_>> = Vec::new();
     for o in objects {
-        if only.is_some_and(|ids| !ids.contains(&format!("{}/{}", o.kind_name, o.name))) {
+        if only.is_some_and(|ids| !ids.contains(&o.id)) {
             continue;
         }
         let entry = o
@@ -165,8 +183,7 @@ pub async fn plan_cluster(
             .and_then(|id| by_id.get(id).copied());
         items.push(Item {
             object: ObjectRef {
-                kind: o.kind_name.clone(),
-                name: o.name.clone(),
+                id: o.id.clone(),
                 file: Some(o.file.clone()),
                 node: o.key.node.clone(),
                 resource: o.key.resource_id.clone(),
@@ -177,7 +194,7 @@ pub async fn plan_cluster(
             depends_on: o
                 .references
                 .iter()
-                .map(|r| format!("{}/{}", r.kind, r.name))
+                .map(|r| o.id.sibling(r.kind.as_str(), r.name.as_str()))
                 .collect(),
             resolved: refs.resolve(o),
             referrers: refs.referrers(o),
@@ -195,7 +212,7 @@ pub async fn plan_cluster(
                         .as_deref()
                         .and_then(|id| by_id.get(id))
                         .and_then(|e| LiveGuest::from_entry(e));
-                    Some((format!("{} {}", t.kind_name, t.name), vmid, guest))
+                    Some((format!("{} {}", t.id.kind, t.id.name), vmid, guest))
                 })
                 .collect(),
         });
@@ -240,8 +257,7 @@ pub async fn plan_cluster(
                 .unwrap_or_else(|| id.clone());
             items.push(Item {
                 object: ObjectRef {
-                    kind: registry.get(kind).info().kind.clone(),
-                    name,
+                    id: ObjectId::new(cluster, registry.get(kind).info().kind.clone(), name),
                     file: None,
                     node: entry
                         .get("node")
@@ -263,27 +279,23 @@ pub async fn plan_cluster(
     }
 
     // Which reads does each item need?
-    let wanted: Vec<Result<Vec<Call>, String>> = off_runtime(|| {
+    let wanted: Vec<Result<Vec<Call>, PlanError>> = off_runtime(|| {
         par_map(registry, &items, |instances, item| {
             let live = item.live.as_ref().map(|(_, text)| text.as_str());
             let calls = instances
                 .get(item.kind)
                 .and_then(|i| i.observe(item.desired, live, &item.referrers))
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| PlanError::Kind(e.to_string()))?;
             let allowed = &registry.get(item.kind).info().api_paths;
             for c in &calls {
                 if c.method != Method::Get {
-                    return Err(format!(
-                        "observe() asked for {} {}; only GETs may be observed",
-                        method_name(c.method),
-                        c.path
-                    ));
+                    return Err(PlanError::ObservedWrite {
+                        method: method_name(c.method),
+                        path: c.path.clone(),
+                    });
                 }
                 if !path_allowed(allowed, &c.path) {
-                    return Err(format!(
-                        "observe() asked for GET {}, outside the kind's declared API paths",
-                        c.path
-                    ));
+                    return Err(PlanError::ObservedOutside(c.path.clone()));
                 }
             }
             Ok(calls)
@@ -292,7 +304,7 @@ pub async fn plan_cluster(
 
     // Each read's key (path and parameters), computed once: it de-duplicates the reads and
     // hands each answer to its readers.
-    let wanted: Vec<Result<Vec<(String, Call)>, String>> = wanted
+    let wanted: Vec<Result<Vec<(String, Call)>, PlanError>> = wanted
         .into_iter()
         .map(|calls| calls.map(|cs| cs.into_iter().map(|c| (read_key(&c), c)).collect()))
         .collect();
@@ -320,7 +332,7 @@ pub async fn plan_cluster(
         }
     };
 
-    let inputs: Vec<(usize, Result<Observation, String>)> = wanted
+    let inputs: Vec<(usize, Result<Observation, PlanError>)> = wanted
         .into_iter()
         .zip(items.iter_mut())
         .enumerate()
@@ -341,7 +353,7 @@ pub async fn plan_cluster(
         })
         .collect();
 
-    let planned: Vec<(Proposal, Option<String>)> = off_runtime(|| {
+    let planned: Vec<(Proposal, Option<PlanError>)> = off_runtime(|| {
         par_map(registry, &inputs, |instances, (i, observation)| {
             let item = &items[*i];
             let empty = || Proposal {
@@ -359,7 +371,7 @@ pub async fn plan_cluster(
                 inst.plan(item.desired, &item.resolved, &item.referrers, observation)
             });
             match result {
-                Err(e) => (empty(), Some(e.to_string())),
+                Err(e) => (empty(), Some(PlanError::Kind(e.to_string()))),
                 Ok(Err(diags)) => {
                     let text: Vec<String> = diags
                         .iter()
@@ -371,7 +383,7 @@ pub async fn plan_cluster(
                             }
                         })
                         .collect();
-                    (empty(), Some(text.join("; ")))
+                    (empty(), Some(PlanError::Invalid(text)))
                 }
                 Ok(Ok(proposal)) => {
                     let allowed = &registry.get(item.kind).info().api_paths;
@@ -385,13 +397,7 @@ pub async fn plan_cluster(
                     if refused.is_empty() {
                         (proposal, None)
                     } else {
-                        (
-                            empty(),
-                            Some(format!(
-                                "the kind proposed calls outside its declared API paths: {}",
-                                refused.join(", ")
-                            )),
-                        )
+                        (empty(), Some(PlanError::OutsideApiPaths(refused)))
                     }
                 }
             }
@@ -442,23 +448,28 @@ pub const UNAVAILABLE_ON: &str = "unavailable-on:";
 /// where its ISO or disk image is not.
 fn block_dependents(plan: &mut ClusterPlan) {
     loop {
-        // `Kind/name` -> (the nodes it cannot serve, None for all; why).
-        let mut unavailable: HashMap<String, (Option<HashSet<&str>>, String)> = HashMap::new();
+        // Object -> (the nodes it cannot serve, None for all; why).
+        let mut unavailable: HashMap<&ObjectId, (Option<HashSet<&str>>, Blocker)> = HashMap::new();
         for o in plan.objects.iter().filter(|o| o.object.file.is_some()) {
-            let id = format!("{}/{}", o.object.kind, o.object.name);
+            let id = &o.object.id;
             if o.error.is_some() {
-                unavailable.insert(id.clone(), (None, format!("{id} could not be planned")));
+                unavailable.insert(id, (None, Blocker::NotPlanned(id.clone())));
                 continue;
             }
             for a in &o.proposal.anomalies {
                 if let Some(node) = a.path.strip_prefix(UNAVAILABLE_ON) {
+                    let why = Blocker::NotOnNode {
+                        id: id.clone(),
+                        node: node.to_string(),
+                        why: a.message.clone(),
+                    };
                     let entry = unavailable
-                        .entry(id.clone())
-                        .or_insert_with(|| (Some(HashSet::new()), String::new()));
+                        .entry(id)
+                        .or_insert_with(|| (Some(HashSet::new()), why.clone()));
                     if let Some(nodes) = &mut entry.0 {
                         nodes.insert(node);
                     }
-                    entry.1 = format!("{id} is not available on node {node}: {}", a.message);
+                    entry.1 = why;
                 }
             }
         }
@@ -485,7 +496,7 @@ fn block_dependents(plan: &mut ClusterPlan) {
         for (i, why) in blocked {
             let o = &mut plan.objects[i];
             o.proposal.actions.clear();
-            o.error = Some(format!("blocked, nothing will be sent for it: {why}"));
+            o.error = Some(PlanError::Blocked(why));
         }
     }
 }
@@ -498,7 +509,7 @@ fn gate(
     item: &Item<'_>,
     proposal: Proposal,
     nodes: &HashSet<String>,
-) -> (Proposal, Option<String>) {
+) -> (Proposal, Option<PlanError>) {
     let guest = item
         .live
         .as_ref()
@@ -526,10 +537,7 @@ fn gate(
     });
     if is_guest_entry && guest.is_none() {
         // A guest entry without node or vmid: ownership cannot be proved, so nothing is sent.
-        return (
-            empty_proposal(),
-            Some("its /cluster/resources entry has no node or vmid; proxops cannot tell whether it owns the guest".into()),
-        );
+        return (empty_proposal(), Some(PlanError::NoIdentity));
     }
     if let Some(g) = &guest {
         // A copy of a proxops guest (its mark names another vmid) is not proxops's either,
@@ -618,7 +626,7 @@ fn gate(
                 pending: proposal.pending,
                 anomalies: proposal.anomalies,
             },
-            Some(e),
+            Some(PlanError::Refused(e)),
         ),
     }
 }
@@ -683,7 +691,7 @@ struct Answer {
 /// would hold 10,000 request futures (kilobytes each) at once for a large cluster.
 async fn perform_reads(
     client: &Client,
-    wanted: &[Result<Vec<(String, Call)>, String>],
+    wanted: &[Result<Vec<(String, Call)>, PlanError>],
     concurrency: usize,
 ) -> HashMap<String, Answer> {
     let mut distinct: BTreeMap<&str, (&Call, usize)> = BTreeMap::new();
@@ -736,14 +744,15 @@ async fn perform_reads(
 #[cfg(test)]
 mod tests {
     use super::{UNAVAILABLE_ON, block_dependents, path_allowed};
+    use crate::error::PlanError;
     use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef};
+    use proxops_core::ObjectId;
     use proxops_runtime::kind::{Action, Anomaly, Operation, Proposal};
 
     fn object(kind: &str, name: &str, node: &str, deps: &[&str]) -> ObjectPlan {
         ObjectPlan {
             object: ObjectRef {
-                kind: kind.into(),
-                name: name.into(),
+                id: ObjectId::new("lab", kind, name),
                 file: Some(format!("{}/lab/{name}.yaml", kind.to_lowercase())),
                 node: Some(node.into()),
                 resource: None,
@@ -764,7 +773,13 @@ mod tests {
                 pending: Vec::new(),
                 anomalies: Vec::new(),
             },
-            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+            depends_on: deps
+                .iter()
+                .map(|d| {
+                    let (kind, name) = d.split_once('/').expect("Kind/name");
+                    ObjectId::new("lab", kind, name)
+                })
+                .collect(),
             error: None,
         }
     }
@@ -778,7 +793,7 @@ mod tests {
             message: "not placed there".into(),
         });
         let mut broken = object("DiskImage", "noble", "", &[]);
-        broken.error = Some("storage read failed".into());
+        broken.error = Some(PlanError::Kind("storage read failed".into()));
         broken.proposal.actions.clear();
         let mut plan = ClusterPlan {
             cluster: "lab".into(),
@@ -798,7 +813,7 @@ mod tests {
             .iter()
             .map(|o| {
                 (
-                    o.object.name.as_str(),
+                    o.object.id.name.as_str(),
                     o.error.is_some() && !o.has_actions(),
                 )
             })
@@ -815,7 +830,7 @@ mod tests {
                 ("d", false),
             ]
         );
-        let why = plan.objects[3].error.as_deref().unwrap();
+        let why = plan.objects[3].error.as_ref().unwrap().to_string();
         assert!(why.contains("not available on node pve02"), "{why}");
     }
 

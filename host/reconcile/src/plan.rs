@@ -2,14 +2,18 @@
 //! policies and executor need. Secret values never leave this module unredacted: the
 //! serialisable views replace them.
 
+use proxops_core::ObjectId;
 use proxops_runtime::kind::{Action, Anomaly, Drift, Method, Operation, Proposal};
+
+use crate::error::PlanError;
 use serde::Serialize;
 
 /// What an object's plan is about.
 #[derive(Debug, Clone, Serialize)]
 pub struct ObjectRef {
-    pub kind: String,
-    pub name: String,
+    /// Cluster, kind and name (serialised as three fields of the object).
+    #[serde(flatten)]
+    pub id: ObjectId,
     /// Manifest file; `None` for a prune candidate (no manifest).
     pub file: Option<String>,
     pub node: Option<String>,
@@ -19,7 +23,7 @@ pub struct ObjectRef {
 
 impl std::fmt::Display for ObjectRef {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} {}", self.kind, self.name)
+        write!(f, "{} {}", self.id.kind, self.id.name)
     }
 }
 
@@ -33,10 +37,10 @@ pub struct ObjectPlan {
     /// Whether the live object is running.
     pub running: bool,
     pub proposal: Proposal,
-    /// `Kind/name` (same cluster) of objects whose actions must finish first.
-    pub depends_on: Vec<String>,
-    /// Planning failed for this object (guest error, refused call, failed read).
-    pub error: Option<String>,
+    /// Objects (of the same cluster) whose actions must finish first.
+    pub depends_on: Vec<ObjectId>,
+    /// Planning failed for this object (guest error, refused call, blocked dependency).
+    pub error: Option<PlanError>,
 }
 
 impl ObjectPlan {
@@ -246,7 +250,7 @@ impl ClusterPlan {
                     drift: o.proposal.drift.iter().map(drift_view).collect(),
                     pending: o.proposal.pending.iter().map(drift_view).collect(),
                     anomalies: o.proposal.anomalies.iter().map(anomaly_view).collect(),
-                    error: o.error.clone(),
+                    error: o.error.as_ref().map(ToString::to_string),
                 })
                 .collect(),
         }

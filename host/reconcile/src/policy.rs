@@ -369,8 +369,8 @@ impl PolicySet {
                     file: o.object.file.clone(),
                     view: ActionView {
                         cluster: plan.cluster.clone(),
-                        kind: o.object.kind.clone(),
-                        name: o.object.name.clone(),
+                        kind: o.object.id.kind.clone(),
+                        name: o.object.id.name.clone(),
                         operation: a.operation,
                         summary: a.summary.clone(),
                         destructive: a.destructive,
@@ -1183,8 +1183,7 @@ mod tests {
                 .into_iter()
                 .map(|(name, file, action, running)| ObjectPlan {
                     object: ObjectRef {
-                        kind: "VM".into(),
-                        name: name.into(),
+                        id: proxops_core::ObjectId::new("lab", "VM", name),
                         file: file.map(Into::into),
                         node: Some("pve01".into()),
                         resource: None,

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use proxops_core::{API_VERSION, Diagnostic, Manifest, Repo};
+use proxops_core::{API_VERSION, Diagnostic, Manifest, ObjectId, Repo};
 use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{self, ObjectKey, Reference, Resolved, Severity};
 
@@ -16,11 +16,9 @@ use crate::workers::par_map;
 /// A manifest that passed its kind's validation.
 #[derive(Debug, Clone)]
 pub struct Object {
-    pub cluster: String,
+    pub id: ObjectId,
     /// Index of the kind in the registry.
     pub kind: usize,
-    pub kind_name: String,
-    pub name: String,
     pub file: String,
     /// Normalised desired state (JSON) from the kind.
     pub desired: String,
@@ -174,10 +172,12 @@ pub fn validate_repo(
                 .map(|d| guest_diag(&m.file, d))
                 .collect();
             let object = Object {
-                cluster: m.cluster.clone(),
+                id: ObjectId::new(
+                    m.cluster.clone(),
+                    registry.get(index).info().kind.clone(),
+                    m.name.clone(),
+                ),
                 kind: index,
-                kind_name: registry.get(index).info().kind.clone(),
-                name: m.name.clone(),
                 file: m.file.clone(),
                 desired: validated.desired,
                 key,
@@ -265,7 +265,7 @@ fn check_references(
     let mut by_name: HashMap<(&str, &str), Vec<&Object>> = HashMap::new();
     for o in objects {
         by_name
-            .entry((o.cluster.as_str(), o.name.as_str()))
+            .entry((o.id.cluster.as_str(), o.id.name.as_str()))
             .or_default()
             .push(o);
     }
@@ -277,10 +277,10 @@ fn check_references(
             let mut ok = true;
             for r in &o.references {
                 let candidates = by_name
-                    .get(&(o.cluster.as_str(), r.name.as_str()))
+                    .get(&(o.id.cluster.as_str(), r.name.as_str()))
                     .cloned()
                     .unwrap_or_default();
-                match candidates.iter().find(|t| t.kind_name == r.kind) {
+                match candidates.iter().find(|t| t.id.kind == r.kind) {
                     Some(target) => resolved.push(Resolved {
                         reference: r.clone(),
                         desired: target.desired.clone(),
@@ -290,10 +290,13 @@ fn check_references(
                         let message = match candidates.first() {
                             Some(other) => format!(
                                 "`{}` is a {} ({}), not a {}",
-                                r.name, other.kind_name, other.file, r.kind
+                                r.name, other.id.kind, other.file, r.kind
                             ),
                             None => {
-                                format!("no {} named `{}` in cluster {}", r.kind, r.name, o.cluster)
+                                format!(
+                                    "no {} named `{}` in cluster {}",
+                                    r.kind, r.name, o.id.cluster
+                                )
                             }
                         };
                         diags.push(Diagnostic::error(&o.file, r.path.clone(), message));
@@ -314,7 +317,7 @@ fn check_references(
                 )];
             }
         };
-        instance.set_secrets(secrets.for_cluster(&o.cluster));
+        instance.set_secrets(secrets.for_cluster(&o.id.cluster));
         match instance.check_references(&o.desired, resolved) {
             Ok(found) => found.iter().map(|d| guest_diag(&o.file, d)).collect(),
             Err(e) => vec![Diagnostic::error(
@@ -331,15 +334,10 @@ fn check_references(
 /// never be ordered: each object would wait for the other. Each cycle is an error on every
 /// object in it, naming the whole loop.
 fn check_cycles(objects: &[Object], diags: &mut Vec<Diagnostic>) {
-    let index: HashMap<(&str, &str, &str), usize> = objects
+    let index: HashMap<&ObjectId, usize> = objects
         .iter()
         .enumerate()
-        .map(|(i, o)| {
-            (
-                (o.cluster.as_str(), o.kind_name.as_str(), o.name.as_str()),
-                i,
-            )
-        })
+        .map(|(i, o)| (&o.id, i))
         .collect();
     let edges: Vec<Vec<(usize, &str)>> = objects
         .iter()
@@ -348,7 +346,7 @@ fn check_cycles(objects: &[Object], diags: &mut Vec<Diagnostic>) {
                 .iter()
                 .filter_map(|r| {
                     index
-                        .get(&(o.cluster.as_str(), r.kind.as_str(), r.name.as_str()))
+                        .get(&o.id.sibling(r.kind.as_str(), r.name.as_str()))
                         .map(|&t| (t, r.path.as_str()))
                 })
                 .collect()
@@ -358,7 +356,7 @@ fn check_cycles(objects: &[Object], diags: &mut Vec<Diagnostic>) {
         let names: Vec<String> = cycle
             .iter()
             .chain(cycle.first())
-            .map(|&(i, _)| format!("{}/{}", objects[i].kind_name, objects[i].name))
+            .map(|&(i, _)| objects[i].id.to_string())
             .collect();
         for &(i, path) in &cycle {
             diags.push(Diagnostic::error(
@@ -435,7 +433,7 @@ impl<'a> RefIndex<'a> {
         let mut by_key = HashMap::new();
         let mut referrers: HashMap<(&str, &str), Vec<(usize, &Reference)>> = HashMap::new();
         for (i, o) in objects.iter().enumerate() {
-            by_key.insert((o.kind_name.as_str(), o.name.as_str()), i);
+            by_key.insert((o.id.kind.as_str(), o.id.name.as_str()), i);
             for r in &o.references {
                 referrers
                     .entry((r.kind.as_str(), r.name.as_str()))
@@ -469,7 +467,7 @@ impl<'a> RefIndex<'a> {
     /// referrer's desired state.
     pub fn referrers(&self, o: &Object) -> Vec<Resolved> {
         self.referrers
-            .get(&(o.kind_name.as_str(), o.name.as_str()))
+            .get(&(o.id.kind.as_str(), o.id.name.as_str()))
             .map(|list| {
                 list.iter()
                     .map(|(i, r)| Resolved {
@@ -487,7 +485,11 @@ impl<'a> RefIndex<'a> {
 fn check_identities(objects: &[Object], diags: &mut Vec<Diagnostic>) {
     let mut seen: BTreeMap<(&str, &str, &str), &Object> = BTreeMap::new();
     for o in objects {
-        let k = (o.cluster.as_str(), o.key.space.as_str(), o.key.key.as_str());
+        let k = (
+            o.id.cluster.as_str(),
+            o.key.space.as_str(),
+            o.key.key.as_str(),
+        );
         match seen.get(&k) {
             Some(first) => {
                 diags.push(Diagnostic::error(
@@ -495,7 +497,12 @@ fn check_identities(objects: &[Object], diags: &mut Vec<Diagnostic>) {
                     "",
                     format!(
                         "collides with {} ({} `{}`): both claim {} {} in cluster {}",
-                        first.file, first.kind_name, first.name, o.key.space, o.key.key, o.cluster
+                        first.file,
+                        first.id.kind,
+                        first.id.name,
+                        o.key.space,
+                        o.key.key,
+                        o.id.cluster
                     ),
                 ));
             }
