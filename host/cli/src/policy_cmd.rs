@@ -71,7 +71,7 @@ pub enum PolicyCommand {
     New {
         /// Crate name: lower-case letters, digits and `-`.
         name: String,
-        /// Folder to create [default: ./<name>].
+        /// Folder to create [default: ./NAME].
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },

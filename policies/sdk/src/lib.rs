@@ -6,11 +6,36 @@
 //! (typed settings and rule functions; the SDK provides [`wit::Guest`] for it) and exports it
 //! for the component build only:
 //!
-//! ```ignore
+//! ```
+//! use proxops_policy_sdk::wit::{Guest, ManifestView, Verdict};
+//! use proxops_policy_sdk::{Doc, Findings, SitePolicy};
+//!
 //! struct MyPolicy;
-//! impl proxops_policy_sdk::SitePolicy for MyPolicy { /* NAME, SCHEMA, check_manifest, … */ }
+//! impl SitePolicy for MyPolicy {
+//!     type Settings = serde_json::Value;
+//!     const NAME: &'static str = "require-description";
+//!     const VERSION: &'static str = "0.1.0";
+//!     const DESCRIPTION: &'static str = "every VM says what it is for";
+//!     const SCHEMA: &'static str = r#"{"type": "object"}"#;
+//!     fn check_manifest(_: &serde_json::Value, m: &ManifestView) -> Verdict {
+//!         let mut f = Findings::new();
+//!         if Doc::parse(&m.document).str_at("spec.description").is_none() {
+//!             f.warn("spec.description", "say what this VM is for");
+//!         }
+//!         f.verdict()
+//!     }
+//! }
 //! #[cfg(target_arch = "wasm32")]
 //! proxops_policy_sdk::export_policy!(MyPolicy);
+//!
+//! // The SDK's `Guest` implementation is what the host calls; native tests call it too.
+//! let vm = ManifestView {
+//!     cluster: "lab".into(),
+//!     kind: "VM".into(),
+//!     name: "web".into(),
+//!     document: r#"{"kind": "VM", "spec": {}}"#.into(),
+//! };
+//! assert!(matches!(<MyPolicy as Guest>::check_manifest(vm, "{}".into()), Verdict::Warn(_)));
 //! ```
 //!
 //! Keep the rules in plain functions over these types so that native `cargo test` covers them.

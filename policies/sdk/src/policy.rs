@@ -11,18 +11,46 @@ use crate::wit::{ActionView, Guest, ManifestView, PolicyInfo, Verdict};
 
 /// A site policy over typed settings.
 ///
-/// ```ignore
+/// ```
+/// use proxops_policy_sdk::wit::{Guest, ManifestView, Verdict};
+/// use proxops_policy_sdk::{Doc, Findings, SitePolicy};
+///
+/// #[derive(serde::Deserialize, Default)]
+/// #[serde(default)]
+/// pub struct Settings {
+///     label: Option<String>,
+/// }
+///
 /// pub struct Policy;
-/// impl proxops_policy_sdk::SitePolicy for Policy {
+/// impl SitePolicy for Policy {
 ///     type Settings = Settings;
 ///     const NAME: &'static str = "require-owner";
-///     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+///     const VERSION: &'static str = "0.1.0";
 ///     const DESCRIPTION: &'static str = "every VM names its owner";
-///     const SCHEMA: &'static str = SCHEMA;
-///     fn check_manifest(settings: &Settings, manifest: &ManifestView) -> Verdict { … }
+///     const SCHEMA: &'static str = r#"{"type": "object", "properties": {"label": {"type": "string"}}}"#;
+///     fn check_manifest(settings: &Settings, manifest: &ManifestView) -> Verdict {
+///         let label = settings.label.as_deref().unwrap_or("owner");
+///         let mut f = Findings::new();
+///         if Doc::parse(&manifest.document).label(label).is_none() {
+///             f.deny(format!("metadata.labels.{label}"), format!("name the VM's {label}"));
+///         }
+///         f.verdict()
+///     }
 /// }
 /// #[cfg(target_arch = "wasm32")]
 /// proxops_policy_sdk::export_policy!(Policy);
+///
+/// let vm = |document: &str| ManifestView {
+///     cluster: "lab".into(),
+///     kind: "VM".into(),
+///     name: "web".into(),
+///     document: document.into(),
+/// };
+/// let unowned = vm(r#"{"kind": "VM", "metadata": {"name": "web"}}"#);
+/// let owned = vm(r#"{"kind": "VM", "metadata": {"name": "web", "labels": {"team": "db"}}}"#);
+/// let settings = r#"{"label": "team"}"#.to_string();
+/// assert!(matches!(<Policy as Guest>::check_manifest(unowned, settings.clone()), Verdict::Deny(_)));
+/// assert!(matches!(<Policy as Guest>::check_manifest(owned, settings), Verdict::Allow));
 /// ```
 pub trait SitePolicy {
     /// The `settings:` mapping of `proxops.yaml` (`{}` when absent).
