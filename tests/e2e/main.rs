@@ -3,6 +3,7 @@
 
 mod canary;
 mod dataloss;
+mod examples;
 mod guests;
 mod images;
 mod inputs;

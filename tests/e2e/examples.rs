@@ -1,0 +1,182 @@
+//! The example repositories a newcomer runs, run as the README says (on a copy, so the
+//! checkout's simulator state is untouched): they converge, a second run changes nothing,
+//! and the simulator holds what the manifests declare.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::support::{Run, proxops_in, shared_cache, workspace};
+
+/// A copy of `examples/<name>` without its simulator state.
+fn copy_example(name: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    copy_tree(&workspace().join("examples").join(name), dir.path());
+    dir
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name() == ".proxops" {
+            continue;
+        }
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn run(repo: &Path, args: &[&str]) -> Run {
+    let mut all = args.to_vec();
+    all.push(repo.to_str().unwrap());
+    proxops_in(repo, &shared_cache(), &all)
+}
+
+/// The simulator's saved state of cluster `lab`: vmid -> (config, running).
+fn guests(repo: &Path) -> Vec<(u64, serde_json::Map<String, Value>, bool)> {
+    let text = std::fs::read_to_string(repo.join(".proxops/sim-lab.json")).unwrap();
+    let state: Value = serde_json::from_str(&text).unwrap();
+    let mut out: Vec<_> = state["vms"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(vmid, vm)| {
+            (
+                vmid.parse().unwrap(),
+                vm["conf"].as_object().unwrap().clone(),
+                vm["running"] == Value::Bool(true),
+            )
+        })
+        .collect();
+    out.sort_by_key(|(vmid, _, _)| *vmid);
+    out
+}
+
+#[test]
+fn the_main_command_converges_and_a_second_run_changes_nothing() {
+    let repo = copy_example("homelab");
+    let first = run(repo.path(), &["apply"]);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    assert!(
+        first.stdout.contains("the cluster matches the manifests"),
+        "{}",
+        first.stdout
+    );
+    let second = run(repo.path(), &["apply"]);
+    assert_eq!(second.code, 0, "{}{}", second.stdout, second.stderr);
+    assert!(second.stdout.contains("No changes"), "{}", second.stdout);
+    let plan = run(repo.path(), &["plan", "--detailed-exitcode"]);
+    assert_eq!(plan.code, 0, "{}{}", plan.stdout, plan.stderr);
+
+    // Every manifest's guest exists, owned (the vmid-bound mark), with its declared name.
+    let live = guests(repo.path());
+    for (vmid, name) in [
+        (101, "web-01"),
+        (110, "app-01"),
+        (201, "db-01"),
+        (202, "build-runner"),
+        (9000, "debian-12"),
+    ] {
+        let (_, conf, _) = live
+            .iter()
+            .find(|(v, _, _)| *v == vmid)
+            .unwrap_or_else(|| panic!("guest {vmid} exists: {live:?}"));
+        assert_eq!(conf["name"], name, "guest {vmid}");
+        let tags = conf["tags"].as_str().unwrap();
+        assert!(
+            tags.split(';').any(|t| t == format!("proxops-{vmid}")),
+            "guest {vmid} carries its mark: {tags}"
+        );
+    }
+}
+
+#[test]
+fn the_showcase_warns_through_its_policy_and_writes_the_secrets_from_sops() {
+    let repo = copy_example("showcase");
+    let key = repo.path().join("TEST-ONLY-age-key.txt");
+    let key = key.to_str().unwrap();
+    let first = run(repo.path(), &["--age-identity", key, "apply"]);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    // The policy warns, visibly, naming the VM and the field; warn mode stops nothing.
+    assert!(
+        first.stdout.contains(
+            "policy require-protection-prod would deny (not enforced) [warn mode] VM api-01"
+        ) && first.stdout.contains("spec.options.protection"),
+        "{}",
+        first.stdout
+    );
+    assert!(
+        !first.stdout.contains("VM api-02 (vm/lab/api-02.yaml)"),
+        "the protected VM passes the policy: {}",
+        first.stdout
+    );
+    // No secret value reaches the output.
+    for secret in [
+        "showcase-TEST-ONLY-password",
+        "ShowcaseTestOnlyKey",
+        "ShowcaseCiTestOnlyKey",
+    ] {
+        assert!(
+            !first.stdout.contains(secret) && !first.stderr.contains(secret),
+            "{secret} leaked"
+        );
+    }
+
+    // The simulator holds the password (hashed, as PVE stores it) and both keys from SOPS.
+    let live = guests(repo.path());
+    let (_, api01, running) = live.iter().find(|(v, _, _)| *v == 301).unwrap();
+    assert!(running, "api-01 is started");
+    assert!(
+        api01["cipassword"].as_str().unwrap().starts_with("$5$"),
+        "{api01:?}"
+    );
+    let keys = api01["sshkeys"].as_str().unwrap();
+    assert!(
+        keys.contains("ShowcaseTestOnlyKey%20alice%40laptop")
+            && keys.contains("ShowcaseCiTestOnlyKey%20ci%40runner"),
+        "{keys}"
+    );
+    let (_, api02, _) = live.iter().find(|(v, _, _)| *v == 302).unwrap();
+    assert_eq!(api02["protection"], "1");
+
+    // Converged: the second run changes nothing, and the warning is still shown.
+    let second = run(repo.path(), &["--age-identity", key, "apply"]);
+    assert_eq!(second.code, 0, "{}{}", second.stdout, second.stderr);
+    assert!(second.stdout.contains("No changes"), "{}", second.stdout);
+    assert!(
+        second.stdout.contains("require-protection-prod"),
+        "{}",
+        second.stdout
+    );
+
+    // Without the key, nothing is sent and the error names the SOPS file.
+    let before = std::fs::read_to_string(repo.path().join(".proxops/sim-lab.json")).unwrap();
+    let locked_out = run(
+        repo.path(),
+        &["--age-identity", "/nonexistent/key.txt", "apply"],
+    );
+    assert_eq!(
+        locked_out.code, 1,
+        "{}{}",
+        locked_out.stdout, locked_out.stderr
+    );
+    let all = format!("{}{}", locked_out.stdout, locked_out.stderr);
+    assert!(all.contains("key.txt"), "{all}");
+    let after = std::fs::read_to_string(repo.path().join(".proxops/sim-lab.json")).unwrap();
+    assert_eq!(
+        guests_of(&before),
+        guests_of(&after),
+        "no guest changed without the key"
+    );
+}
+
+/// The guests' configs of a saved simulator state (ignoring counters that reads advance).
+fn guests_of(state: &str) -> Value {
+    let state: Value = serde_json::from_str(state).unwrap();
+    state["vms"].clone()
+}
