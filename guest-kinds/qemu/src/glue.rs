@@ -147,7 +147,7 @@ pub fn claims(flavour: Flavour, live: String) -> bool {
     crate::claims(flavour, &live)
 }
 
-/// `adopt`: not implemented by this crate yet (owned by another issue).
+/// `adopt`: not implemented yet; the error is the kind's answer to the host.
 pub fn adopt(flavour: Flavour, _observed: wit::Observation) -> Result<String, String> {
     Err(format!(
         "adopting a {} is not implemented yet",

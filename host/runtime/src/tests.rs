@@ -249,7 +249,7 @@ enum Want {
     Panic(&'static str),
 }
 
-/// Every guest behaviour of the issue, as the misbehave kind's `validate` performs it.
+/// Every misbehaviour the sandbox must contain, as the misbehave kind's `validate` performs it.
 const BEHAVIOURS: &[(&str, Want)] = &[
     ("panic", Want::Panic("misbehave: asked to panic")),
     ("stdout", Want::Printed("stdout: stdout line 0")),

@@ -10,7 +10,9 @@ use crate::schema::{matches_pattern, parse_property_string};
 
 const PCI_ID: &str = r"(?:[a-fA-F0-9]{4,}:)?[a-fA-F0-9]{2}:[a-fA-F0-9]{2}(?:\.[a-fA-F0-9])?";
 
-/// Property-string formats that the shared schema names but does not inline (pve-api.md section 4).
+/// Property-string formats that PVE's API schema names (`format: pve-qm-...`) but does not
+/// inline; their keys follow the `PVE::JSONSchema::register_format` calls in qemu-server's
+/// `PVE/QemuServer.pm` and `PVE/QemuServer/Drive.pm`.
 fn named_dict(name: &str) -> Option<&'static Map<String, Value>> {
     static DICTS: OnceLock<BTreeMap<&'static str, Value>> = OnceLock::new();
     let dicts = DICTS.get_or_init(|| {

@@ -112,7 +112,8 @@ pub(crate) fn returns(method: &str, template: &str) -> Option<&'static Value> {
     schema().get(template)?.get(method)?.get("returns")
 }
 
-/// Highest index PVE allows for an indexed key family such as `scsi` (from pve-api.md section 4.1).
+/// Highest index PVE allows for an indexed key family such as `scsi` (qemu-server's
+/// `PVE/QemuServer/Drive.pm`: `$MAX_IDE_DISKS`, `$MAX_SATA_DISKS`, … and `$MAX_NETS`).
 pub(crate) fn index_max(family: &str) -> Option<u32> {
     Some(match family {
         "ide" => 3,

@@ -420,7 +420,8 @@ async fn return_shapes_match_pve_schema() {
     for line in SERVED.lines().filter(|l| l.starts_with("GET ")) {
         let template = &line[4..];
         if template == "/cluster/nextid" {
-            // PVE emits the id as a JSON string although the schema says integer (pve-api.md 3.3).
+            // PVE answers the id as a JSON string although its schema says integer
+            // (`PVE::API2::Cluster::nextid` returns the id as a Perl string).
             continue;
         }
         let path = path_for(template, &upid);
