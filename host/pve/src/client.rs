@@ -265,7 +265,11 @@ impl Client {
             .send()
             .await
             .map_err(|e| {
-                if is_tls_error(&e) {
+                // The method and path are named by the error already; reqwest's text would
+                // repeat them as the full URL.
+                let tls = is_tls_error(&e);
+                let e = e.without_url();
+                if tls {
                     PveError::Tls(error_chain(&e))
                 } else {
                     transport(error_chain(&e))
@@ -281,7 +285,7 @@ impl Client {
         let body = response
             .bytes()
             .await
-            .map_err(|e| transport(error_chain(&e)))?;
+            .map_err(|e| transport(error_chain(&e.without_url())))?;
         if !status.is_success() {
             let json: Option<Value> = serde_json::from_slice(&body).ok();
             let message = json

@@ -246,3 +246,30 @@ async fn a_read_answered_500_is_retried_once() {
         .count();
     assert_eq!(reads, 4, "two reads of two attempts each");
 }
+
+/// A request that gets no answer names its method and path once: not reqwest's full URL too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_connection_names_the_path_once() {
+    // A port nothing listens on: bind one, then close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let c = Client::new(ClientConfig {
+        base_url: format!("https://127.0.0.1:{port}"),
+        token_id: "root@pam!test".into(),
+        token_secret: "0123456789abcdef".into(),
+        tls: TlsMode::Insecure,
+        timeout: Duration::from_secs(5),
+    })
+    .expect("client");
+    let e = c
+        .get("/cluster/resources", &[])
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("GET /cluster/resources: "), "{e}");
+    assert_eq!(e.matches("/cluster/resources").count(), 1, "{e}");
+    assert!(!e.contains("api2"), "{e}");
+}
