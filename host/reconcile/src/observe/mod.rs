@@ -10,11 +10,20 @@ use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{Call, Method, Observation, Proposal, Read, Resolved};
 use serde_json::Value;
 
-use crate::error::{Blocker, PlanError};
-use crate::ownership::{self, AdoptClaim, LiveGuest, Scope};
+use crate::error::PlanError;
+use crate::ownership::{AdoptClaim, LiveGuest};
 use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef, method_name};
 use crate::workers::par_map;
 use crate::{KindRegistry, Object};
+
+mod dependents;
+mod gate;
+mod reads;
+
+pub use dependents::UNAVAILABLE_ON;
+use dependents::block_dependents;
+use gate::gate;
+use reads::{perform_reads, read_key};
 
 /// Why a cluster could not be planned at all.
 #[derive(Debug, thiserror::Error)]
@@ -61,7 +70,7 @@ pub(crate) fn to_pve_params(call: &Call) -> Vec<Param> {
 }
 
 /// One thing to plan: a manifest's object, or a live object a kind claimed (prune).
-struct Item<'a> {
+pub(super) struct Item<'a> {
     object: ObjectRef,
     kind: usize,
     desired: Option<&'a str>,
@@ -438,199 +447,6 @@ pub async fn plan_cluster(
     Ok(plan)
 }
 
-/// The anomaly path by which a kind says an object cannot serve its referrers on a node
-/// (a file not placed there, a storage that cannot hold it there, a failed storage read):
-/// `unavailable-on:<node>`. A convention of contract 0.1.0 (see ARCHITECTURE.md).
-pub const UNAVAILABLE_ON: &str = "unavailable-on:";
-
-/// Block, before any call, every object whose dependency could not be planned (or is itself
-/// blocked), or cannot serve the object's node: a VM is never created or started on a node
-/// where its ISO or disk image is not.
-fn block_dependents(plan: &mut ClusterPlan) {
-    loop {
-        // Object -> (the nodes it cannot serve, None for all; why).
-        let mut unavailable: HashMap<&ObjectId, (Option<HashSet<&str>>, Blocker)> = HashMap::new();
-        for o in plan.objects.iter().filter(|o| o.object.file.is_some()) {
-            let id = &o.object.id;
-            if o.error.is_some() {
-                unavailable.insert(id, (None, Blocker::NotPlanned(id.clone())));
-                continue;
-            }
-            for a in &o.proposal.anomalies {
-                if let Some(node) = a.path.strip_prefix(UNAVAILABLE_ON) {
-                    let why = Blocker::NotOnNode {
-                        id: id.clone(),
-                        node: node.to_string(),
-                        why: a.message.clone(),
-                    };
-                    let entry = unavailable
-                        .entry(id)
-                        .or_insert_with(|| (Some(HashSet::new()), why.clone()));
-                    if let Some(nodes) = &mut entry.0 {
-                        nodes.insert(node);
-                    }
-                    entry.1 = why;
-                }
-            }
-        }
-        let mut blocked = Vec::new();
-        for (i, o) in plan.objects.iter().enumerate() {
-            if o.error.is_some() || !o.has_actions() {
-                continue;
-            }
-            let node = o.object.node.as_deref();
-            let why = o.depends_on.iter().find_map(|d| {
-                let (nodes, why) = unavailable.get(d)?;
-                match nodes {
-                    None => Some(why.clone()),
-                    Some(nodes) => node.filter(|n| nodes.contains(n)).map(|_| why.clone()),
-                }
-            });
-            if let Some(why) = why {
-                blocked.push((i, why));
-            }
-        }
-        if blocked.is_empty() {
-            return;
-        }
-        for (i, why) in blocked {
-            let o = &mut plan.objects[i];
-            o.proposal.actions.clear();
-            o.error = Some(PlanError::Blocked(why));
-        }
-    }
-}
-
-/// The ownership gate, for every kind and every write: a live guest proxops does not own gets
-/// no actions (an anomaly instead, or the ownership tags alone for an explicit take-over); a
-/// prune needs the vmid-bound mark; a clone source must be owned; and every mutating call
-/// must be about this object on a node of the cluster, or the object fails with nothing sent.
-fn gate(
-    item: &Item<'_>,
-    proposal: Proposal,
-    nodes: &HashSet<String>,
-) -> (Proposal, Option<PlanError>) {
-    let guest = item
-        .live
-        .as_ref()
-        .and_then(|(entry, _)| LiveGuest::from_entry(entry));
-    let empty_proposal = || Proposal {
-        actions: Vec::new(),
-        drift: Vec::new(),
-        pending: Vec::new(),
-        anomalies: Vec::new(),
-    };
-    let only = |message: String| Proposal {
-        actions: Vec::new(),
-        drift: Vec::new(),
-        pending: Vec::new(),
-        anomalies: vec![proxops_runtime::kind::Anomaly {
-            path: String::new(),
-            message,
-        }],
-    };
-    let is_guest_entry = item.live.as_ref().is_some_and(|(entry, _)| {
-        matches!(
-            entry.get("type").and_then(Value::as_str),
-            Some("qemu" | "lxc")
-        )
-    });
-    if is_guest_entry && guest.is_none() {
-        // A guest entry without node or vmid: ownership cannot be proved, so nothing is sent.
-        return (empty_proposal(), Some(PlanError::NoIdentity));
-    }
-    if let Some(g) = &guest {
-        // A copy of a proxops guest (its mark names another vmid) is not proxops's either,
-        // unless it is this VM's own clone of one of its templates, half configured.
-        let foreign_copy = match g.mark() {
-            ownership::Mark::Other(of) => !of
-                .iter()
-                .all(|v| item.sources.iter().any(|(_, source, _)| source == v)),
-            _ => false,
-        };
-        if item.desired.is_some() && (!g.tagged() || foreign_copy) {
-            return match item.adopt {
-                Some(claim) if ownership::claim_matches(claim, g) => {
-                    (ownership::adopt_proposal(g), None)
-                }
-                claim => (ownership::unowned(g, claim), None),
-            };
-        }
-        if item.desired.is_none() && !proposal.actions.is_empty() {
-            // A prune candidate: nothing at all is sent unless proxops provably created it.
-            let refusal = if g.tagged() {
-                ownership::prune_refusal(g)
-            } else {
-                Some(format!(
-                    "{} has no `{}` tag; proxops never touches a guest it does not own",
-                    g.describe(),
-                    ownership::OWNERSHIP_TAG
-                ))
-            };
-            if let Some(why) = refusal {
-                return (only(why), None);
-            }
-        }
-        let deletes = proposal
-            .actions
-            .iter()
-            .any(|a| a.operation == proxops_runtime::kind::Operation::Delete);
-        if deletes {
-            let refusal = if g.tagged() {
-                ownership::prune_refusal(g)
-            } else {
-                Some(format!(
-                    "{} has no `{}` tag; proxops never deletes a guest it does not own",
-                    g.describe(),
-                    ownership::OWNERSHIP_TAG
-                ))
-            };
-            if let Some(why) = refusal {
-                return (only(why), None);
-            }
-        }
-    }
-    let mut clone_sources = Vec::new();
-    for (label, vmid, source) in &item.sources {
-        match source {
-            Some(s) if !s.tagged() => {
-                let clones_it = proposal
-                    .actions
-                    .iter()
-                    .flat_map(|a| &a.calls)
-                    .any(|c| c.path.ends_with(&format!("/{vmid}/clone")));
-                if clones_it {
-                    return (
-                        only(format!(
-                            "{label} is {}, which proxops does not own; not cloning from it (adopt the template first)",
-                            s.describe()
-                        )),
-                        None,
-                    );
-                }
-            }
-            _ => clone_sources.push(*vmid),
-        }
-    }
-    let scope = Scope {
-        vmid: item.vmid,
-        clone_sources,
-        nodes,
-    };
-    match ownership::check_calls(&proposal.actions, &scope) {
-        Ok(()) => (proposal, None),
-        Err(e) => (
-            Proposal {
-                actions: Vec::new(),
-                drift: proposal.drift,
-                pending: proposal.pending,
-                anomalies: proposal.anomalies,
-            },
-            Some(PlanError::Refused(e)),
-        ),
-    }
-}
-
 /// A VM id that a manifest claims but PVE holds as a container is a conflict: qm and lxc
 /// share one id pool.
 fn check_live_conflicts(objects: &[Object], live: &[Value]) -> Result<(), ObserveError> {
@@ -669,170 +485,9 @@ fn check_live_conflicts(objects: &[Object], live: &[Value]) -> Result<(), Observ
     }
 }
 
-fn read_key(call: &Call) -> String {
-    let params: Vec<String> = call
-        .params
-        .iter()
-        .map(|p| format!("{}={}", p.name, p.value))
-        .collect();
-    format!("{}?{}", call.path, params.join("&"))
-}
-
-/// A read's answer (HTTP status and body) and how many kinds still have to receive it.
-struct Answer {
-    readers: usize,
-    answer: (u16, String),
-}
-
-/// Perform every distinct read once, at most `concurrency` at a time. A failed read is
-/// handed to the kind as its status and PVE's message.
-///
-/// `concurrency` tasks take the reads from a shared queue: spawning one task per read
-/// would hold 10,000 request futures (kilobytes each) at once for a large cluster.
-async fn perform_reads(
-    client: &Client,
-    wanted: &[Result<Vec<(String, Call)>, PlanError>],
-    concurrency: usize,
-) -> HashMap<String, Answer> {
-    let mut distinct: BTreeMap<&str, (&Call, usize)> = BTreeMap::new();
-    for (key, call) in wanted.iter().flatten().flatten() {
-        distinct.entry(key.as_str()).or_insert((call, 0)).1 += 1;
-    }
-    let queue: Vec<(String, usize, String, Vec<Param>)> = distinct
-        .into_iter()
-        .map(|(key, (call, readers))| {
-            (
-                key.to_string(),
-                readers,
-                call.path.clone(),
-                to_pve_params(call),
-            )
-        })
-        .collect();
-    let workers = concurrency.max(1).min(queue.len());
-    let queue = Arc::new(std::sync::Mutex::new(queue.into_iter()));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..workers {
-        let client = client.clone();
-        let queue = queue.clone();
-        tasks.spawn(async move {
-            let mut done = Vec::new();
-            loop {
-                let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
-                let Some((key, readers, path, params)) = next else {
-                    break;
-                };
-                let answer = match client.get_text(&path, &params).await {
-                    Ok(data) => (200, data),
-                    Err(e) => (
-                        e.status().unwrap_or(0),
-                        serde_json::json!({ "error": e.to_string() }).to_string(),
-                    ),
-                };
-                done.push((key, Answer { readers, answer }));
-            }
-            done
-        });
-    }
-    let mut out = HashMap::new();
-    while let Some(done) = tasks.join_next().await {
-        out.extend(done.expect("read task panicked"));
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{UNAVAILABLE_ON, block_dependents, path_allowed};
-    use crate::error::PlanError;
-    use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef};
-    use proxops_core::ObjectId;
-    use proxops_runtime::kind::{Action, Anomaly, Operation, Proposal};
-
-    fn object(kind: &str, name: &str, node: &str, deps: &[&str]) -> ObjectPlan {
-        ObjectPlan {
-            object: ObjectRef {
-                id: ObjectId::new("lab", kind, name),
-                file: Some(format!("{}/lab/{name}.yaml", kind.to_lowercase())),
-                node: Some(node.into()),
-                resource: None,
-            },
-            kind_index: 0,
-            desired: None,
-            running: false,
-            proposal: Proposal {
-                actions: vec![Action {
-                    operation: Operation::Create,
-                    summary: format!("create {name}"),
-                    calls: Vec::new(),
-                    changes: Vec::new(),
-                    requires_stop: false,
-                    destructive: false,
-                }],
-                drift: Vec::new(),
-                pending: Vec::new(),
-                anomalies: Vec::new(),
-            },
-            depends_on: deps
-                .iter()
-                .map(|d| {
-                    let (kind, name) = d.split_once('/').expect("Kind/name");
-                    ObjectId::new("lab", kind, name)
-                })
-                .collect(),
-            error: None,
-        }
-    }
-
-    #[test]
-    fn dependents_are_blocked_on_the_nodes_their_dependency_cannot_serve() {
-        let mut iso = object("ISO", "installer", "", &[]);
-        iso.object.node = None;
-        iso.proposal.anomalies.push(Anomaly {
-            path: format!("{UNAVAILABLE_ON}pve02"),
-            message: "not placed there".into(),
-        });
-        let mut broken = object("DiskImage", "noble", "", &[]);
-        broken.error = Some(PlanError::Kind("storage read failed".into()));
-        broken.proposal.actions.clear();
-        let mut plan = ClusterPlan {
-            cluster: "lab".into(),
-            objects: vec![
-                iso,
-                broken,
-                object("VM", "a", "pve01", &["ISO/installer"]),
-                object("VM", "b", "pve02", &["ISO/installer"]),
-                object("TemplateVM", "t", "pve01", &["DiskImage/noble"]),
-                object("VM", "c", "pve01", &["TemplateVM/t"]),
-                object("VM", "d", "pve02", &[]),
-            ],
-        };
-        block_dependents(&mut plan);
-        let blocked: Vec<(&str, bool)> = plan
-            .objects
-            .iter()
-            .map(|o| {
-                (
-                    o.object.id.name.as_str(),
-                    o.error.is_some() && !o.has_actions(),
-                )
-            })
-            .collect();
-        assert_eq!(
-            blocked,
-            [
-                ("installer", false),
-                ("noble", true),
-                ("a", false),
-                ("b", true),
-                ("t", true),
-                ("c", true),
-                ("d", false),
-            ]
-        );
-        let why = plan.objects[3].error.as_ref().unwrap().to_string();
-        assert!(why.contains("not available on node pve02"), "{why}");
-    }
+    use super::path_allowed;
 
     #[test]
     fn path_templates_match_one_segment_per_placeholder() {

@@ -1,0 +1,140 @@
+//! The ownership gate applied to one object's proposal, after its kind planned it.
+
+use std::collections::HashSet;
+
+use proxops_runtime::kind::Proposal;
+use serde_json::Value;
+
+use super::Item;
+use crate::error::PlanError;
+use crate::ownership::{self, LiveGuest, Scope};
+
+/// The ownership gate, for every kind and every write: a live guest proxops does not own gets
+/// no actions (an anomaly instead, or the ownership tags alone for an explicit take-over); a
+/// prune needs the vmid-bound mark; a clone source must be owned; and every mutating call
+/// must be about this object on a node of the cluster, or the object fails with nothing sent.
+pub(super) fn gate(
+    item: &Item<'_>,
+    proposal: Proposal,
+    nodes: &HashSet<String>,
+) -> (Proposal, Option<PlanError>) {
+    let guest = item
+        .live
+        .as_ref()
+        .and_then(|(entry, _)| LiveGuest::from_entry(entry));
+    let empty_proposal = || Proposal {
+        actions: Vec::new(),
+        drift: Vec::new(),
+        pending: Vec::new(),
+        anomalies: Vec::new(),
+    };
+    let only = |message: String| Proposal {
+        actions: Vec::new(),
+        drift: Vec::new(),
+        pending: Vec::new(),
+        anomalies: vec![proxops_runtime::kind::Anomaly {
+            path: String::new(),
+            message,
+        }],
+    };
+    let is_guest_entry = item.live.as_ref().is_some_and(|(entry, _)| {
+        matches!(
+            entry.get("type").and_then(Value::as_str),
+            Some("qemu" | "lxc")
+        )
+    });
+    if is_guest_entry && guest.is_none() {
+        // A guest entry without node or vmid: ownership cannot be proved, so nothing is sent.
+        return (empty_proposal(), Some(PlanError::NoIdentity));
+    }
+    if let Some(g) = &guest {
+        // A copy of a proxops guest (its mark names another vmid) is not proxops's either,
+        // unless it is this VM's own clone of one of its templates, half configured.
+        let foreign_copy = match g.mark() {
+            ownership::Mark::Other(of) => !of
+                .iter()
+                .all(|v| item.sources.iter().any(|(_, source, _)| source == v)),
+            _ => false,
+        };
+        if item.desired.is_some() && (!g.tagged() || foreign_copy) {
+            return match item.adopt {
+                Some(claim) if ownership::claim_matches(claim, g) => {
+                    (ownership::adopt_proposal(g), None)
+                }
+                claim => (ownership::unowned(g, claim), None),
+            };
+        }
+        if item.desired.is_none() && !proposal.actions.is_empty() {
+            // A prune candidate: nothing at all is sent unless proxops provably created it.
+            let refusal = if g.tagged() {
+                ownership::prune_refusal(g)
+            } else {
+                Some(format!(
+                    "{} has no `{}` tag; proxops never touches a guest it does not own",
+                    g.describe(),
+                    ownership::OWNERSHIP_TAG
+                ))
+            };
+            if let Some(why) = refusal {
+                return (only(why), None);
+            }
+        }
+        let deletes = proposal
+            .actions
+            .iter()
+            .any(|a| a.operation == proxops_runtime::kind::Operation::Delete);
+        if deletes {
+            let refusal = if g.tagged() {
+                ownership::prune_refusal(g)
+            } else {
+                Some(format!(
+                    "{} has no `{}` tag; proxops never deletes a guest it does not own",
+                    g.describe(),
+                    ownership::OWNERSHIP_TAG
+                ))
+            };
+            if let Some(why) = refusal {
+                return (only(why), None);
+            }
+        }
+    }
+    let mut clone_sources = Vec::new();
+    for (label, vmid, source) in &item.sources {
+        match source {
+            Some(s) if !s.tagged() => {
+                let clones_it = proposal
+                    .actions
+                    .iter()
+                    .flat_map(|a| &a.calls)
+                    .any(|c| c.path.ends_with(&format!("/{vmid}/clone")));
+                if clones_it {
+                    return (
+                        only(format!(
+                            "{label} is {}, which proxops does not own; not cloning from it (adopt the template first)",
+                            s.describe()
+                        )),
+                        None,
+                    );
+                }
+            }
+            _ => clone_sources.push(*vmid),
+        }
+    }
+    let scope = Scope {
+        vmid: item.vmid,
+        clone_sources,
+        nodes,
+    };
+    match ownership::check_calls(&proposal.actions, &scope) {
+        Ok(()) => (proposal, None),
+        Err(e) => (
+            Proposal {
+                actions: Vec::new(),
+                drift: proposal.drift,
+                pending: proposal.pending,
+                anomalies: proposal.anomalies,
+            },
+            Some(PlanError::Refused(e)),
+        ),
+    }
+}
