@@ -23,7 +23,7 @@ mod reads;
 pub use dependents::UNAVAILABLE_ON;
 use dependents::block_dependents;
 use gate::gate;
-use reads::{perform_reads, read_key};
+use reads::{Answer, perform_reads, read_key};
 
 /// Why a cluster could not be planned at all.
 #[derive(Debug, thiserror::Error)]
@@ -151,24 +151,86 @@ pub async fn plan_cluster(
             .count(),
         started.elapsed()
     );
-    let by_id: HashMap<&str, &Value> = live
-        .iter()
-        .filter_map(|e| e.get("id").and_then(Value::as_str).map(|id| (id, e)))
-        .collect();
-
     check_live_conflicts(objects, &live)?;
+    let nodes = cluster_nodes(&live)?;
 
+    let mut items = manifest_items(objects, &live, only);
+    if only.is_none() {
+        items.extend(prune_items(registry, cluster, objects, &live));
+    }
+
+    let wanted = wanted_reads(registry, &items);
+    let step = std::time::Instant::now();
+    let reads = perform_reads(client, &wanted, read_concurrency).await;
+    tracing::debug!(
+        "{cluster}: read {} answers in {:?} ({read_concurrency} at a time)",
+        reads.len(),
+        step.elapsed()
+    );
+    let inputs = observations(wanted, &mut items, reads);
+    let planned = plan_items(registry, &items, &inputs, secrets);
+    tracing::debug!(
+        "{cluster}: planned {} objects, {:?} since the list",
+        planned.len(),
+        started.elapsed()
+    );
+
+    let mut plan = ClusterPlan {
+        cluster: cluster.to_string(),
+        objects: Vec::new(),
+    };
+    for (item, (proposal, error)) in items.into_iter().zip(planned) {
+        let (proposal, error) = match error {
+            Some(e) => (proposal, Some(e)),
+            None => gate(&item, proposal, &nodes),
+        };
+        let running = item
+            .live
+            .as_ref()
+            .and_then(|(entry, _)| entry.get("status"))
+            .and_then(Value::as_str)
+            == Some("running");
+        plan.objects.push(ObjectPlan {
+            object: item.object,
+            kind_index: item.kind,
+            desired: item.desired.map(str::to_string),
+            running,
+            proposal,
+            depends_on: item.depends_on,
+            error,
+        });
+    }
+    block_dependents(&mut plan);
+    Ok(plan)
+}
+
+/// The cluster's nodes, from the same listing. Without them no write can be checked against
+/// the node list: fail closed.
+fn cluster_nodes(live: &[Value]) -> Result<HashSet<String>, ObserveError> {
     let nodes: HashSet<String> = live
         .iter()
         .filter(|e| e.get("type").and_then(Value::as_str) == Some("node"))
         .filter_map(|e| e.get("node").and_then(Value::as_str).map(str::to_string))
         .collect();
     if nodes.is_empty() {
-        // Without the node list no write can be checked against it: fail closed.
         return Err(ObserveError::Listing(
             "GET /cluster/resources lists no nodes, so proxops cannot check where it would write; give the token Sys.Audit on /nodes (or /) and run again".into(),
         ));
     }
+    Ok(nodes)
+}
+
+/// One item per manifest object (or per object in `only`), with its live entry, its
+/// references resolved and the templates it clones from.
+fn manifest_items<'a>(
+    objects: &'a [Object],
+    live: &'a [Value],
+    only: Option<&HashSet<ObjectId>>,
+) -> Vec<Item<'a>> {
+    let by_id: HashMap<&str, &Value> = live
+        .iter()
+        .filter_map(|e| e.get("id").and_then(Value::as_str).map(|id| (id, e)))
+        .collect();
     let by_name: HashMap<(&str, &str), &Object> = objects
         .iter()
         .map(|o| ((o.id.kind.as_str(), o.id.name.as_str()), o))
@@ -180,7 +242,7 @@ pub async fn plan_cluster(
     };
 
     let refs = crate::validate::RefIndex::new(objects);
-    let mut items: Vec<Item<'_>> = Vec::new();
+    let mut items: Vec<Item<'a>> = Vec::new();
     for o in objects {
         if only.is_some_and(|ids| !ids.contains(&o.id)) {
             continue;
@@ -226,70 +288,86 @@ pub async fn plan_cluster(
                 .collect(),
         });
     }
-    if only.is_none() {
-        // Live guests no manifest names: a kind may claim them for pruning.
-        let matched: HashSet<&str> = objects
-            .iter()
-            .filter_map(|o| o.key.resource_id.as_deref())
-            .collect();
-        let unmatched: Vec<&Value> = live
-            .iter()
-            .filter(|e| {
-                e.get("id")
-                    .and_then(Value::as_str)
-                    .is_some_and(|id| !matched.contains(id))
-            })
-            .collect();
-        let claims = off_runtime(|| {
-            par_map(registry, &unmatched, |instances, entry| {
-                let text = entry.to_string();
-                let kind = (0..registry.len()).find(|&k| {
-                    instances
-                        .get(k)
-                        .and_then(|i| i.claims(&text))
-                        .unwrap_or(false)
-                });
-                (kind, text)
-            })
-        });
-        for (entry, (kind, text)) in unmatched.into_iter().zip(claims) {
-            let Some(kind) = kind else { continue };
-            let id = entry
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let name = entry
-                .get("name")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-                .unwrap_or_else(|| id.clone());
-            items.push(Item {
-                object: ObjectRef {
-                    id: ObjectId::new(cluster, registry.get(kind).info().kind.clone(), name),
-                    file: None,
-                    node: entry
-                        .get("node")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    resource: Some(id),
-                },
-                kind,
-                desired: None,
-                live: Some((entry, text)),
-                depends_on: Vec::new(),
-                resolved: Vec::new(),
-                referrers: Vec::new(),
-                adopt: None,
-                vmid: LiveGuest::from_entry(entry).map(|g| g.vmid),
-                sources: Vec::new(),
-            });
-        }
-    }
+    items
+}
 
-    // Which reads does each item need?
+/// Live guests no manifest names: a kind may claim them for pruning.
+fn prune_items<'a>(
+    registry: &KindRegistry,
+    cluster: &str,
+    objects: &[Object],
+    live: &'a [Value],
+) -> Vec<Item<'a>> {
+    let mut items = Vec::new();
+    let matched: HashSet<&str> = objects
+        .iter()
+        .filter_map(|o| o.key.resource_id.as_deref())
+        .collect();
+    let unmatched: Vec<&Value> = live
+        .iter()
+        .filter(|e| {
+            e.get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| !matched.contains(id))
+        })
+        .collect();
+    let claims = off_runtime(|| {
+        par_map(registry, &unmatched, |instances, entry| {
+            let text = entry.to_string();
+            let kind = (0..registry.len()).find(|&k| {
+                instances
+                    .get(k)
+                    .and_then(|i| i.claims(&text))
+                    .unwrap_or(false)
+            });
+            (kind, text)
+        })
+    });
+    for (entry, (kind, text)) in unmatched.into_iter().zip(claims) {
+        let Some(kind) = kind else { continue };
+        let id = entry
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let name = entry
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .unwrap_or_else(|| id.clone());
+        items.push(Item {
+            object: ObjectRef {
+                id: ObjectId::new(cluster, registry.get(kind).info().kind.clone(), name),
+                file: None,
+                node: entry
+                    .get("node")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                resource: Some(id),
+            },
+            kind,
+            desired: None,
+            live: Some((entry, text)),
+            depends_on: Vec::new(),
+            resolved: Vec::new(),
+            referrers: Vec::new(),
+            adopt: None,
+            vmid: LiveGuest::from_entry(entry).map(|g| g.vmid),
+            sources: Vec::new(),
+        });
+    }
+    items
+}
+
+/// The reads each item's kind asks for (GETs inside its declared paths only), each with its
+/// key (path and parameters), computed once: it de-duplicates the reads and hands each
+/// answer to its readers.
+fn wanted_reads(
+    registry: &KindRegistry,
+    items: &[Item<'_>],
+) -> Vec<Result<Vec<(String, Call)>, PlanError>> {
     let wanted: Vec<Result<Vec<Call>, PlanError>> = off_runtime(|| {
-        par_map(registry, &items, |instances, item| {
+        par_map(registry, items, |instances, item| {
             let live = item.live.as_ref().map(|(_, text)| text.as_str());
             let calls = instances
                 .get(item.kind)
@@ -311,21 +389,19 @@ pub async fn plan_cluster(
         })
     });
 
-    // Each read's key (path and parameters), computed once: it de-duplicates the reads and
-    // hands each answer to its readers.
-    let wanted: Vec<Result<Vec<(String, Call)>, PlanError>> = wanted
+    wanted
         .into_iter()
         .map(|calls| calls.map(|cs| cs.into_iter().map(|c| (read_key(&c), c)).collect()))
-        .collect();
-    let step = std::time::Instant::now();
-    let mut reads = perform_reads(client, &wanted, read_concurrency).await;
-    tracing::debug!(
-        "{cluster}: read {} answers in {:?} ({read_concurrency} at a time)",
-        reads.len(),
-        step.elapsed()
-    );
-    // Hand each answer to its readers, moving it to the last one instead of copying: at
-    // 10,000 VMs the answers are tens of MiB.
+        .collect()
+}
+
+/// Each item's observation: its live entry and the answers to its reads. An answer moves to
+/// its last reader instead of being copied: at 10,000 VMs the answers are tens of MiB.
+fn observations(
+    wanted: Vec<Result<Vec<(String, Call)>, PlanError>>,
+    items: &mut [Item<'_>],
+    mut reads: HashMap<String, Answer>,
+) -> Vec<(usize, Result<Observation, PlanError>)> {
     let mut take = |key: &str| -> (u16, String) {
         let Some(read) = reads.get_mut(key) else {
             return (0, "null".into());
@@ -340,8 +416,7 @@ pub async fn plan_cluster(
             read.answer.clone()
         }
     };
-
-    let inputs: Vec<(usize, Result<Observation, PlanError>)> = wanted
+    wanted
         .into_iter()
         .zip(items.iter_mut())
         .enumerate()
@@ -360,10 +435,19 @@ pub async fn plan_cluster(
             });
             (i, observation)
         })
-        .collect();
+        .collect()
+}
 
-    let planned: Vec<(Proposal, Option<PlanError>)> = off_runtime(|| {
-        par_map(registry, &inputs, |instances, (i, observation)| {
+/// The kinds' plans, in parallel; a proposal with a call outside its kind's declared paths
+/// is refused whole.
+fn plan_items(
+    registry: &KindRegistry,
+    items: &[Item<'_>],
+    inputs: &[(usize, Result<Observation, PlanError>)],
+    secrets: &Option<Arc<dyn SecretSource>>,
+) -> Vec<(Proposal, Option<PlanError>)> {
+    off_runtime(|| {
+        par_map(registry, inputs, |instances, (i, observation)| {
             let item = &items[*i];
             let empty = || Proposal {
                 actions: Vec::new(),
@@ -411,40 +495,7 @@ pub async fn plan_cluster(
                 }
             }
         })
-    });
-
-    tracing::debug!(
-        "{cluster}: planned {} objects, {:?} since the list",
-        planned.len(),
-        started.elapsed()
-    );
-    let mut plan = ClusterPlan {
-        cluster: cluster.to_string(),
-        objects: Vec::new(),
-    };
-    for (item, (proposal, error)) in items.into_iter().zip(planned) {
-        let (proposal, error) = match error {
-            Some(e) => (proposal, Some(e)),
-            None => gate(&item, proposal, &nodes),
-        };
-        let running = item
-            .live
-            .as_ref()
-            .and_then(|(entry, _)| entry.get("status"))
-            .and_then(Value::as_str)
-            == Some("running");
-        plan.objects.push(ObjectPlan {
-            object: item.object,
-            kind_index: item.kind,
-            desired: item.desired.map(str::to_string),
-            running,
-            proposal,
-            depends_on: item.depends_on,
-            error,
-        });
-    }
-    block_dependents(&mut plan);
-    Ok(plan)
+    })
 }
 
 /// A VM id that a manifest claims but PVE holds as a container is a conflict: qm and lxc
