@@ -9,10 +9,9 @@ use super::drives::{
     is_cdrom, is_cloudinit_file, is_drive_key, is_unused_key, parse_drive, print_drive,
 };
 use super::{check_lock, get_vm, prepare_value};
-use crate::api::{ApiError, ApiResult, Reply};
+use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::formats::{parse_size, parse_volume_id};
 use crate::schema::split_indexed;
-use crate::server::Req;
 use crate::sim::Sim;
 use crate::state::Vm;
 use crate::storage::{

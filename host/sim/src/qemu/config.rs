@@ -13,9 +13,8 @@ use super::{
     CONFIG_PATH, UPDATE_ONLY, check_boot, check_digest, check_hostpci, check_lock, check_skiplock,
     get_vm, is_fast_plug, no_such_vm_text, prepare_value,
 };
-use crate::api::{ApiError, ApiResult, Reply};
+use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::schema::{find_property, parameters, split_indexed};
-use crate::server::Req;
 use crate::sim::{Sim, TaskLog};
 use crate::state::{State, Vm};
 use crate::storage::{free_volume, injected_failure, volume_owner};

@@ -6,8 +6,7 @@ use serde_json::json;
 
 use super::drives::{is_drive_key, is_unused_key, parse_drive};
 use super::{check_skiplock, get_vm};
-use crate::api::{ApiError, ApiResult, Reply};
-use crate::server::Req;
+use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::sim::Sim;
 use crate::state::State;
 use crate::storage::{free_volume, injected_failure, volume_owner};

@@ -23,10 +23,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::api::{ApiError, no_such_vm};
+use crate::api::{ApiError, Req, no_such_vm};
 use crate::formats::{normalize_tags, print_property_string};
 use crate::schema::{find_property, parameters, parse_property_string, split_indexed};
-use crate::server::Req;
 use crate::state::{State, Vm};
 use drives::{is_drive_key, parse_drive, print_drive};
 

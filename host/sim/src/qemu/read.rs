@@ -6,9 +6,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::{CONFIG_PATH, get_vm};
-use crate::api::{ApiError, ApiResult, Reply};
+use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::schema::{find_property, returns};
-use crate::server::Req;
 use crate::sim::Sim;
 use crate::state::{Vm, now};
 

@@ -6,9 +6,8 @@ use serde_json::json;
 
 use super::drives::{is_cdrom, parse_drive, print_drive};
 use super::{check_digest, check_lock, check_skiplock, get_vm, no_such_vm_text};
-use crate::api::{ApiResult, Reply};
+use crate::api::{ApiResult, Reply, Req};
 use crate::formats::{format_size, parse_size, parse_volume_id};
-use crate::server::Req;
 use crate::sim::Sim;
 use crate::storage::{find_volume, injected_failure, storage_for};
 

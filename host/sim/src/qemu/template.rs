@@ -6,8 +6,7 @@ use serde_json::json;
 
 use super::drives::{is_cdrom, is_drive_key, parse_drive, print_drive};
 use super::{check_lock, get_vm};
-use crate::api::{ApiError, ApiResult, Reply};
-use crate::server::Req;
+use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::sim::Sim;
 use crate::storage::{injected_failure, rename_volume, volume_owner};
 
