@@ -1,4 +1,4 @@
-//! The diff pass over the VM's own keys: name, description, tags, CPU, memory, hardware (sockets, NUMA, machine, BIOS, display, serial, SCSI controller) and options (agent, startup, hotplug, boot order).
+//! The diff passes over the VM's own keys (and `diff_config`, which runs every pass in order): name, description, tags, CPU, memory, hardware (sockets, NUMA, machine, BIOS, display, serial, SCSI controller) and options (agent, startup, hotplug, boot order).
 
 use proxops_kind_sdk::model::Drift;
 use proxops_kind_sdk::propstring::{PropString, parse_bool};
@@ -9,11 +9,28 @@ use super::nics::diff_nics;
 use super::pci::diff_pci;
 use super::special_drives::diff_special_drives;
 use super::{Ctx, Diff, Outcome, boolean, simple};
+use crate::desired::Desired;
 use crate::validate::parse_hotplug;
 use crate::wire;
 
+/// The VM's own keys, pass by pass, then the passes over its disks, drives, NICs, PCI
+/// devices and cloud-init data.
 pub(super) fn diff_config(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
     let d = ctx.d;
+    diff_identity(d, x);
+    diff_compute(d, x);
+    diff_hardware(d, x);
+    diff_options(d, x);
+    diff_extra(d, x);
+    diff_disks(ctx, x);
+    diff_special_drives(ctx, x);
+    diff_nics(d, x);
+    diff_pci(d, x);
+    diff_cloud_init_data(ctx, x);
+}
+
+/// The PVE name, description and tags.
+fn diff_identity(d: &Desired, x: &mut Diff<'_>) {
     x.key(
         "name",
         false,
@@ -48,6 +65,10 @@ pub(super) fn diff_config(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
             None,
         ),
     );
+}
+
+/// Memory, cores and CPU type.
+fn diff_compute(d: &Desired, x: &mut Diff<'_>) {
     let mem = d.memory_mib;
     x.key(
         "memory",
@@ -91,6 +112,10 @@ pub(super) fn diff_config(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
             )
         }
     });
+}
+
+/// Sockets, NUMA, machine, BIOS, display, serial port and SCSI controller.
+fn diff_hardware(d: &Desired, x: &mut Diff<'_>) {
     let hw = &d.hardware;
     if let Some(s) = hw.sockets {
         x.key(
@@ -183,6 +208,10 @@ pub(super) fn diff_config(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
             ),
         );
     }
+}
+
+/// The options: the plain flags, the agent, startup order, hotplug and boot order.
+fn diff_options(d: &Desired, x: &mut Diff<'_>) {
     let o = &d.options;
     for (k, v, default) in [
         ("onboot", o.onboot, "0"),
@@ -257,6 +286,10 @@ pub(super) fn diff_config(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
             ),
         );
     }
+}
+
+/// The passthrough keys of `spec.extra`, compared as PVE wire strings.
+fn diff_extra(d: &Desired, x: &mut Diff<'_>) {
     for (k, v) in &d.extra {
         let want = v.clone();
         x.key(
@@ -270,9 +303,4 @@ pub(super) fn diff_config(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
             ),
         );
     }
-    diff_disks(ctx, x);
-    diff_special_drives(ctx, x);
-    diff_nics(d, x);
-    diff_pci(d, x);
-    diff_cloud_init_data(ctx, x);
 }
