@@ -25,7 +25,14 @@ fn main() {
         .join("../..")
         .canonicalize()
         .expect("workspace root");
-    for watched in ["guest-kinds", "policies", "wit", "Cargo.toml", "Cargo.lock"] {
+    for watched in [
+        "guest-kinds",
+        "policies",
+        "shared",
+        "wit",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
 

@@ -1,8 +1,37 @@
-//! Handler results and PVE's error envelopes (400 parameter errors, 500 handler dies, 501 unknown methods).
+//! What a handler sees of a request, handler results and PVE's error envelopes (400 parameter errors, 500 handler dies, 501 unknown methods).
+
+use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::faults::Drawn;
 use crate::schema::Errors;
+
+/// What a handler sees of a request.
+pub(crate) struct Req {
+    /// Auth id: the full token id for token auth (`root@pam!proxops`).
+    pub user: String,
+    pub params: BTreeMap<String, String>,
+    pub faults: Drawn,
+}
+
+impl Req {
+    pub(crate) fn get(&self, key: &str) -> Option<&str> {
+        self.params.get(key).map(String::as_str)
+    }
+
+    pub(crate) fn flag(&self, key: &str) -> bool {
+        self.get(key) == Some("1")
+    }
+
+    pub(crate) fn node(&self) -> &str {
+        self.get("node").unwrap_or("")
+    }
+
+    pub(crate) fn vmid(&self) -> u32 {
+        self.get("vmid").and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+}
 
 /// A successful answer: `{"data": ...}` plus `total` where PVE adds it.
 #[derive(Debug)]

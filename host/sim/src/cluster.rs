@@ -6,8 +6,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::api::{ApiError, ApiResult, Reply};
-use crate::server::Req;
+use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::sim::Sim;
 use crate::state::{Vm, now};
 

@@ -1,6 +1,5 @@
 //! The HTTP(S) front: TLS, token auth, PVE's request decoding and routing, envelopes, faults, the request log and the `/_sim` admin endpoints.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_rustls::TlsAcceptor;
 
-use crate::api::{ApiError, ApiResult, Reply};
+use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::faults::{Drawn, FaultRule};
 use crate::sim::Sim;
 use crate::{RequestRecord, cluster, qemu, storage, tasks};
@@ -525,32 +524,6 @@ async fn dispatch(
         template: Some(template),
         response: Ok(response),
         status,
-    }
-}
-
-/// What a handler sees of a request.
-pub(crate) struct Req {
-    /// Auth id: the full token id for token auth (`root@pam!proxops`).
-    pub user: String,
-    pub params: BTreeMap<String, String>,
-    pub faults: Drawn,
-}
-
-impl Req {
-    pub(crate) fn get(&self, key: &str) -> Option<&str> {
-        self.params.get(key).map(String::as_str)
-    }
-
-    pub(crate) fn flag(&self, key: &str) -> bool {
-        self.get(key) == Some("1")
-    }
-
-    pub(crate) fn node(&self) -> &str {
-        self.get("node").unwrap_or("")
-    }
-
-    pub(crate) fn vmid(&self) -> u32 {
-        self.get("vmid").and_then(|v| v.parse().ok()).unwrap_or(0)
     }
 }
 

@@ -4,10 +4,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use crate::api::{ApiError, ApiResult, Reply};
+use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::config::StorageConfig;
 use crate::hashes::Hasher;
-use crate::server::Req;
 use crate::sim::{Sim, TaskLog, finish_task};
 use crate::state::{State, Volume, now, volume_key};
 

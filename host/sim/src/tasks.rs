@@ -4,8 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use crate::api::{ApiError, ApiResult, Reply};
-use crate::server::Req;
+use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::sim::Sim;
 use crate::state::Task;
 

@@ -1,0 +1,241 @@
+//! Updating a live VM: reading its config and pending changes, running the diff passes, and turning the result into actions.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proxops_kind_sdk::check::Diag;
+use proxops_kind_sdk::model::{
+    Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Proposal,
+};
+
+use super::config::diff_config;
+use super::prune::unlock_hint;
+use super::{Ctx, Diff, base_path, config_of, power_action, power_call};
+use crate::desired::*;
+use crate::live::{Resource, pending_entries};
+
+pub(super) fn update(
+    ctx: &Ctx<'_>,
+    r: &Resource,
+    obs: &Observation,
+) -> Result<Proposal, Vec<Diag>> {
+    let d = ctx.d;
+    let mut out = Proposal::default();
+    let what = format!("{} {} on {}", d.kind.noun(), r.vmid, r.node);
+    if r.kind != "qemu" {
+        out.anomalies.push(Anomaly::new(
+            "spec.vmid",
+            format!(
+                "vmid {} on {} is a {} guest, not a VM",
+                r.vmid, r.node, r.kind
+            ),
+        ));
+        return Ok(out);
+    }
+    if r.node != d.node {
+        out.anomalies.push(Anomaly::new(
+            "spec.node",
+            format!("VM {} lives on node {}, the manifest says {}; proxops does not migrate VMs (move it in PVE or fix the manifest)", r.vmid, r.node, d.node),
+        ));
+        return Ok(out);
+    }
+    if d.kind == Flavour::Vm && r.template {
+        out.anomalies.push(Anomaly::new(
+            "kind",
+            format!("{} {} on {} is a PVE template but the manifest is kind: VM; PVE cannot un-template it. Change the manifest to kind: TemplateVM, or demote the template in PVE", "VM", r.vmid, r.node),
+        ));
+        return Ok(out);
+    }
+    let (cfg, rows) = config_of(obs, r.running)?;
+    if let Some(lock) = r.lock.as_deref().or(cfg.get("lock")) {
+        out.anomalies.push(Anomaly::new(
+            "",
+            format!(
+                "{what} is locked ({lock}); not changing it this cycle. {}",
+                unlock_hint(r.vmid)
+            ),
+        ));
+        return Ok(out);
+    }
+    let pending = match rows {
+        Some(rows) if r.running => pending_entries(&rows),
+        _ => BTreeMap::new(),
+    };
+    let mut diff = Diff {
+        cfg: &cfg,
+        pending: &pending,
+        sets: vec![],
+        deletes: vec![],
+        reverts: vec![],
+        resizes: vec![],
+        sensitive: BTreeSet::new(),
+        stop_required: false,
+        out,
+    };
+    diff_config(ctx, &mut diff);
+
+    let Diff {
+        mut sets,
+        mut deletes,
+        reverts,
+        resizes,
+        sensitive,
+        stop_required,
+        mut out,
+        ..
+    } = diff;
+    let node = r.node.as_str();
+    let base = base_path(node, r.vmid);
+    let has_work =
+        !(sets.is_empty() && deletes.is_empty() && reverts.is_empty() && resizes.is_empty());
+    let want_running = d.kind == Flavour::Vm && d.state == PowerState::Started;
+    let stop_first = r.running
+        && (!want_running
+            || (stop_required && has_work)
+            || (d.kind == Flavour::Template && !r.template));
+
+    // A stop applies pending changes, so after one the right value is written instead of
+    // reverting; on a VM that keeps running, `revert` drops the pending change.
+    let reverts = if stop_first {
+        for k in reverts {
+            match cfg.get(&k) {
+                Some(v) => sets.push((k, v.to_string())),
+                None => deletes.push(k),
+            }
+        }
+        Vec::new()
+    } else {
+        reverts
+    };
+    let mut calls = Vec::new();
+    let mut changes = Vec::new();
+    if !sets.is_empty() || !deletes.is_empty() || !reverts.is_empty() {
+        let mut call = Call::new(Method::Post, format!("{base}/config"));
+        let digest_safe = !stop_first || pending.is_empty();
+        if let (Some(dg), true) = (&cfg.digest, digest_safe) {
+            call = call.param("digest", dg);
+        }
+        for (k, v) in &sets {
+            let secret = sensitive.contains(k);
+            call.params.push((k.clone(), v.clone(), secret));
+            changes.push(Change {
+                key: k.clone(),
+                old: cfg.get(k).map(str::to_string),
+                new: Some(v.clone()),
+                sensitive: secret,
+            });
+        }
+        if !deletes.is_empty() {
+            call = call.param("delete", deletes.join(","));
+            for k in &deletes {
+                changes.push(Change {
+                    key: k.clone(),
+                    old: cfg.get(k).map(str::to_string),
+                    new: None,
+                    sensitive: sensitive.contains(k),
+                });
+            }
+        }
+        if !reverts.is_empty() {
+            call = call.param("revert", reverts.join(","));
+            for k in &reverts {
+                let pending_value = pending.get(k).and_then(|p| p.pending.clone());
+                changes.push(Change {
+                    key: k.clone(),
+                    old: pending_value,
+                    new: cfg.get(k).map(str::to_string),
+                    sensitive: sensitive.contains(k),
+                });
+            }
+        }
+        calls.push(call);
+    }
+    for (slot, new, old) in &resizes {
+        calls.push(
+            Call::new(Method::Put, format!("{base}/resize"))
+                .param("disk", slot)
+                .param("size", new),
+        );
+        changes.push(Change::new(
+            format!("{slot}.size"),
+            old.clone(),
+            Some(new.clone()),
+        ));
+    }
+    let keys: Vec<String> = changes.iter().map(|c| c.key.clone()).collect();
+
+    if r.running && !want_running {
+        out.drift.push(Drift::new(
+            "spec.state",
+            Some("running".into()),
+            Some("stopped".into()),
+        ));
+    } else if !r.running && want_running {
+        out.drift.push(Drift::new(
+            "spec.state",
+            Some("stopped".into()),
+            Some("started".into()),
+        ));
+    }
+
+    if r.running && want_running && stop_required && has_work {
+        // One action: shut down, write, start again.
+        let mut all = vec![power_call(node, r.vmid, "shutdown")];
+        all.extend(calls);
+        all.push(power_call(node, r.vmid, "start"));
+        out.actions.push(Action {
+            operation: Operation::Update,
+            summary: format!(
+                "update {what} with a restart (shut down, write, start; started again if the write fails): {}",
+                keys.join(", ")
+            ),
+            calls: all,
+            changes,
+            requires_stop: true,
+            destructive: false,
+        });
+        return Ok(out);
+    }
+    if stop_first {
+        out.actions.push(power_action(d, node, false));
+    }
+    if has_work {
+        out.actions.push(Action {
+            operation: Operation::Update,
+            summary: format!("update {what}: {}", keys.join(", ")),
+            calls,
+            changes,
+            requires_stop: false,
+            destructive: false,
+        });
+    }
+    if d.kind == Flavour::Template && !r.template {
+        out.drift.push(Drift::new(
+            "kind",
+            Some("VM (template=0)".into()),
+            Some("TemplateVM (template=1)".into()),
+        ));
+        out.actions.push(Action {
+            operation: Operation::MarkTemplate,
+            summary: format!("mark VM {} on {node} as a template", r.vmid),
+            calls: vec![Call::new(Method::Post, format!("{base}/template"))],
+            changes: vec![Change::new("template", Some("0".into()), Some("1".into()))],
+            requires_stop: r.running,
+            destructive: false,
+        });
+    } else if !r.running && want_running {
+        let start = power_action(d, node, true);
+        match out.actions.last_mut() {
+            // A clone-backed VM starts only after its own configuration landed: booting it
+            // with the template's cloud-init identity (hostname, addresses, keys) would clash
+            // with the template's other clones. Every other guest gets its start as an action
+            // of its own, which runs even when the write before it failed.
+            Some(update) if d.clone.is_some() && update.operation == Operation::Update => {
+                update.summary = format!("{}, then start it", update.summary);
+                update.calls.extend(start.calls);
+                update.changes.extend(start.changes);
+            }
+            _ => out.actions.push(start),
+        }
+    }
+    Ok(out)
+}

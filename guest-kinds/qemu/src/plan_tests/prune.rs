@@ -1,0 +1,141 @@
+//! Planning cases: prune, a failed read, the observation reads, claims and identity.
+
+use super::*;
+
+#[test]
+fn prune() {
+    check(
+        Case {
+            manifest: false,
+            live: Some(entry("running", false)),
+            ..Case::default()
+        },
+        &[
+            "Delete [stop] [destructive]: delete VM 100 `web-01` on pve01 (no manifest)",
+            "  Post /nodes/pve01/qemu/100/status/stop",
+            "  Delete /nodes/pve01/qemu/100 purge=1",
+            "drift : VM 100 `web-01` on pve01 -> -",
+        ],
+    );
+    check(
+        Case {
+            manifest: false,
+            config: &[("protection", json!(1))],
+            ..Case::default()
+        },
+        &["anomaly "],
+    );
+    let mut foreign = entry("stopped", false);
+    foreign["tags"] = json!("prod");
+    check(
+        Case {
+            manifest: false,
+            live: Some(foreign),
+            ..Case::default()
+        },
+        &["anomaly "],
+    );
+    check(
+        Case {
+            manifest: false,
+            live: None,
+            ..Case::default()
+        },
+        &[],
+    );
+}
+
+#[test]
+fn failed_read_fails_closed() {
+    let desired = crate::validate(Flavour::Vm, &base(), &secrets())
+        .unwrap()
+        .desired;
+    let obs = Observation {
+        live: Some(entry("stopped", false).to_string()),
+        reads: vec![Read {
+            call: Call::new(Method::Get, "/nodes/pve01/qemu/100/config"),
+            status: 500,
+            body: "{\"message\":\"Configuration file 'nodes/pve01/qemu-server/100.conf' does not exist\\n\"}".into(),
+        }],
+    };
+    let err = crate::plan(Flavour::Vm, Some(&desired), &[], &secrets(), &obs).unwrap_err();
+    assert!(
+        err[0]
+            .message
+            .starts_with("reading /nodes/pve01/qemu/100/config failed with HTTP 500"),
+        "{}",
+        err[0].message
+    );
+}
+
+#[test]
+fn observe_reads() {
+    let d = crate::validate(Flavour::Vm, &base(), &secrets())
+        .unwrap()
+        .desired;
+    let show = |calls: Vec<Call>| {
+        calls
+            .iter()
+            .map(|c| format!("{:?} {} {:?}", c.method, c.path, c.params))
+            .collect::<Vec<_>>()
+    };
+    assert!(crate::observe(Some(&d), None).is_empty());
+    assert_eq!(
+        show(crate::observe(
+            Some(&d),
+            Some(&entry("stopped", false).to_string())
+        )),
+        vec!["Get /nodes/pve01/qemu/100/config [(\"current\", \"1\", false)]"]
+    );
+    let mut running = entry("running", false);
+    running["node"] = json!("pve02");
+    assert_eq!(
+        show(crate::observe(Some(&d), Some(&running.to_string()))),
+        vec!["Get /nodes/pve02/qemu/100/pending []",]
+    );
+    assert_eq!(crate::observe(None, Some(&running.to_string())).len(), 1);
+}
+
+#[test]
+fn claims_and_identity() {
+    for (e, vm, tpl) in [
+        (entry("running", false), true, false),
+        (entry("stopped", true), false, true),
+        (
+            json!({"id": "qemu/101", "type": "qemu", "vmid": 101, "node": "pve01", "status": "stopped", "tags": "prod"}),
+            false,
+            false,
+        ),
+        (
+            json!({"id": "qemu/102", "type": "qemu", "vmid": 102, "node": "pve01", "status": "stopped"}),
+            false,
+            false,
+        ),
+        (
+            json!({"id": "lxc/103", "type": "lxc", "vmid": 103, "node": "pve01", "status": "stopped", "tags": "proxops"}),
+            false,
+            false,
+        ),
+        (
+            json!({"id": "qemu/104", "type": "qemu", "vmid": 104, "node": "pve01", "template": 0, "tags": "a;Proxops"}),
+            true,
+            false,
+        ),
+    ] {
+        assert_eq!(crate::claims(Flavour::Vm, &e.to_string()), vm, "{e}");
+        assert_eq!(crate::claims(Flavour::Template, &e.to_string()), tpl, "{e}");
+    }
+    let d = crate::validate(Flavour::Vm, &base(), &secrets())
+        .unwrap()
+        .desired;
+    let k = crate::identity(&d);
+    assert_eq!(
+        (
+            k.node.as_deref(),
+            k.space.as_str(),
+            k.key.as_str(),
+            k.resource_id.as_deref()
+        ),
+        (Some("pve01"), "guest-id", "100", Some("qemu/100"))
+    );
+}

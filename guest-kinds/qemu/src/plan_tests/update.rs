@@ -1,0 +1,283 @@
+//! Planning cases: updates of a live VM: hot and stop-required changes, pending changes, power and kind flips, a running VM read from its pending list.
+
+use super::*;
+
+#[test]
+fn hot_changes_on_a_running_vm() {
+    // Written; PVE keeps what it cannot hot-plug pending.
+    check(
+        Case {
+            live: Some(entry("running", false)),
+            pending: Some(json!([])),
+            patches: &[
+                ("spec/state", json!("started")),
+                ("spec/memory", json!("4GiB")),
+            ],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: memory",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 memory=4096",
+            "drift spec.memory: 2048 -> 4096",
+        ],
+    );
+    // Already pending with the desired value: reported, not written again.
+    check(
+        Case {
+            live: Some(entry("running", false)),
+            pending: Some(
+                json!([{"key": "memory", "value": "2048", "pending": "4096"}, {"key": "cores", "value": 2}]),
+            ),
+            patches: &[
+                ("spec/state", json!("started")),
+                ("spec/memory", json!("4GiB")),
+            ],
+            ..Case::default()
+        },
+        &["pending spec.memory: 2048 -> 4096"],
+    );
+}
+
+#[test]
+fn stop_required_changes() {
+    check(
+        Case {
+            live: Some(entry("running", false)),
+            pending: Some(json!([])),
+            patches: &[
+                ("spec/state", json!("started")),
+                ("spec/hardware/machine", json!("q35")),
+            ],
+            ..Case::default()
+        },
+        &[
+            "Update [stop]: update VM 100 on pve01 with a restart (shut down, write, start; started again if the write fails): machine",
+            "  Post /nodes/pve01/qemu/100/status/shutdown forceStop=1 timeout=180",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 machine=q35",
+            "  Post /nodes/pve01/qemu/100/status/start",
+            "drift spec.hardware.machine: - -> q35",
+        ],
+    );
+    check(
+        Case {
+            live: Some(entry("running", false)),
+            pending: Some(json!([])),
+            patches: &[
+                ("spec/state", json!("stopped")),
+                ("spec/hardware/bios", json!("ovmf")),
+            ],
+            ..Case::default()
+        },
+        &[
+            "Power [stop]: shut down VM 100 on pve01",
+            "  Post /nodes/pve01/qemu/100/status/shutdown forceStop=1 timeout=180",
+            "Update: update VM 100 on pve01: bios",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 bios=ovmf",
+            "drift spec.hardware.bios: - -> ovmf",
+            "drift spec.state: running -> stopped",
+        ],
+    );
+    // A pending change made behind proxops's back (cores 4, desired 2): the stop applies
+    // it, so the digest is not sent and cores is written back after the stop.
+    check(
+        Case {
+            live: Some(entry("running", false)),
+            pending: Some(json!([{"key": "cores", "value": 2, "pending": 4}])),
+            patches: &[
+                ("spec/state", json!("started")),
+                (
+                    "spec/hardware/pci-devices",
+                    json!([{"slot": 0, "mapping": "gpu0"}]),
+                ),
+            ],
+            ..Case::default()
+        },
+        &[
+            "Update [stop]: update VM 100 on pve01 with a restart (shut down, write, start; started again if the write fails): hostpci0, cores",
+            "  Post /nodes/pve01/qemu/100/status/shutdown forceStop=1 timeout=180",
+            "  Post /nodes/pve01/qemu/100/config hostpci0=mapping=gpu0 cores=2",
+            "  Post /nodes/pve01/qemu/100/status/start",
+            "drift spec.cpu.cores (pending): 4 -> 2",
+            "drift spec.hardware.pci-devices[0]: - -> mapping=gpu0",
+        ],
+    );
+    // A raw device: PVE lets only root@pam write it and proxops uses an API token, so the
+    // write is known to fail: an anomaly, and nothing is stopped for it (the other pending
+    // change is reverted as on any running VM).
+    check(
+        Case {
+            live: Some(entry("running", false)),
+            pending: Some(json!([{"key": "cores", "value": 2, "pending": 4}])),
+            patches: &[
+                ("spec/state", json!("started")),
+                (
+                    "spec/hardware/pci-devices",
+                    json!([{"slot": 0, "device": "0000:01:00.0"}]),
+                ),
+            ],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: cores",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 revert=cores",
+            "drift spec.cpu.cores (pending): 4 -> 2",
+            "drift spec.hardware.pci-devices[0]: - -> 0000:01:00.0",
+            "anomaly spec.hardware.pci-devices[0]",
+        ],
+    );
+}
+
+#[test]
+fn pending_changes_against_desired_are_reverted() {
+    // Memory raised behind proxops's back on a running VM: PVE keeps it pending; left alone
+    // it would apply at the next reboot, so the pending change is reverted.
+    check(
+        Case {
+            live: Some(entry("running", false)),
+            pending: Some(json!([{"key": "memory", "value": "2048", "pending": "4096"}])),
+            patches: &[("spec/state", json!("started"))],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: memory",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 revert=memory",
+            "drift spec.memory (pending): 4096 -> 2048",
+        ],
+    );
+}
+
+#[test]
+fn power_and_kind_flips() {
+    check(
+        Case {
+            live: Some(entry("stopped", false)),
+            ..Case::default()
+        },
+        &[],
+    );
+    check(
+        Case {
+            live: Some(entry("stopped", false)),
+            patches: &[("spec/state", json!("started"))],
+            ..Case::default()
+        },
+        &[
+            "Power: start VM 100 on pve01",
+            "  Post /nodes/pve01/qemu/100/status/start",
+            "drift spec.state: stopped -> started",
+        ],
+    );
+    // Config first (applied at once on a stopped VM), then the start.
+    check(
+        Case {
+            patches: &[
+                ("spec/state", json!("started")),
+                ("spec/cpu/cores", json!(4)),
+            ],
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: cores",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 cores=4",
+            "Power: start VM 100 on pve01",
+            "  Post /nodes/pve01/qemu/100/status/start",
+            "drift spec.cpu.cores: 2 -> 4",
+            "drift spec.state: stopped -> started",
+        ],
+    );
+    check(
+        Case {
+            live: Some(entry("running", false)),
+            pending: Some(json!([])),
+            patches: &[("spec/state", json!("stopped"))],
+            ..Case::default()
+        },
+        &[
+            "Power [stop]: shut down VM 100 on pve01",
+            "  Post /nodes/pve01/qemu/100/status/shutdown forceStop=1 timeout=180",
+            "drift spec.state: running -> stopped",
+        ],
+    );
+    check(
+        Case {
+            flavour: Flavour::Template,
+            live: Some(entry("running", false)),
+            pending: Some(json!([])),
+            ..Case::default()
+        },
+        &[
+            "Power [stop]: shut down template 100 on pve01",
+            "  Post /nodes/pve01/qemu/100/status/shutdown forceStop=1 timeout=180",
+            "MarkTemplate [stop]: mark VM 100 on pve01 as a template",
+            "  Post /nodes/pve01/qemu/100/template",
+            "drift spec.state: running -> stopped",
+            "drift kind: VM (template=0) -> TemplateVM (template=1)",
+        ],
+    );
+    check(
+        Case {
+            flavour: Flavour::Template,
+            live: Some(entry("stopped", true)),
+            ..Case::default()
+        },
+        &[],
+    );
+    check(
+        Case {
+            live: Some(entry("stopped", true)),
+            ..Case::default()
+        },
+        &["anomaly kind"],
+    );
+    let mut elsewhere = entry("stopped", false);
+    elsewhere["node"] = json!("pve02");
+    check(
+        Case {
+            live: Some(elsewhere),
+            ..Case::default()
+        },
+        &["anomaly spec.node"],
+    );
+}
+
+#[test]
+fn a_running_vm_is_planned_from_its_pending_read_alone() {
+    // /pending lists every applied key in `value` (and the digest), so a running VM needs no
+    // config read: converged stays converged, drift is found and the write carries the digest.
+    let d = crate::validate(Flavour::Vm, &base(), &secrets())
+        .unwrap()
+        .desired;
+    let rows = |memory: &str| {
+        let mut rows: Vec<Value> = live_config()
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| json!({"key": k, "value": if k == "memory" { json!(memory) } else { v.clone() }}))
+            .collect();
+        rows.push(json!({"key": "vmgenid", "value": "00000000-0000-4000-8000-000000000002"}));
+        Value::Array(rows)
+    };
+    let plan = |memory: &str| {
+        let obs = Observation {
+            live: Some(entry("running", false).to_string()),
+            reads: vec![Read {
+                call: Call::new(Method::Get, "/nodes/pve01/qemu/100/pending"),
+                status: 200,
+                body: rows(memory).to_string(),
+            }],
+        };
+        render(
+            &crate::plan(Flavour::Vm, Some(&d), &resolve_all(&d), &secrets(), &obs)
+                .expect("plan succeeds"),
+        )
+    };
+    assert_eq!(plan("2048"), Vec::<String>::new());
+    assert_eq!(
+        plan("4096"),
+        vec![
+            "Update: update VM 100 on pve01: memory",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 memory=2048",
+            "drift spec.memory: 4096 -> 2048",
+        ]
+    );
+}

@@ -1,0 +1,139 @@
+//! Reading the `--json` output of `proxops plan` back as planned actions (for `policy test --plan`).
+
+use proxops_runtime::kind::{Change, Operation};
+use proxops_runtime::policy::ActionView;
+use serde::Deserialize;
+
+use super::check::{ManifestInput, PlannedAction, redact};
+use crate::plan::operation_name;
+
+/// The `--json` output of `proxops plan` as `policy test --plan` reads it: a list of
+/// clusters (or one cluster, or `{"clusters": [...]}`), each with objects and actions.
+/// Unknown fields are ignored.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum PlanFile {
+    List(Vec<PlanFileCluster>),
+    Wrapped { clusters: Vec<PlanFileCluster> },
+    One(PlanFileCluster),
+}
+
+#[derive(Debug, Deserialize)]
+struct PlanFileCluster {
+    cluster: String,
+    #[serde(default)]
+    objects: Vec<PlanFileObject>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PlanFileObject {
+    kind: String,
+    name: String,
+    #[serde(default)]
+    file: Option<String>,
+    #[serde(default)]
+    running: bool,
+    #[serde(default)]
+    actions: Vec<PlanFileAction>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PlanFileAction {
+    operation: String,
+    #[serde(default)]
+    summary: String,
+    #[serde(default)]
+    destructive: bool,
+    #[serde(default)]
+    requires_stop: bool,
+    #[serde(default)]
+    changes: Vec<PlanFileChange>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PlanFileChange {
+    key: String,
+    #[serde(default)]
+    old: Option<String>,
+    #[serde(default)]
+    new: Option<String>,
+}
+
+fn parse_operation(s: &str) -> Option<Operation> {
+    [
+        Operation::Create,
+        Operation::Update,
+        Operation::Delete,
+        Operation::Power,
+        Operation::MarkTemplate,
+    ]
+    .into_iter()
+    .find(|op| operation_name(*op) == s)
+}
+
+/// Planned actions per cluster from a plan JSON file (`proxops plan --json`). Each object's
+/// document is taken from `documents` (matched by kind and name, then cluster when known);
+/// values already shown as `(sensitive)` stay redacted and are flagged sensitive.
+pub fn actions_from_plan_json(
+    text: &str,
+    documents: &[ManifestInput],
+) -> Result<Vec<(String, Vec<PlannedAction>)>, String> {
+    let file: PlanFile = serde_json::from_str(text)
+        .map_err(|e| format!("not a plan as written by `proxops plan --json` ({e})"))?;
+    let clusters = match file {
+        PlanFile::List(c) | PlanFile::Wrapped { clusters: c } => c,
+        PlanFile::One(c) => vec![c],
+    };
+    let mut out = Vec::new();
+    for c in clusters {
+        let mut actions = Vec::new();
+        for o in c.objects {
+            let doc = documents
+                .iter()
+                .filter(|d| d.kind == o.kind && d.name == o.name)
+                .find(|d| d.cluster == c.cluster || d.cluster.is_empty())
+                .or_else(|| {
+                    o.file
+                        .as_ref()
+                        .and_then(|f| documents.iter().find(|d| &d.file == f))
+                });
+            for a in o.actions {
+                let operation = parse_operation(&a.operation).ok_or_else(|| {
+                    format!("{} {}: unknown operation `{}`", o.kind, o.name, a.operation)
+                })?;
+                let changes = a
+                    .changes
+                    .into_iter()
+                    .map(|ch| {
+                        let sensitive = ch.old.as_deref() == Some("(sensitive)")
+                            || ch.new.as_deref() == Some("(sensitive)");
+                        Change {
+                            key: ch.key,
+                            old: ch.old,
+                            new: ch.new,
+                            sensitive,
+                        }
+                    })
+                    .map(|ch| redact(&ch))
+                    .collect();
+                actions.push(PlannedAction {
+                    file: o.file.clone(),
+                    view: ActionView {
+                        cluster: c.cluster.clone(),
+                        kind: o.kind.clone(),
+                        name: o.name.clone(),
+                        operation,
+                        summary: a.summary,
+                        destructive: a.destructive,
+                        requires_stop: a.requires_stop,
+                        running: o.running,
+                        changes,
+                        document: doc.map(|d| d.document.to_string()),
+                    },
+                });
+            }
+        }
+        out.push((c.cluster, actions));
+    }
+    Ok(out)
+}

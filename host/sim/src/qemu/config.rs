@@ -1,0 +1,433 @@
+//! Config writes (async POST, sync PUT, unlink): pending values, hotplug, the digest and lock checks.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::create::{config_params, sshkeys_check};
+use super::drives::{
+    check_drive, create_disk, is_cdrom, is_cloudinit_file, is_drive_key, is_unused_key, parse_drive,
+};
+use super::{
+    CONFIG_PATH, UPDATE_ONLY, check_boot, check_digest, check_hostpci, check_lock, check_skiplock,
+    get_vm, is_fast_plug, no_such_vm_text, prepare_value,
+};
+use crate::api::{ApiError, ApiResult, Reply, Req};
+use crate::schema::{find_property, parameters, split_indexed};
+use crate::sim::{Sim, TaskLog};
+use crate::state::{State, Vm};
+use crate::storage::{free_volume, injected_failure, volume_owner};
+
+/// Registers a replaced or deleted drive's volume: cloud-init volumes are freed, owned disks become `unusedN`.
+fn release_drive(sim: &Sim, st: &mut State, vmid: u32, key: &str, old: &str, force: bool) {
+    let Some(map) = parse_drive(key, old) else {
+        return;
+    };
+    let Some(file) = map.get("file").cloned() else {
+        return;
+    };
+    let node = match st.vms.get(&vmid) {
+        Some(vm) => vm.node.clone(),
+        None => return,
+    };
+    if is_cloudinit_file(&file) {
+        free_volume(sim, st, &node, &file);
+        return;
+    }
+    if is_cdrom(&map) || volume_owner(&file) != Some(vmid) {
+        return;
+    }
+    if force {
+        free_volume(sim, st, &node, &file);
+        return;
+    }
+    let Some(vm) = st.vms.get_mut(&vmid) else {
+        return;
+    };
+    if vm.conf.values().any(|v| v == &file) {
+        return;
+    }
+    let n = (0..=255)
+        .find(|i| !vm.conf.contains_key(&format!("unused{i}")))
+        .unwrap_or(255);
+    vm.conf.insert(format!("unused{n}"), file);
+}
+
+fn drop_from_boot(vm: &mut Vm, key: &str) {
+    let Some(boot) = vm.conf.get("boot").cloned() else {
+        return;
+    };
+    let parts: Vec<String> = boot
+        .split(',')
+        .map(|p| match p.strip_prefix("order=") {
+            Some(order) => {
+                let kept: Vec<&str> = order.split(';').filter(|d| *d != key).collect();
+                format!("order={}", kept.join(";"))
+            }
+            None => p.to_string(),
+        })
+        .collect();
+    vm.conf.insert("boot".into(), parts.join(","));
+}
+
+fn apply_set(sim: &Sim, st: &mut State, vmid: u32, key: &str, value: &str) {
+    let old = st.vms.get(&vmid).and_then(|vm| vm.conf.get(key).cloned());
+    if let Some(old) = old
+        && is_drive_key(key)
+        && old != value
+    {
+        let old_file = parse_drive(key, &old).and_then(|m| m.get("file").cloned());
+        let new_file = parse_drive(key, value).and_then(|m| m.get("file").cloned());
+        if old_file != new_file {
+            release_drive(sim, st, vmid, key, &old, false);
+        }
+    }
+    if let Some(vm) = st.vms.get_mut(&vmid) {
+        vm.conf.insert(key.to_string(), value.to_string());
+        vm.pending.remove(key);
+        vm.pending_delete.remove(key);
+    }
+}
+
+fn apply_delete(sim: &Sim, st: &mut State, vmid: u32, key: &str, force: bool) {
+    let old = st.vms.get(&vmid).and_then(|vm| vm.conf.get(key).cloned());
+    if let Some(vm) = st.vms.get_mut(&vmid) {
+        vm.conf.remove(key);
+        vm.pending.remove(key);
+        vm.pending_delete.remove(key);
+        drop_from_boot(vm, key);
+    }
+    let Some(old) = old else {
+        return;
+    };
+    if is_drive_key(key) {
+        release_drive(sim, st, vmid, key, &old, force);
+    } else if is_unused_key(key) {
+        let node = st
+            .vms
+            .get(&vmid)
+            .map(|vm| vm.node.clone())
+            .unwrap_or_default();
+        free_volume(sim, st, &node, &old);
+    }
+}
+
+/// Applies every pending change (on start, stop and reboot).
+pub(super) fn apply_pending(sim: &Sim, st: &mut State, vmid: u32) {
+    let Some(vm) = st.vms.get(&vmid) else {
+        return;
+    };
+    let deletes: Vec<(String, bool)> = vm
+        .pending_delete
+        .iter()
+        .map(|(k, f)| (k.clone(), *f))
+        .collect();
+    let sets: Vec<(String, String)> = vm
+        .pending
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    for (k, force) in deletes {
+        apply_delete(sim, st, vmid, &k, force);
+    }
+    for (k, v) in sets {
+        apply_set(sim, st, vmid, &k, &v);
+    }
+}
+
+fn hotpluggable(vm: &Vm, key: &str) -> bool {
+    let features = vm
+        .merged()
+        .get("hotplug")
+        .and_then(|h| crate::formats::hotplug_features(h))
+        .unwrap_or_else(|| vec!["network".into(), "disk".into(), "usb".into()]);
+    let has = |f: &str| features.iter().any(|x| x == f);
+    if split_indexed(key).is_some_and(|(f, _)| f == "net") {
+        return has("network");
+    }
+    if is_drive_key(key) && key != "efidisk0" && key != "tpmstate0" {
+        return has("disk");
+    }
+    if split_indexed(key).is_some_and(|(f, _)| f == "usb") {
+        return has("usb");
+    }
+    match key {
+        "vcpus" => has("cpu"),
+        "balloon" => true,
+        _ => false,
+    }
+}
+
+/// The update itself (`$update_vm_api` after its early checks): writes pending, then applies what may be applied.
+#[allow(clippy::too_many_arguments)]
+fn apply_update(
+    sim: &Sim,
+    st: &mut State,
+    vmid: u32,
+    set: &BTreeMap<String, String>,
+    delete: &[String],
+    revert: &[String],
+    force: bool,
+    log: &mut TaskLog,
+) -> Result<(), String> {
+    let (node, running) = match st.vms.get(&vmid) {
+        Some(vm) => (vm.node.clone(), vm.running),
+        None => return Err(format!("VM {vmid} does not exist")),
+    };
+    for key in revert {
+        if let Some(vm) = st.vms.get_mut(&vmid) {
+            vm.pending.remove(key);
+            vm.pending_delete.remove(key);
+        }
+    }
+    for key in delete {
+        let Some(vm) = st.vms.get_mut(&vmid) else {
+            break;
+        };
+        if !vm.conf.contains_key(key) && !vm.pending.contains_key(key) {
+            log.line(format!(
+                "cannot delete '{key}' - not set in current configuration!"
+            ));
+            continue;
+        }
+        if running && !is_fast_plug(key) && !hotpluggable(vm, key) {
+            vm.pending.remove(key);
+            if vm.conf.contains_key(key) {
+                vm.pending_delete.insert(key.clone(), force);
+            }
+        } else {
+            apply_delete(sim, st, vmid, key, force);
+        }
+    }
+    for (key, value) in set {
+        let value = if is_drive_key(key) {
+            let current = st
+                .vms
+                .get(&vmid)
+                .and_then(|vm| vm.merged().get(key).cloned());
+            if current.as_deref() == Some(value.as_str()) {
+                value.clone()
+            } else {
+                create_disk(sim, st, &node, vmid, key, value, log)?
+            }
+        } else {
+            value.clone()
+        };
+        let Some(vm) = st.vms.get_mut(&vmid) else {
+            break;
+        };
+        if running && !is_fast_plug(key) && !hotpluggable(vm, key) {
+            vm.pending.insert(key.clone(), value);
+            vm.pending_delete.remove(key);
+        } else {
+            apply_set(sim, st, vmid, key, &value);
+        }
+    }
+    if let Some(vm) = st.vms.get_mut(&vmid) {
+        let same: Vec<String> = vm
+            .pending
+            .iter()
+            .filter(|(k, v)| vm.conf.get(*k) == Some(*v))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for k in same {
+            vm.pending.remove(&k);
+        }
+        if vm
+            .conf
+            .get("boot")
+            .is_some_and(|b| b.starts_with("order=") && b.len() > 6)
+            || vm.conf.contains_key("boot")
+        {
+            vm.conf.remove("bootdisk");
+        }
+    }
+    Ok(())
+}
+
+/// A config update that passed PVE's early checks (`$load_and_check_config->(0)`, before forking or locking).
+struct Update {
+    node: String,
+    vmid: u32,
+    digest: Option<String>,
+    skiplock: bool,
+    set: BTreeMap<String, String>,
+    delete: Vec<String>,
+    revert: Vec<String>,
+    force: bool,
+}
+
+impl Update {
+    /// The checks PVE repeats under the config lock, then the update itself.
+    fn apply(&self, sim: &Sim, st: &mut State, log: &mut TaskLog) -> Result<(), String> {
+        let Some(vm) = st.vms.get(&self.vmid) else {
+            return Err(no_such_vm_text(&self.node, self.vmid));
+        };
+        check_digest(vm, self.digest.as_deref())?;
+        check_lock(vm, self.skiplock)?;
+        apply_update(
+            sim,
+            st,
+            self.vmid,
+            &self.set,
+            &self.delete,
+            &self.revert,
+            self.force,
+            log,
+        )
+    }
+}
+
+/// PVE's `update_vm_api` up to the lock: parameter checks, then the config checked once (digest, lock, boot order).
+fn check_update(sim: &Arc<Sim>, req: &Req) -> Result<Update, ApiError> {
+    let node = req.node().to_string();
+    let vmid = req.vmid();
+    check_skiplock(req)?;
+    let skiplock = req.flag("skiplock");
+    let raw = config_params(req, UPDATE_ONLY);
+    let delete: Vec<String> = req
+        .get("delete")
+        .map(crate::formats::split_list)
+        .unwrap_or_default()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    let revert: Vec<String> = req
+        .get("revert")
+        .map(crate::formats::split_list)
+        .unwrap_or_default()
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    if raw.is_empty() && delete.is_empty() && revert.is_empty() {
+        return Err(ApiError::die("no options specified"));
+    }
+    let props = parameters("POST", CONFIG_PATH).expect("schema");
+    for d in &delete {
+        if raw.contains_key(d) {
+            return Err(ApiError::param(
+                "delete",
+                format!("you can't use '-{d}' and -delete {d}' at the same time"),
+            ));
+        }
+        if UPDATE_ONLY.contains(&d.as_str()) || find_property(props, d).is_none() {
+            return Err(ApiError::param("delete", format!("unknown option '{d}'")));
+        }
+    }
+    for r in &revert {
+        if raw.contains_key(r) {
+            return Err(ApiError::param(
+                "revert",
+                format!("you can't use '-{r}' and '-revert {r}' at the same time"),
+            ));
+        }
+    }
+    sshkeys_check(&raw)?;
+    for (k, v) in &raw {
+        if is_drive_key(k) {
+            check_drive(sim, &node, k, v)?;
+        }
+        check_hostpci(&req.user, k, v)?;
+    }
+    let digest = req.get("digest").map(str::to_string);
+    let mut st = sim.write();
+    let vm = get_vm(&st, &node, vmid)?;
+    check_digest(vm, digest.as_deref()).map_err(ApiError::die)?;
+    check_lock(vm, skiplock).map_err(ApiError::die)?;
+    let mut merged = vm.merged();
+    for d in &delete {
+        merged.remove(d);
+    }
+    let ostype = raw
+        .get("ostype")
+        .cloned()
+        .or_else(|| merged.get("ostype").cloned());
+    let mut set = BTreeMap::new();
+    for (k, v) in &raw {
+        set.insert(k.clone(), prepare_value(&mut st, k, v, ostype.as_deref()));
+    }
+    for (k, v) in &set {
+        merged.insert(k.clone(), v.clone());
+    }
+    if set.contains_key("boot") {
+        check_boot(&merged)?;
+    }
+    Ok(Update {
+        node,
+        vmid,
+        digest,
+        skiplock,
+        set,
+        delete,
+        revert,
+        force: req.flag("force"),
+    })
+}
+
+/// `POST .../config`: the update runs in a `qmconfig` task under the guest's config lock, where a digest
+/// that no longer matches fails the task.
+pub(crate) fn update_config_async(sim: &Arc<Sim>, req: &Req) -> ApiResult {
+    let update = check_update(sim, req)?;
+    let mut st = sim.write();
+    let sim2 = Arc::clone(sim);
+    let vmid = update.vmid;
+    let node = update.node.clone();
+    let upid = sim.start_task(
+        &mut st,
+        &node,
+        "qmconfig",
+        &vmid.to_string(),
+        &req.user,
+        injected_failure(req, Some(vmid)),
+        &[sim.flock_exclusive(vmid)],
+        Box::new(move |st, log, injected| {
+            if let Some(m) = injected {
+                return Err(m);
+            }
+            update.apply(&sim2, st, log)
+        }),
+    );
+    st.touch();
+    drop(st);
+    sim.persist();
+    Ok(Reply::data(json!(upid)))
+}
+
+/// `PUT .../config` (and `PUT .../unlink`): the update runs in the request, under the guest's config lock
+/// (waited for as PVE does, then `can't lock file ... got timeout`); a digest that no longer matches is a 500.
+pub(crate) async fn update_config_sync(sim: &Arc<Sim>, req: &Req) -> ApiResult {
+    let update = check_update(sim, req)?;
+    if req.faults.lock_timeout {
+        return Err(ApiError::die(crate::sim::lock_timeout_message(update.vmid)));
+    }
+    let mut log = TaskLog::default();
+    let flock = sim
+        .flock(sim.flock_exclusive(update.vmid), &mut log)
+        .await
+        .map_err(ApiError::die)?;
+    let result = {
+        let mut st = sim.write();
+        let result = update.apply(sim, &mut st, &mut log);
+        st.touch();
+        result
+    };
+    drop(flock);
+    sim.persist();
+    result.map_err(ApiError::die)?;
+    Ok(Reply::data(Value::Null))
+}
+
+/// `PUT .../unlink`: PVE's `update_vm` with `delete=<idlist>` (and `force`).
+pub(crate) async fn unlink(sim: &Arc<Sim>, req: &Req) -> ApiResult {
+    let mut params = req.params.clone();
+    if let Some(list) = params.remove("idlist") {
+        params.insert("delete".to_string(), list);
+    }
+    let req = Req {
+        user: req.user.clone(),
+        params,
+        faults: req.faults.clone(),
+    };
+    update_config_sync(sim, &req).await
+}

@@ -1,0 +1,264 @@
+//! QEMU guests: create, config (GET/POST/PUT, pending), clone, template, power, resize and destroy, with PVE's locks and tasks.
+
+mod clone;
+mod config;
+mod create;
+mod destroy;
+mod drives;
+mod power;
+mod read;
+mod resize;
+mod template;
+
+pub(crate) use clone::clone_vm;
+pub(crate) use config::{unlink, update_config_async, update_config_sync};
+pub(crate) use create::create;
+pub(crate) use destroy::destroy;
+pub(crate) use power::power;
+pub(crate) use read::{get_config, index, list, pending, status_current, status_index};
+pub(crate) use resize::resize;
+pub(crate) use template::template;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::api::{ApiError, Req, no_such_vm};
+use crate::formats::{normalize_tags, print_property_string};
+use crate::schema::{find_property, parameters, parse_property_string, split_indexed};
+use crate::state::{State, Vm};
+use drives::{is_drive_key, parse_drive, print_drive};
+
+const CONFIG_PATH: &str = "/nodes/{node}/qemu/{vmid}/config";
+
+/// PVE's `assert_if_modified` / update_vm text for a stale `digest`.
+const CHECKSUM_MISMATCH: &str = "checksum mismatch (file change by other user?)";
+
+/// Keys PVE applies at once even on a running VM (QemuServer.pm fast-plug list plus cloud-init keys).
+const FAST_PLUG: &[&str] = &[
+    "description",
+    "hookscript",
+    "lock",
+    "migrate_downtime",
+    "migrate_speed",
+    "name",
+    "onboot",
+    "protection",
+    "shares",
+    "startup",
+    "tags",
+    "vmstatestorage",
+    "ciuser",
+    "cipassword",
+    "citype",
+    "ciupgrade",
+    "cicustom",
+    "searchdomain",
+    "nameserver",
+    "sshkeys",
+];
+
+/// Create parameters that are not config keys.
+const CREATE_ONLY: &[&str] = &[
+    "vmid",
+    "node",
+    "start",
+    "storage",
+    "pool",
+    "archive",
+    "force",
+    "unique",
+    "live-restore",
+    "bwlimit",
+    "ha-managed",
+    "import-working-storage",
+];
+
+/// Config-update parameters that are not config keys.
+const UPDATE_ONLY: &[&str] = &[
+    "vmid",
+    "node",
+    "delete",
+    "revert",
+    "force",
+    "digest",
+    "skiplock",
+    "background_delay",
+    "import-working-storage",
+];
+
+fn is_fast_plug(key: &str) -> bool {
+    FAST_PLUG.contains(&key) || split_indexed(key).is_some_and(|(f, _)| f == "ipconfig")
+}
+
+fn hash_password(st: &mut State, value: &str) -> String {
+    if ["$1$", "$5$", "$6$", "$2a$", "$2y$"]
+        .iter()
+        .any(|p| value.starts_with(p))
+    {
+        return value.to_string();
+    }
+    use sha2::Digest;
+    let salt = st.random_uuid().replace('-', "");
+    let salt = &salt[..16];
+    let digest = sha2::Sha256::digest(format!("{salt}{value}").as_bytes());
+    format!("${}${salt}${}", 5, hex::encode(digest))
+}
+
+/// Normalises a value the way PVE does on write (net MAC generation, tags, vmgenid, drive re-printing, cipassword hashing).
+fn prepare_value(st: &mut State, key: &str, value: &str, ostype: Option<&str>) -> String {
+    if split_indexed(key).is_some_and(|(f, _)| f == "net") {
+        let Some(fmt) = find_property(parameters("POST", CONFIG_PATH).expect("schema"), key)
+            .and_then(|s| s.get("format"))
+            .and_then(Value::as_object)
+        else {
+            return value.to_string();
+        };
+        let Ok(mut map) = parse_property_string(fmt, value, key) else {
+            return value.to_string();
+        };
+        let model = map.remove("model").unwrap_or_else(|| "virtio".into());
+        let mac = match map.remove("macaddr") {
+            Some(m) => m.to_uppercase(),
+            None => st.random_mac(),
+        };
+        let rest = print_property_string(None, &map);
+        return if rest.is_empty() {
+            format!("{model}={mac}")
+        } else {
+            format!("{model}={mac},{rest}")
+        };
+    }
+    if is_drive_key(key) {
+        return match parse_drive(key, value) {
+            Some(map) => print_drive(&map),
+            None => value.to_string(),
+        };
+    }
+    match key {
+        "tags" => normalize_tags(value),
+        "vmgenid" if value == "1" => st.random_uuid(),
+        "cipassword" => {
+            if ostype.is_some_and(|o| o.starts_with('w')) {
+                value.to_string()
+            } else {
+                hash_password(st, value)
+            }
+        }
+        _ => value.to_string(),
+    }
+}
+
+/// Checks that every `boot: order=` device exists in `conf`.
+fn check_boot(conf: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    let Some(boot) = conf.get("boot") else {
+        return Ok(());
+    };
+    if let Some(order) = boot.split(',').find_map(|p| p.strip_prefix("order=")) {
+        for dev in order.split(';').filter(|d| !d.is_empty()) {
+            if !conf.contains_key(dev) {
+                return Err(ApiError::param(
+                    "boot",
+                    format!("invalid bootorder: device '{dev}' does not exist'"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// PVE's `check_hostpci_perm`: only the literal `root@pam` may pass a raw host device (`host=`) or a `romfile`;
+/// anyone else needs a `mapping` (an API token's auth id is `user@realm!id`, never `root@pam`).
+fn check_hostpci(user: &str, key: &str, value: &str) -> Result<(), ApiError> {
+    if split_indexed(key).is_none_or(|(f, _)| f != "hostpci") || user == "root@pam" {
+        return Ok(());
+    }
+    let Some(device) = crate::formats::parse_named("pve-qm-hostpci", value, key) else {
+        return Ok(());
+    };
+    if device.contains_key("host") {
+        return Err(ApiError::die(format!(
+            "only root can set '{key}' config for non-mapped devices"
+        )));
+    }
+    if !device.contains_key("mapping") {
+        return Err(ApiError::die("either 'host' or 'mapping' must be set."));
+    }
+    if device.contains_key("romfile") {
+        return Err(ApiError::param(
+            key,
+            "only root@pam can set 'romfile' option",
+        ));
+    }
+    Ok(())
+}
+
+/// PVE's default boot order: first disk, first cdrom (cloud-init included), first NIC.
+fn default_boot(conf: &BTreeMap<String, String>) -> Option<String> {
+    let mut order: Vec<String> = Vec::new();
+    let mut buses = Vec::new();
+    for (family, max) in [("ide", 3), ("scsi", 30), ("virtio", 15), ("sata", 5)] {
+        for i in 0..=max {
+            buses.push(format!("{family}{i}"));
+        }
+    }
+    for want_cdrom in [false, true] {
+        for k in &buses {
+            if let Some(v) = conf.get(k) {
+                let cd = v.contains("media=cdrom") || v == "none" || v.starts_with("cdrom");
+                if cd == want_cdrom {
+                    order.push(k.clone());
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(net) = conf
+        .keys()
+        .find(|k| split_indexed(k).is_some_and(|(f, _)| f == "net"))
+    {
+        order.push(net.clone());
+    }
+    if order.is_empty() {
+        None
+    } else {
+        Some(format!("order={}", order.join(";")))
+    }
+}
+
+fn get_vm<'a>(st: &'a State, node: &str, vmid: u32) -> Result<&'a Vm, ApiError> {
+    st.vms
+        .get(&vmid)
+        .filter(|vm| vm.node == node)
+        .ok_or_else(|| no_such_vm(node, vmid))
+}
+
+fn check_skiplock(req: &Req) -> Result<(), ApiError> {
+    if req.flag("skiplock") && req.user != "root@pam" {
+        return Err(ApiError::param(
+            "skiplock",
+            "Only root may use this option.",
+        ));
+    }
+    Ok(())
+}
+
+/// `die "checksum mismatch ..."` when a `digest` was sent and the config changed since.
+fn check_digest(vm: &Vm, digest: Option<&str>) -> Result<(), String> {
+    match digest {
+        Some(d) if d != vm.digest() => Err(CHECKSUM_MISMATCH.to_string()),
+        _ => Ok(()),
+    }
+}
+
+/// PVE's text for a guest whose config file is gone.
+fn no_such_vm_text(node: &str, vmid: u32) -> String {
+    format!("Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist")
+}
+
+fn check_lock(vm: &Vm, skiplock: bool) -> Result<(), String> {
+    match vm.lock() {
+        Some(l) if !skiplock => Err(format!("VM is locked ({l})")),
+        _ => Ok(()),
+    }
+}
