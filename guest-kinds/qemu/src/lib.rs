@@ -4,7 +4,7 @@
 //! export with a [`Flavour`].
 //!
 //! Planned here: fresh creates, provisioning from a TemplateVM (`spec.clone`: one full clone,
-//! then the VM's own configuration through the normal update path, see [`plan`]), cloud-init
+//! then the VM's own configuration through the normal update path, see [`mod@plan`]), cloud-init
 //! data with its SOPS references ([`cloudinit`], [`secrets`]), image-seeded disks
 //! (`import-from`), the CD/DVD drive (`none` or an attached ISO) and the cloud-init drive. The
 //! targets of references come from the host's `resolved` list ([`refs`]). Not implemented:

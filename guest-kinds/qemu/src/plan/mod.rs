@@ -1,6 +1,6 @@
 //! `plan`: desired state + observation -> actions, drift, pending and anomalies.
 //!
-//! Decisions (see the crate report for the full list):
+//! Decisions:
 //! * Stopping for a stop-required change (`machine`, `bios`, `hostpciN`), for `state: stopped`,
 //!   and before marking a template uses `POST status/shutdown` with `forceStop=1` and
 //!   `timeout=180`: the guest gets an ACPI shutdown so it can flush its filesystems, and PVE

@@ -1,5 +1,6 @@
 //! Data-driven planning cases: desired (base manifest + patches) and observed PVE state (in the
-//! forms PVE prints, pve-api.md 4.9 / 5.1) -> the proposal rendered as text lines.
+//! forms PVE prints: `/config` values as strings, `/pending` rows with `value`/`pending`/
+//! `delete`) -> the proposal rendered as text lines.
 
 use proxops_kind_sdk::model::{Call, Method, Observation, Proposal, Read};
 use serde_json::{Value, json};

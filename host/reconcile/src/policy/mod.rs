@@ -4,7 +4,7 @@
 //! Loading is all-or-nothing and happens before any cluster is touched: each file is read
 //! inside the repository, its SHA-256 is compared with the pinned one *before* it is compiled,
 //! and its settings are checked against the policy's JSON Schema and then by its own
-//! `validate-settings`. Every problem is reported as a located [`Diagnostic`] on
+//! `validate-settings`. Every problem is reported as a located [`Diagnostic`](proxops_core::Diagnostic) on
 //! `proxops.yaml`.
 //!
 //! Evaluation uses a fresh instance per call (policies are third-party code). What a policy
@@ -21,7 +21,7 @@
 //! One evaluation path: `proxops policy test` and plan/apply both go through
 //! [`PolicySet::check_manifest_inputs`] and [`PolicySet::check_actions`] (plan/apply by way
 //! of [`PolicySet::check_manifests`] and [`PolicySet::check_plan`]), and every guest call in
-//! them through [`PolicySet::call`].
+//! them through one private `PolicySet::call`.
 
 mod check;
 mod load;
