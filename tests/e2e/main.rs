@@ -3,6 +3,7 @@
 
 mod canary;
 mod dataloss;
+mod gitops;
 mod guests;
 mod images;
 mod inputs;

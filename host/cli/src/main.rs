@@ -1,8 +1,10 @@
 //! `proxops`: plan and apply Proxmox VE clusters from a git repository of YAML manifests.
 
+mod completions;
 mod connect;
 mod context;
 mod inspect;
+mod markdown;
 mod output;
 mod policy_cmd;
 mod reconcile;
@@ -46,7 +48,7 @@ pub mod exit {
         proxops schema VM > vm.schema.json       JSON Schema for editors (yaml-language-server)\n  \
         proxops sim serve --nodes pve01,pve02    run a simulated PVE cluster to try things on"
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// Folder for compiled WebAssembly components [default: $PROXOPS_CACHE_DIR, else the user cache folder].
     #[arg(long, global = true, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
@@ -95,9 +97,16 @@ enum Command {
         /// Only this cluster.
         #[arg(long)]
         cluster: Option<String>,
-        /// Print the plan as JSON (secret values redacted).
-        #[arg(long)]
+        /// Print the plan as JSON (secret values redacted); the same as --format json.
+        #[arg(long, conflicts_with = "format")]
         json: bool,
+        /// text for a terminal, json for programs, markdown for a pull-request comment.
+        #[arg(long, value_enum, default_value = "text")]
+        format: reconcile::PlanFormat,
+        /// With --format markdown: at most this many characters (0: no limit); sections past
+        /// it are left out with a closing note.
+        #[arg(long, value_name = "N", default_value_t = markdown::DEFAULT_LIMIT)]
+        max_chars: usize,
         /// Exit with 2 when there are changes, 3 when only anomalies or pending changes remain.
         #[arg(long)]
         detailed_exitcode: bool,
@@ -127,6 +136,17 @@ enum Command {
         /// Read cluster files, proxops.yaml (policies, token variables) and SOPS files from DIR (the protected branch's checkout); only manifests come from the repository.
         #[arg(long, value_name = "DIR")]
         trusted_config: Option<PathBuf>,
+    },
+    /// Print a completion script for a shell.
+    #[command(after_help = "Example:\n  proxops completions bash > /etc/bash_completion.d/proxops")]
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (roff) of proxops or of one of its subcommands.
+    #[command(
+        after_help = "Example:\n  proxops man | man -l -\n  proxops man plan > proxops-plan.1"
+    )]
+    Man {
+        /// A subcommand, e.g. plan.
+        subcommand: Option<String>,
     },
     /// Print the dependency graph of the manifests (clone sources, images, ISOs).
     Graph {
@@ -317,6 +337,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    match &cli.command {
+        Command::Completions { shell } => return Ok(completions::completions(*shell)),
+        Command::Man { subcommand } => return completions::man(subcommand.as_deref()),
+        _ => {}
+    }
     if let Command::Sim { command } = cli.command {
         return match command {
             SimCommand::Serve {
@@ -376,6 +401,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             repo,
             cluster,
             json,
+            format,
+            max_chars,
             detailed_exitcode,
             run,
             ..
@@ -383,7 +410,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             &ctx,
             &repo,
             cluster.as_deref(),
-            json,
+            if json {
+                reconcile::PlanFormat::Json
+            } else {
+                format
+            },
+            max_chars,
             detailed_exitcode,
             run.into(),
         )),
@@ -397,6 +429,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         )),
         Command::Graph { repo, format } => reconcile::graph(&ctx, &repo, format),
         Command::Policy { command } => policy_cmd::run(&ctx.runtime, command),
-        Command::Sim { .. } => unreachable!("handled above"),
+        Command::Sim { .. } | Command::Completions { .. } | Command::Man { .. } => {
+            unreachable!("handled above")
+        }
     }
 }
