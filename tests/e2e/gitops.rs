@@ -1,7 +1,15 @@
-//! Where teams run GitOps: `plan --format markdown` for pull requests, completions and the
-//! man page.
+//! Where teams run GitOps: `plan --format markdown` for pull requests, `watch` (drift as it
+//! appears, `--apply`, the last good repository, metrics, signals), completions and the man
+//! page.
 
-use crate::support::{Lab, proxops, vm};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use proxops_pve::Method::Put;
+use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
+
+use crate::support::{Lab, TOKEN_VAR, proxops, vm};
 
 /// A description with every kind of markup a manifest could smuggle into a comment.
 const HOSTILE: &str = "  pve-description: 'x ``` y ` <script>alert(1)</script> | a | @team **b** [l](javascript:z)'\n";
@@ -89,6 +97,328 @@ fn outside_fences(md: &str) -> String {
     out
 }
 
+/// A `proxops watch` child whose output lines are collected as they come.
+struct Watching {
+    child: tokio::process::Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Watching {
+    fn start(lab: &Lab, args: &[&str]) -> Watching {
+        let secret = lab.sim.token().split_once('=').unwrap().1.to_string();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+            .arg("--cache-dir")
+            .arg(crate::support::shared_cache())
+            .arg("watch")
+            .args(args)
+            .arg(lab.repo.path())
+            .env(TOKEN_VAR, secret)
+            .env_remove("PROXOPS_LOG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("run proxops watch");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let out = child.stdout.take().unwrap();
+        let err = child.stderr.take().unwrap();
+        for (pipe, tag) in [
+            (
+                Box::new(out) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+                "",
+            ),
+            (Box::new(err), "stderr: "),
+        ] {
+            let lines = lines.clone();
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(pipe).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    lines.lock().unwrap().push(format!("{tag}{line}"));
+                }
+            });
+        }
+        Watching { child, lines }
+    }
+
+    /// Wait (bounded, generously) for `count` lines that contain every one of `parts`; returns the last.
+    async fn wait_for(&self, parts: &[&str], count: usize) -> String {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let found: Vec<String> = self
+                .lines
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|l| parts.iter().all(|p| l.contains(p)))
+                .cloned()
+                .collect();
+            if found.len() >= count {
+                return found.last().unwrap().clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no {count} lines with {parts:?} in:\n{}",
+                self.output()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn output(&self) -> String {
+        self.lines.lock().unwrap().join("\n")
+    }
+
+    /// The metrics address watch printed.
+    async fn metrics_addr(&self) -> String {
+        let line = self.wait_for(&["watch: metrics on http://"], 1).await;
+        let url = line.split("http://").nth(1).unwrap();
+        url.trim_end_matches("/metrics").to_string()
+    }
+
+    fn signal(&self, name: &str) {
+        let pid = self.child.id().expect("running").to_string();
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Send `signal` and wait (bounded) for the exit code.
+    async fn stop(mut self, signal: &str) -> i32 {
+        self.signal(signal);
+        let status = tokio::time::timeout(Duration::from_secs(120), self.child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("watch did not exit on {signal}:\n{}", self.output()))
+            .unwrap();
+        status.code().unwrap_or(-1)
+    }
+}
+
+/// GET `path` from `addr` over plain HTTP/1.1: (status line, body).
+async fn get(addr: &str, path: &str) -> (String, String) {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut raw = String::new();
+    tcp.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    (head.lines().next().unwrap().to_string(), body.to_string())
+}
+
+/// The samples of a Prometheus text exposition: `name{labels}` -> value.
+async fn scrape(addr: &str) -> BTreeMap<String, f64> {
+    let (status, body) = get(addr, "/metrics").await;
+    assert!(status.contains(" 200 "), "{status}");
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
+    body.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (name, value) = l.rsplit_once(' ').unwrap();
+            (
+                name.to_string(),
+                value.parse().unwrap_or_else(|_| panic!("{l}")),
+            )
+        })
+        .collect()
+}
+
+/// Scrape until `sample` has `value` (bounded).
+async fn wait_metric(addr: &str, sample: &str, value: f64) -> BTreeMap<String, f64> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let samples = scrape(addr).await;
+        if samples.get(sample) == Some(&value) {
+            return samples;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{sample} never became {value}: {samples:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+const LAB: &str = "{cluster=\"lab\"}";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_reports_drift_survives_pve_errors_and_exits_143_on_sigterm() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    let w = Watching::start(
+        &lab,
+        &["--interval", "1s", "--metrics-listen", "127.0.0.1:0"],
+    );
+    let addr = w.metrics_addr().await;
+    w.wait_for(&["[lab] cycle", "clean"], 1).await;
+    let (status, body) = get(&addr, "/healthz").await;
+    assert!(
+        status.contains(" 200 ") && body == "ok\n",
+        "{status} {body}"
+    );
+
+    lab.pve(Put, "/nodes/pve01/qemu/150/config", &[("memory", "2048")])
+        .await;
+    let new = w.wait_for(&["[lab] new: ~ VM app"], 1).await;
+    w.wait_for(&["[lab]", "memory"], 1).await;
+    assert!(!new.contains("resolved"), "{new}");
+    let samples = wait_metric(&addr, &format!("proxops_watch_objects_in_drift{LAB}"), 1.0).await;
+    assert_eq!(
+        samples.get("proxops_watch_last_cycle_outcome{cluster=\"lab\",outcome=\"changes\"}"),
+        Some(&1.0),
+        "{samples:?}"
+    );
+    // Reported once, not again every cycle.
+    let before = w.wait_for(&["[lab] cycle", "changes"], 3).await;
+    assert!(before.contains("changes"), "{before}");
+    assert_eq!(
+        w.output().matches("[lab] new: ~ VM app").count(),
+        1,
+        "{}",
+        w.output()
+    );
+
+    // PVE unreachable (every request fails) is an error cycle, then watch carries on.
+    lab.sim.set_faults(vec![proxops_sim::FaultRule {
+        method: "*".into(),
+        path: "*".into(),
+        kind: proxops_sim::FaultKind::Status {
+            code: 503,
+            message: "down for maintenance".into(),
+        },
+        probability: None,
+        times: None,
+    }]);
+    w.wait_for(&["[lab] cycle", "error", "1 error in a row"], 1)
+        .await;
+    wait_metric(
+        &addr,
+        &format!("proxops_watch_consecutive_errors{LAB}"),
+        1.0,
+    )
+    .await;
+    lab.sim.set_faults(Vec::new());
+    wait_metric(
+        &addr,
+        &format!("proxops_watch_consecutive_errors{LAB}"),
+        0.0,
+    )
+    .await;
+
+    assert_eq!(w.stop("TERM").await, 143);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_apply_converges_and_keeps_the_last_good_repository() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    let w = Watching::start(
+        &lab,
+        &[
+            "--interval",
+            "1s",
+            "--apply",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let addr = w.metrics_addr().await;
+    w.wait_for(&["[lab] Apply complete"], 1).await;
+    w.wait_for(&["[lab] cycle", "clean"], 1).await;
+    assert_eq!(lab.config(150)["memory"], "1024");
+    let samples = wait_metric(
+        &addr,
+        &format!("proxops_watch_stale_desired_state{LAB}"),
+        0.0,
+    )
+    .await;
+    assert!(
+        samples[&format!("proxops_watch_actions_applied_total{LAB}")] >= 1.0,
+        "{samples:?}"
+    );
+
+    // An edit that fails validation, and drift the last good repository would revert.
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "").replace("memory: 1GiB", "memory: lots"),
+    );
+    w.wait_for(&["stderr: watch: the repository fails validation"], 1)
+        .await;
+    lab.pve(Put, "/nodes/pve01/qemu/150/config", &[("memory", "4096")])
+        .await;
+    lab.clear();
+    wait_metric(
+        &addr,
+        &format!("proxops_watch_stale_desired_state{LAB}"),
+        1.0,
+    )
+    .await;
+    let stale = w
+        .wait_for(&["[lab] cycle", "not applied", "stale desired state"], 2)
+        .await;
+    assert!(stale.contains("changes"), "{stale}");
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "{}", w.output());
+
+    // Fixed: the next cycle applies again.
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    w.wait_for(&["stderr: watch: the repository validates again"], 1)
+        .await;
+    wait_metric(
+        &addr,
+        &format!("proxops_watch_stale_desired_state{LAB}"),
+        0.0,
+    )
+    .await;
+    w.wait_for(&["[lab] Apply complete"], 2).await;
+    assert!(!lab.mutations().is_empty(), "{}", w.output());
+    assert_eq!(lab.config(150)["memory"], "1024");
+    assert_eq!(w.stop("TERM").await, 143);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_cycles_on_sighup_and_exits_130_on_sigint() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    // An hour between cycles: a second cycle can only come from SIGHUP.
+    let w = Watching::start(&lab, &["--interval", "1h"]);
+    w.wait_for(&["[lab] cycle 1:", "changes"], 1).await;
+    w.signal("HUP");
+    w.wait_for(&["[lab] cycle 2:", "changes"], 1).await;
+    assert_eq!(w.stop("INT").await, 130);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_cycles_ends_with_the_status_of_the_last_cycle() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    for (args, code) in [
+        (&["watch", "--interval", "1s", "--cycles", "2"][..], 2),
+        (
+            &["watch", "--interval", "1s", "--cycles", "1", "--apply"][..],
+            0,
+        ),
+        (
+            &[
+                "watch",
+                "--interval",
+                "1s",
+                "--cycles",
+                "1",
+                "--cluster",
+                "nope",
+            ][..],
+            1,
+        ),
+    ] {
+        let run = lab.run(args).await;
+        assert_eq!(run.code, code, "{args:?}\n{}\n{}", run.stdout, run.stderr);
+    }
+}
+
 #[test]
 fn completions_and_man_pages_name_real_subcommands() {
     for args in [
@@ -97,16 +427,20 @@ fn completions_and_man_pages_name_real_subcommands() {
         &["completions", "fish"],
         &["completions", "powershell"],
         &["man"],
-        &["man", "plan"],
+        &["man", "watch"],
     ] {
         let run = proxops(args);
         assert_eq!(run.code, 0, "{args:?}: {}", run.stderr);
-        for sub in ["plan", "apply"] {
+        for sub in ["plan", "watch"] {
             assert!(run.stdout.contains(sub), "{args:?} does not name {sub}");
         }
     }
-    let man = proxops(&["man", "plan"]);
-    assert!(man.stdout.contains("\\-\\-max\\-chars"), "{}", man.stdout);
+    let man = proxops(&["man", "watch"]);
+    assert!(
+        man.stdout.contains("\\-\\-metrics\\-listen"),
+        "{}",
+        man.stdout
+    );
     let bad = proxops(&["man", "nope"]);
     assert_eq!(bad.code, 1);
     assert!(

@@ -5,12 +5,14 @@ mod connect;
 mod context;
 mod inspect;
 mod markdown;
+mod metrics;
 mod output;
 mod policy_cmd;
 mod reconcile;
 mod render;
 mod secrets;
 mod validate;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -131,6 +133,32 @@ enum Command {
         /// Only this cluster.
         #[arg(long)]
         cluster: Option<String>,
+        #[command(flatten)]
+        run: RunFlags,
+        /// Read cluster files, proxops.yaml (policies, token variables) and SOPS files from DIR (the protected branch's checkout); only manifests come from the repository.
+        #[arg(long, value_name = "DIR")]
+        trusted_config: Option<PathBuf>,
+    },
+    /// Plan every interval and on SIGHUP, report drift as it appears; with --apply, converge.
+    #[command(after_help = watch::HELP)]
+    Watch {
+        repo: PathBuf,
+        /// Only this cluster (one watch per cluster scales out across schedulers).
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Time between cycles: 90s, 5m, 1h, 500ms.
+        #[arg(long, default_value = "5m", value_parser = watch::parse_interval)]
+        interval: std::time::Duration,
+        /// Apply what each cycle plans (never while the repository fails validation).
+        #[arg(long)]
+        apply: bool,
+        /// Serve Prometheus metrics on ADDR (GET /metrics, GET /healthz).
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<std::net::SocketAddr>,
+        /// Stop after N cycles, with the exit status of the last one (as plan
+        /// --detailed-exitcode, or apply with --apply).
+        #[arg(long, value_name = "N")]
+        cycles: Option<u64>,
         #[command(flatten)]
         run: RunFlags,
         /// Read cluster files, proxops.yaml (policies, token variables) and SOPS files from DIR (the protected branch's checkout); only manifests come from the repository.
@@ -374,6 +402,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Validate { repo, .. }
     | Command::Plan { repo, .. }
     | Command::Apply { repo, .. }
+    | Command::Watch { repo, .. }
     | Command::Graph { repo, .. } = &cli.command
     {
         validate::ensure_repository(repo, "")?;
@@ -381,7 +410,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let mut trusted = None;
     if let Command::Validate { trusted_config, .. }
     | Command::Plan { trusted_config, .. }
-    | Command::Apply { trusted_config, .. } = &cli.command
+    | Command::Apply { trusted_config, .. }
+    | Command::Watch { trusted_config, .. } = &cli.command
         && let Some(dir) = trusted_config
     {
         validate::ensure_repository(dir, "--trusted-config: ")?;
@@ -418,6 +448,27 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             max_chars,
             detailed_exitcode,
             run.into(),
+        )),
+        Command::Watch {
+            repo,
+            cluster,
+            interval,
+            apply,
+            metrics_listen,
+            cycles,
+            run,
+            ..
+        } => runtime.block_on(watch::run(
+            &ctx,
+            &repo,
+            watch::Options {
+                cluster,
+                interval,
+                apply,
+                metrics_listen,
+                cycles,
+                run: run.into(),
+            },
         )),
         Command::Apply {
             repo, cluster, run, ..
