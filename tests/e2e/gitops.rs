@@ -1,6 +1,6 @@
 //! Where teams run GitOps: `plan --format markdown` for pull requests, `watch` (drift as it
-//! appears, `--apply`, the last good repository, metrics, signals), completions and the man
-//! page.
+//! appears, `--apply`, the last good repository, metrics, signals), the Kubernetes example's
+//! one-writer settings, completions and the man page.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use proxops_pve::Method::Put;
 use tokio::io::{AsyncBufReadExt as _, AsyncReadExt as _, AsyncWriteExt as _, BufReader};
 
-use crate::support::{Lab, TOKEN_VAR, proxops, vm};
+use crate::support::{Lab, TOKEN_VAR, proxops, vm, workspace};
 
 /// A description with every kind of markup a manifest could smuggle into a comment.
 const HOSTILE: &str = "  pve-description: 'x ``` y ` <script>alert(1)</script> | a | @team **b** [l](javascript:z)'\n";
@@ -417,6 +417,119 @@ async fn watch_cycles_ends_with_the_status_of_the_last_cycle() {
         let run = lab.run(args).await;
         assert_eq!(run.code, code, "{args:?}\n{}\n{}", run.stdout, run.stderr);
     }
+}
+
+/// The Kubernetes example runs one writer per cluster: a Deployment of exactly one watch that
+/// is replaced, never overlapped, and a CronJob whose runs never overlap nor retry.
+#[test]
+fn kubernetes_example_keeps_one_writer_per_cluster() {
+    let dir = workspace().join("examples/kubernetes");
+    let mut docs = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    for file in &files {
+        let text = std::fs::read_to_string(file).unwrap();
+        for doc in serde_yaml::Deserializer::from_str(&text) {
+            let value: serde_yaml::Value = serde::Deserialize::deserialize(doc)
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            docs.push(value);
+        }
+    }
+    let of = |kind: &str| -> Vec<&serde_yaml::Value> {
+        docs.iter().filter(|d| d["kind"] == kind).collect()
+    };
+    let secrets: Vec<&str> = of("Secret")
+        .iter()
+        .map(|s| s["metadata"]["name"].as_str().unwrap())
+        .collect();
+    // The documented grace: task-timeout-seconds (default 600) times 3.
+    let grace = 3 * 600;
+
+    let deployments = of("Deployment");
+    let cronjobs = of("CronJob");
+    assert_eq!((deployments.len(), cronjobs.len()), (1, 1), "{files:?}");
+    let deployment = deployments[0];
+    assert_eq!(deployment["spec"]["replicas"], 1);
+    assert_eq!(deployment["spec"]["strategy"]["type"], "Recreate");
+    let cronjob = cronjobs[0];
+    assert_eq!(cronjob["spec"]["concurrencyPolicy"], "Forbid");
+    assert_eq!(cronjob["spec"]["jobTemplate"]["spec"]["backoffLimit"], 0);
+
+    let mut writers = Vec::new();
+    for (pod, command) in [
+        (&deployment["spec"]["template"]["spec"], "watch"),
+        (
+            &cronjob["spec"]["jobTemplate"]["spec"]["template"]["spec"],
+            "apply",
+        ),
+    ] {
+        assert!(
+            pod["terminationGracePeriodSeconds"].as_u64() >= Some(grace),
+            "{command}: {pod:?}"
+        );
+        let containers = pod["containers"].as_sequence().unwrap();
+        let container = containers
+            .iter()
+            .find(|c| c["name"] == "proxops")
+            .unwrap_or_else(|| panic!("{command}: no proxops container"));
+        let args: Vec<&str> = container["args"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        assert_eq!(args.first(), Some(&command), "{args:?}");
+        let cluster = args
+            .windows(2)
+            .find(|w| w[0] == "--cluster")
+            .map(|w| w[1])
+            .unwrap_or_else(|| panic!("{command} without --cluster: {args:?}"));
+        if command == "apply" || args.contains(&"--apply") {
+            writers.push(cluster);
+        }
+        // The arguments are ones the CLI accepts.
+        let mut check = args.clone();
+        check.push("--help");
+        let help = proxops(&check);
+        assert_eq!(help.code, 0, "{args:?}: {}", help.stderr);
+        // The token comes from a Secret of the example.
+        let env = container["env"].as_sequence().unwrap();
+        let from_secret: Vec<&str> = env
+            .iter()
+            .filter_map(|e| e["valueFrom"]["secretKeyRef"]["name"].as_str())
+            .collect();
+        assert!(
+            !from_secret.is_empty() && from_secret.iter().all(|s| secrets.contains(s)),
+            "{command}: {from_secret:?} vs {secrets:?}"
+        );
+        // The repository comes from git-sync, read-only.
+        assert!(
+            pod["initContainers"]
+                .as_sequence()
+                .into_iter()
+                .chain(pod["containers"].as_sequence())
+                .flatten()
+                .any(|c| c["image"].as_str().is_some_and(|i| i.contains("git-sync"))),
+            "{command}: no git-sync"
+        );
+        assert_eq!(
+            container["securityContext"]["readOnlyRootFilesystem"], true,
+            "{command}"
+        );
+        assert_eq!(
+            container["securityContext"]["runAsNonRoot"], true,
+            "{command}"
+        );
+    }
+    let mut distinct = writers.clone();
+    distinct.sort();
+    distinct.dedup();
+    writers.sort();
+    assert_eq!(distinct, writers, "two writers for one cluster");
 }
 
 #[test]
