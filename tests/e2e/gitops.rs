@@ -19,6 +19,16 @@ async fn plan_markdown_is_stable_escaped_and_keeps_the_exit_codes() {
     let lab = Lab::start().await;
     lab.write("vm/lab/web.yaml", &vm("web", "pve01", 150, HOSTILE));
     lab.write("vm/lab/db.yaml", &vm("db", "pve02", 151, ""));
+    // An anomaly (a raw PCI device), for the "Needs attention" section.
+    lab.write(
+        "vm/lab/gpu.yaml",
+        &vm(
+            "gpu",
+            "pve01",
+            152,
+            "  hardware:\n    pci-devices: [{slot: 0, device: '0000:01:00.0'}]\n",
+        ),
+    );
     let args = ["plan", "--format", "markdown", "--detailed-exitcode"];
     let first = lab.run(&args).await;
     assert_eq!(first.code, 2, "{}\n{}", first.stdout, first.stderr);
@@ -34,7 +44,11 @@ async fn plan_markdown_is_stable_escaped_and_keeps_the_exit_codes() {
     );
     // The description sits in a code block whose fence outgrows its ``` run.
     assert!(md.contains("\n````diff\n"), "{md}");
-    assert!(md.contains("- **lab**: Plan: 2 to create"), "{md}");
+    assert!(md.contains("- **lab**: Plan: "), "{md}");
+    assert!(
+        md.contains("#### Needs attention\n\n- **lab** ! VM gpu: "),
+        "{md}"
+    );
     insta::assert_snapshot!("plan_markdown", md);
 
     // --json stays as it was, and --format json is the same.
@@ -42,6 +56,44 @@ async fn plan_markdown_is_stable_escaped_and_keeps_the_exit_codes() {
     let format_json = lab.run(&["plan", "--format", "json"]).await;
     assert_eq!(json.code, 0, "{}", json.stderr);
     assert_eq!(json.stdout, format_json.stdout);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_markdown_shows_secrets_as_sensitive() {
+    let lab = Lab::start().await;
+    let root = workspace().join("tests/fixtures/sops");
+    lab.write(
+        "secrets/lab.sops.yaml",
+        &std::fs::read_to_string(root.join("cluster.sops.yaml")).unwrap(),
+    );
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm(
+            "app",
+            "pve01",
+            150,
+            "  hardware: {cloud-init: {enabled: true, storage: local-lvm}}\n  cloud-init-data:\n    ci-user: deploy\n    ci-password-ref: cloud-init.passwords.root\n    ssh-key-refs: [cloud-init.ssh-keys.alice]\n",
+        ),
+    );
+    let identity = root.join("TEST-ONLY-age-key.txt");
+    let run = lab
+        .run(&[
+            "--age-identity",
+            identity.to_str().unwrap(),
+            "plan",
+            "--format",
+            "markdown",
+        ])
+        .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains("(sensitive)"), "{}", run.stdout);
+    // The values of tests/fixtures/sops/cluster.sops.yaml.
+    for secret in [
+        "correct horse battery staple",
+        "AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTestsOnly",
+    ] {
+        assert!(!run.stdout.contains(secret), "{secret} in:\n{}", run.stdout);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
