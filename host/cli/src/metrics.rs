@@ -75,56 +75,24 @@ impl Metrics {
     pub fn new() -> (Metrics, Registry) {
         let m = Metrics::default();
         let mut r = Registry::with_prefix("proxops_watch");
-        r.register(
-            "last_cycle_timestamp_seconds",
-            "When the cluster's last cycle ended (Unix time)",
-            m.last_cycle.clone(),
-        );
-        r.register(
-            "last_cycle_outcome",
-            "1 for the outcome of the cluster's last cycle: clean, changes, attention or error",
-            m.outcome.clone(),
-        );
-        r.register(
-            "objects_in_drift",
-            "Objects whose live state differs from the manifests (actions or reported drift)",
-            m.drift.clone(),
-        );
-        r.register(
-            "anomalies",
-            "Anomalies that need a human",
-            m.anomalies.clone(),
-        );
-        r.register(
-            "pending_until_reboot",
-            "Changes pending until their guests reboot",
-            m.pending.clone(),
-        );
-        r.register(
-            "actions_applied",
-            "Actions watch --apply ran that succeeded",
-            m.applied.clone(),
-        );
-        r.register(
-            "actions_failed",
-            "Actions watch --apply ran that failed or were blocked",
-            m.failed.clone(),
-        );
-        r.register(
-            "cycle_duration_seconds",
-            "How long the cluster's last cycle took",
-            m.duration.clone(),
-        );
-        r.register(
-            "consecutive_errors",
-            "Cycles in a row that ended in an error (the next cycle backs off)",
-            m.consecutive_errors.clone(),
-        );
-        r.register(
-            "stale_desired_state",
-            "1 while the repository fails validation: the last good one is planned, nothing is applied",
-            m.stale.clone(),
-        );
+        // (field, name, help): one row per metric.
+        macro_rules! register {
+            ($($field:ident, $name:literal, $help:literal;)*) => {
+                $(r.register($name, $help, m.$field.clone());)*
+            };
+        }
+        register! {
+            last_cycle, "last_cycle_timestamp_seconds", "When the cluster's last cycle ended (Unix time)";
+            outcome, "last_cycle_outcome", "1 for the outcome of the cluster's last cycle: clean, changes, attention or error";
+            drift, "objects_in_drift", "Objects whose live state differs from the manifests (actions or reported drift)";
+            anomalies, "anomalies", "Anomalies that need a human";
+            pending, "pending_until_reboot", "Changes pending until their guests reboot";
+            applied, "actions_applied", "Actions watch --apply ran that succeeded";
+            failed, "actions_failed", "Actions watch --apply ran that failed or were blocked";
+            duration, "cycle_duration_seconds", "How long the cluster's last cycle took";
+            consecutive_errors, "consecutive_errors", "Cycles in a row that ended in an error (the next cycle backs off)";
+            stale, "stale_desired_state", "1 while the repository fails validation: the last good one is planned, nothing is applied";
+        }
         (m, r)
     }
 
