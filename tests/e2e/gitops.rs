@@ -432,6 +432,35 @@ async fn watch_apply_converges_and_keeps_the_last_good_repository() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn watch_apply_takes_the_apply_lock() {
+    let lab = Lab::with(proxops_sim::SimConfig {
+        task_duration: Duration::from_millis(3000),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 192, ""));
+    let mut first = lab.spawn(&["apply"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while lab.mutations().is_empty() {
+        assert!(Instant::now() < deadline, "the apply sent nothing");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let watch = lab
+        .run(&["watch", "--apply", "--interval", "1s", "--cycles", "1"])
+        .await;
+    assert_eq!(watch.code, 1, "{}\n{}", watch.stdout, watch.stderr);
+    assert!(
+        watch
+            .stdout
+            .contains("[lab] cycle 1: error: another proxops apply holds the lock"),
+        "{}",
+        watch.stdout
+    );
+    let first = first.wait().await.unwrap();
+    assert_eq!(first.code(), Some(0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn watch_cycles_on_sighup_and_exits_130_on_sigint() {
     let lab = Lab::start().await;
     lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
