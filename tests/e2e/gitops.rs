@@ -465,10 +465,13 @@ async fn watch_cycles_on_sighup_and_exits_130_on_sigint() {
     let lab = Lab::start().await;
     lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
     // An hour between cycles: a second cycle can only come from SIGHUP.
+    // A warning (a file that is not read), printed once, not every cycle.
+    lab.write("vm/lab/notes.txt", "not a manifest");
     let w = Watching::start(&lab, &["--interval", "1h"]);
     w.wait_for(&["[lab] cycle 1:", "changes"], 1).await;
     w.signal("HUP");
     w.wait_for(&["[lab] cycle 2:", "changes"], 1).await;
+    assert_eq!(w.output().matches("notes.txt").count(), 1, "{}", w.output());
     assert_eq!(w.stop("INT").await, 130);
 }
 

@@ -308,6 +308,7 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
     }
     let mut good: Option<Prepared> = None;
     let mut shown_problems: Option<Vec<String>> = None;
+    let mut shown_warnings: Vec<String> = Vec::new();
     let mut states: BTreeMap<String, ClusterState> = BTreeMap::new();
     // Errors in a row of the repository itself (no version that validates, no such cluster).
     let mut repo_errors = 0u32;
@@ -321,6 +322,21 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
         cycles += 1;
         let loaded = reconcile::prepare(ctx, repo);
         let broken = problems(&loaded);
+        // Warnings are printed when they change, not every cycle.
+        if let Ok(p) = &loaded {
+            let warnings: Vec<String> = p
+                .diags
+                .iter()
+                .filter(|d| !d.is_error())
+                .map(|d| d.to_string())
+                .collect();
+            if warnings != shown_warnings {
+                for w in warnings.iter().filter(|w| !shown_warnings.contains(w)) {
+                    errln!("{}", crate::output::inline(w));
+                }
+                shown_warnings = warnings;
+            }
+        }
         if broken != shown_problems {
             match &broken {
                 Some(lines) => {
