@@ -127,6 +127,12 @@ async fn plan_markdown_over_the_limit_is_cut_with_a_note() {
             assert_eq!(run.stdout.matches("<details>").count(), 40);
         }
     }
+    // A limit with no room for the plan is a usage error, not an empty comment.
+    let tiny = lab
+        .run(&["plan", "--format", "markdown", "--max-chars", "10"])
+        .await;
+    assert_eq!(tiny.code, 1, "{}", tiny.stdout);
+    assert!(tiny.stderr.contains("at least 1000"), "{}", tiny.stderr);
 }
 
 /// The lines of a Markdown text that are not inside a fenced code block.

@@ -105,9 +105,9 @@ enum Command {
         /// text for a terminal, json for programs, markdown for a pull-request comment.
         #[arg(long, value_enum, default_value = "text")]
         format: reconcile::PlanFormat,
-        /// With --format markdown: at most this many characters (0: no limit); sections past
-        /// it are left out with a closing note.
-        #[arg(long, value_name = "N", default_value_t = markdown::DEFAULT_LIMIT)]
+        /// With --format markdown: at most this many characters (0: no limit, else at least
+        /// 1000); sections past it are left out with a closing note.
+        #[arg(long, value_name = "N", default_value_t = markdown::DEFAULT_LIMIT, value_parser = markdown::parse_limit)]
         max_chars: usize,
         /// Exit with 2 when there are changes, 3 when only anomalies or pending changes remain.
         #[arg(long)]

@@ -13,6 +13,22 @@ use crate::render::value;
 /// GitHub's limit for one comment, in characters.
 pub const DEFAULT_LIMIT: usize = 65_536;
 
+/// The smallest limit that leaves room for the summary and the closing note.
+pub const MIN_LIMIT: usize = 1_000;
+
+/// `--max-chars`: 0 (no limit) or at least [`MIN_LIMIT`].
+pub fn parse_limit(text: &str) -> Result<usize, String> {
+    let n: usize = text
+        .parse()
+        .map_err(|_| format!("`{text}`: expected a number of characters"))?;
+    if n != 0 && n < MIN_LIMIT {
+        return Err(format!(
+            "{n} leaves no room for the plan; use 0 (no limit) or at least {MIN_LIMIT}"
+        ));
+    }
+    Ok(n)
+}
+
 /// One cluster of the plan, as plan saw it.
 #[derive(Debug)]
 pub struct Cluster {
@@ -301,9 +317,22 @@ mod tests {
     }
 
     #[test]
+    fn limits_are_none_or_room_enough() {
+        for (text, ok) in [
+            ("0", true),
+            ("1000", true),
+            ("65536", true),
+            ("999", false),
+            ("x", false),
+        ] {
+            assert_eq!(parse_limit(text).is_ok(), ok, "{text}");
+        }
+    }
+
+    #[test]
     fn a_long_text_is_cut_at_a_section_with_a_note() {
         let sections: Vec<String> = (0..100).map(|i| format!("{i:0>99}\n")).collect();
-        for (limit, kept) in [(0, 100), (10_000, 100), (5_000, 47), (400, 1)] {
+        for (limit, kept) in [(0, 100), (10_000, 100), (5_000, 47), (1_000, 7)] {
             let out = bounded(&sections, limit);
             assert!(
                 limit == 0 || out.chars().count() <= limit,
