@@ -4,6 +4,7 @@
 mod canary;
 mod dataloss;
 mod examples;
+mod gitops;
 mod guests;
 mod images;
 mod inputs;

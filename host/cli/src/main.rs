@@ -1,14 +1,18 @@
 //! `proxops`: plan and apply Proxmox VE clusters from a git repository of YAML manifests.
 
+mod completions;
 mod connect;
 mod context;
 mod inspect;
+mod markdown;
+mod metrics;
 mod output;
 mod policy_cmd;
 mod reconcile;
 mod render;
 mod secrets;
 mod validate;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -46,7 +50,7 @@ pub mod exit {
         proxops schema VM > vm.schema.json       JSON Schema for editors (yaml-language-server)\n  \
         proxops sim serve --nodes pve01,pve02    run a simulated PVE cluster to try things on"
 )]
-struct Cli {
+pub(crate) struct Cli {
     /// Folder for compiled WebAssembly components [default: $PROXOPS_CACHE_DIR, else the user cache folder].
     #[arg(long, global = true, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
@@ -95,9 +99,16 @@ enum Command {
         /// Only this cluster.
         #[arg(long)]
         cluster: Option<String>,
-        /// Print the plan as JSON (secret values redacted).
-        #[arg(long)]
+        /// Print the plan as JSON (secret values redacted); the same as --format json.
+        #[arg(long, conflicts_with = "format")]
         json: bool,
+        /// text for a terminal, json for programs, markdown for a pull-request comment.
+        #[arg(long, value_enum, default_value = "text")]
+        format: reconcile::PlanFormat,
+        /// With --format markdown: at most this many characters (0: no limit, else at least
+        /// 1000); sections past it are left out with a closing note.
+        #[arg(long, value_name = "N", default_value_t = markdown::DEFAULT_LIMIT, value_parser = markdown::parse_limit)]
+        max_chars: usize,
         /// Exit with 2 when there are changes, 3 when only anomalies or pending changes remain.
         #[arg(long)]
         detailed_exitcode: bool,
@@ -127,6 +138,43 @@ enum Command {
         /// Read cluster files, proxops.yaml (policies, token variables) and SOPS files from DIR (the protected branch's checkout); only manifests come from the repository.
         #[arg(long, value_name = "DIR")]
         trusted_config: Option<PathBuf>,
+    },
+    /// Plan every interval and on SIGHUP, report drift as it appears; with --apply, converge.
+    #[command(after_help = watch::HELP)]
+    Watch {
+        repo: PathBuf,
+        /// Only this cluster (one watch per cluster scales out across schedulers).
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Time between cycles: 90s, 5m, 1h, 500ms.
+        #[arg(long, default_value = "5m", value_parser = watch::parse_interval)]
+        interval: std::time::Duration,
+        /// Apply what each cycle plans (never while the repository fails validation).
+        #[arg(long)]
+        apply: bool,
+        /// Serve Prometheus metrics on ADDR (GET /metrics, GET /healthz).
+        #[arg(long, value_name = "ADDR")]
+        metrics_listen: Option<std::net::SocketAddr>,
+        /// Stop after N cycles, with the exit status of the last one (as plan
+        /// --detailed-exitcode, or apply with --apply).
+        #[arg(long, value_name = "N")]
+        cycles: Option<u64>,
+        #[command(flatten)]
+        run: RunFlags,
+        /// Read cluster files, proxops.yaml (policies, token variables) and SOPS files from DIR (the protected branch's checkout); only manifests come from the repository.
+        #[arg(long, value_name = "DIR")]
+        trusted_config: Option<PathBuf>,
+    },
+    /// Print a completion script for a shell.
+    #[command(after_help = "Example:\n  proxops completions bash > /etc/bash_completion.d/proxops")]
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (roff) of proxops or of one of its subcommands.
+    #[command(
+        after_help = "Example:\n  proxops man | man -l -\n  proxops man plan > proxops-plan.1"
+    )]
+    Man {
+        /// A subcommand, e.g. plan.
+        subcommand: Option<String>,
     },
     /// Print the dependency graph of the manifests (clone sources, images, ISOs).
     Graph {
@@ -317,6 +365,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
+    match &cli.command {
+        Command::Completions { shell } => return Ok(completions::completions(*shell)),
+        Command::Man { subcommand } => return completions::man(subcommand.as_deref()),
+        _ => {}
+    }
     if let Command::Sim { command } = cli.command {
         return match command {
             SimCommand::Serve {
@@ -349,6 +402,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     if let Command::Validate { repo, .. }
     | Command::Plan { repo, .. }
     | Command::Apply { repo, .. }
+    | Command::Watch { repo, .. }
     | Command::Graph { repo, .. } = &cli.command
     {
         validate::ensure_repository(repo, "")?;
@@ -356,7 +410,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     let mut trusted = None;
     if let Command::Validate { trusted_config, .. }
     | Command::Plan { trusted_config, .. }
-    | Command::Apply { trusted_config, .. } = &cli.command
+    | Command::Apply { trusted_config, .. }
+    | Command::Watch { trusted_config, .. } = &cli.command
         && let Some(dir) = trusted_config
     {
         validate::ensure_repository(dir, "--trusted-config: ")?;
@@ -376,6 +431,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             repo,
             cluster,
             json,
+            format,
+            max_chars,
             detailed_exitcode,
             run,
             ..
@@ -383,9 +440,35 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             &ctx,
             &repo,
             cluster.as_deref(),
-            json,
+            if json {
+                reconcile::PlanFormat::Json
+            } else {
+                format
+            },
+            max_chars,
             detailed_exitcode,
             run.into(),
+        )),
+        Command::Watch {
+            repo,
+            cluster,
+            interval,
+            apply,
+            metrics_listen,
+            cycles,
+            run,
+            ..
+        } => runtime.block_on(watch::run(
+            &ctx,
+            &repo,
+            watch::Options {
+                cluster,
+                interval,
+                apply,
+                metrics_listen,
+                cycles,
+                run: run.into(),
+            },
         )),
         Command::Apply {
             repo, cluster, run, ..
@@ -397,6 +480,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         )),
         Command::Graph { repo, format } => reconcile::graph(&ctx, &repo, format),
         Command::Policy { command } => policy_cmd::run(&ctx.runtime, command),
-        Command::Sim { .. } => unreachable!("handled above"),
+        Command::Sim { .. } | Command::Completions { .. } | Command::Man { .. } => {
+            unreachable!("handled above")
+        }
     }
 }

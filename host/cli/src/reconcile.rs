@@ -18,23 +18,23 @@ use proxops_reconcile::policy::{PolicyReport, PolicySet};
 use crate::context::Context;
 use crate::output::{self, errln, out, outln};
 use crate::secrets::LazySops;
-use crate::{exit, render, validate};
+use crate::{exit, markdown, render, validate};
 
 /// What `plan` and `apply` share: the validated repository, split by cluster.
-struct Prepared {
-    clusters: BTreeMap<String, ClusterFile>,
+pub(crate) struct Prepared {
+    pub(crate) clusters: BTreeMap<String, ClusterFile>,
     manifests: Vec<proxops_core::Manifest>,
     catalog: Catalog,
-    diags: Vec<Diagnostic>,
+    pub(crate) diags: Vec<Diagnostic>,
     sops: BTreeMap<String, Arc<LazySops>>,
     policies: Arc<PolicySet>,
     /// `guest-budget.kind`: the time each kind may take per cluster and run.
-    kind_budget: Option<Duration>,
+    pub(crate) kind_budget: Option<Duration>,
 }
 
 /// Load, validate and load the site policies. An invalid `proxops.yaml` or policy stops the
 /// whole run before any cluster is touched: the diagnostics are returned.
-fn prepare(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagnostic>> {
+pub(crate) fn prepare(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagnostic>> {
     let settings = proxops_core::settings::load(ctx.config_root(repo))?;
     let policies = PolicySet::load(&ctx.runtime, ctx.config_root(repo), &settings)?;
     let checked = validate::check(ctx, repo);
@@ -74,7 +74,7 @@ fn print_policies(report: &PolicyReport) {
 }
 
 /// What the policies say about a cluster's manifests and plan.
-fn policy_report(p: &Prepared, cluster: &str, plan: &ClusterPlan) -> PolicyReport {
+pub(crate) fn policy_report(p: &Prepared, cluster: &str, plan: &ClusterPlan) -> PolicyReport {
     let mut report = p.policies.check_manifests(cluster, &p.manifests);
     report.extend(p.policies.check_plan(plan, &p.manifests));
     report
@@ -139,7 +139,11 @@ fn selected(p: &Prepared) -> Vec<String> {
 
 /// The clusters to work on, or why there are none: a repository without clusters or
 /// manifests, or a `--cluster` it does not have, is an error, never a silent success.
-fn clusters_to_run(repo: &Path, p: &Prepared, only: Option<&str>) -> Result<Vec<String>, String> {
+pub(crate) fn clusters_to_run(
+    repo: &Path,
+    p: &Prepared,
+    only: Option<&str>,
+) -> Result<Vec<String>, String> {
     let names = selected(p);
     if names.is_empty() && p.manifests.is_empty() {
         return Err(format!(
@@ -238,10 +242,9 @@ fn print_warnings(p: &Prepared) {
     }
 }
 
-/// Observe and plan one cluster; `None` (with the reason printed) when it cannot be.
 /// One cluster's plan and what applying it needs.
-struct Planned {
-    plan: ClusterPlan,
+pub(crate) struct Planned {
+    pub(crate) plan: ClusterPlan,
     conn: crate::connect::Connection,
     objects: Vec<Object>,
     memory: Arc<StopMemory>,
@@ -279,7 +282,7 @@ fn stop_memory(ctx: &Context, repo: &Path, cluster: &str, endpoint: &str) -> Arc
 /// endpoint and the token id; kept beside the simulator's state for `sim:`, else in the cache
 /// folder (never in the repository, which may be read-only). The operating system releases
 /// it when the process ends, however it ends.
-fn apply_lock(
+pub(crate) fn apply_lock(
     ctx: &Context,
     repo: &Path,
     cluster: &ClusterFile,
@@ -323,7 +326,8 @@ fn apply_lock(
     }
 }
 
-async fn plan_one(
+/// Observe and plan one cluster; `None` (with the reason printed) when it cannot be.
+pub(crate) async fn plan_one(
     ctx: &Context,
     kinds: &proxops_reconcile::KindRegistry,
     repo: &Path,
@@ -406,14 +410,27 @@ async fn plan_one(
     }
 }
 
+/// Output format of `proxops plan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PlanFormat {
+    Text,
+    Json,
+    Markdown,
+}
+
+#[allow(clippy::too_many_arguments)]
 pub async fn plan(
     ctx: &Context,
     repo: &Path,
     only: Option<&str>,
-    json: bool,
+    format: PlanFormat,
+    max_chars: usize,
     detailed: bool,
     run: RunOptions,
 ) -> anyhow::Result<u8> {
+    let json = format == PlanFormat::Json;
+    // Only the plan goes to stdout in JSON and Markdown; the reasons for the job log go to stderr.
+    let quiet = format != PlanFormat::Text;
     let Some(p) = prepare_or_report(ctx, repo) else {
         return Ok(exit::ERROR);
     };
@@ -429,12 +446,19 @@ pub async fn plan(
     let mut changes = false;
     let mut attention = false;
     let mut views = Vec::new();
+    let mut sections = Vec::new();
     for name in names {
         // One run per cluster: a kind that fails here is not called again for this cluster.
         let kinds = ctx.kinds.for_run(p.kind_budget);
-        let Some(Planned { plan, .. }) = plan_one(ctx, &kinds, repo, &p, &name, json, run).await
+        let Some(Planned { plan, .. }) = plan_one(ctx, &kinds, repo, &p, &name, quiet, run).await
         else {
             failed = true;
+            sections.push(markdown::Cluster {
+                name,
+                view: None,
+                summary: String::new(),
+                findings: Vec::new(),
+            });
             continue;
         };
         let counts = plan.counts();
@@ -448,6 +472,13 @@ pub async fn plan(
             let mut view = serde_json::to_value(plan.view())?;
             view["policies"] = policies.json();
             views.push(view);
+        } else if format == PlanFormat::Markdown {
+            sections.push(markdown::Cluster {
+                name,
+                summary: render::plan_summary(&plan),
+                view: Some(plan.view()),
+                findings: policies.lines(),
+            });
         } else {
             out!("{}", render::plan(&plan));
             print_policies(&policies);
@@ -456,6 +487,9 @@ pub async fn plan(
     }
     if json {
         output::json(&views)?;
+    }
+    if format == PlanFormat::Markdown {
+        out!("{}", markdown::render(&sections, max_chars));
     }
     Ok(if failed {
         exit::ERROR
@@ -556,7 +590,7 @@ impl Reporter for Progress {
 }
 
 /// The signal that interrupted an apply, as its exit code (130 SIGINT, 143 SIGTERM).
-fn watch_signals() -> (
+pub(crate) fn watch_signals() -> (
     tokio::sync::watch::Receiver<bool>,
     Arc<std::sync::atomic::AtomicU8>,
 ) {
@@ -645,20 +679,15 @@ pub async fn apply(
         };
         // One run per cluster (plan and every apply pass): see `KindRegistry::for_run`.
         let kinds = ctx.kinds.for_run(p.kind_budget);
-        let Some(Planned {
-            plan,
-            conn,
-            objects,
-            memory,
-        }) = plan_one(ctx, &kinds, repo, &p, &name, false, run).await
-        else {
+        let Some(planned) = plan_one(ctx, &kinds, repo, &p, &name, false, run).await else {
             failed = true;
             continue;
         };
-        out!("{}", render::plan(&plan));
-        let policies = policy_report(&p, &name, &plan);
+        let plan = &planned.plan;
+        out!("{}", render::plan(plan));
+        let policies = policy_report(&p, &name, plan);
         print_policies(&policies);
-        outln!("{}", render::plan_summary(&plan));
+        outln!("{}", render::plan_summary(plan));
         let counts = plan.counts();
         if counts.errors > 0 {
             failed = true;
@@ -672,36 +701,7 @@ pub async fn apply(
             attention |= counts.anomalies + counts.pending > 0;
             continue;
         }
-        let options = &p.clusters[&name].options;
-        let apply_options = ApplyOptions {
-            limits: Limits {
-                write_concurrency: options.write_concurrency,
-                task_timeout: Duration::from_secs(options.task_timeout_seconds),
-            },
-            read_concurrency: options.read_concurrency,
-            max_passes: options.max_passes,
-            secrets: secrets_of(&p, &name),
-            gate: Some(policy_gate(&p)),
-            memory: memory.clone(),
-            cancel: Some(cancel.clone()),
-        };
-        let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
-        let progress = Arc::new(Progress::new(actions));
-        let report = proxops_reconcile::apply(
-            &kinds,
-            &conn.client,
-            &objects,
-            plan,
-            apply_options,
-            progress.clone(),
-        )
-        .await;
-        if let Some(bar) = &progress.bar {
-            bar.finish_and_clear();
-        }
-        if let Err(e) = memory.save() {
-            errln!("warning: {e}");
-        }
+        let report = execute(&p, &name, &kinds, planned, cancel.clone()).await;
         match report {
             Ok(report) => {
                 out!("{}", render::apply_summary(&report));
@@ -713,7 +713,6 @@ pub async fn apply(
                 failed = true;
             }
         }
-        drop(conn);
     }
     let signal = signal.load(std::sync::atomic::Ordering::SeqCst);
     Ok(if signal != 0 {
@@ -725,6 +724,55 @@ pub async fn apply(
     } else {
         exit::OK
     })
+}
+
+/// Apply a cluster's plan (the apply lock held by the caller) with a progress bar or lines,
+/// remembering failed stop-required changes; shared by `apply` and `watch --apply`.
+pub(crate) async fn execute(
+    p: &Prepared,
+    name: &str,
+    kinds: &proxops_reconcile::KindRegistry,
+    planned: Planned,
+    cancel: tokio::sync::watch::Receiver<bool>,
+) -> Result<proxops_reconcile::ApplyReport, ObserveError> {
+    let Planned {
+        plan,
+        conn,
+        objects,
+        memory,
+    } = planned;
+    let options = &p.clusters[name].options;
+    let apply_options = ApplyOptions {
+        limits: Limits {
+            write_concurrency: options.write_concurrency,
+            task_timeout: Duration::from_secs(options.task_timeout_seconds),
+        },
+        read_concurrency: options.read_concurrency,
+        max_passes: options.max_passes,
+        secrets: secrets_of(p, name),
+        gate: Some(policy_gate(p)),
+        memory: memory.clone(),
+        cancel: Some(cancel),
+    };
+    let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
+    let progress = Arc::new(Progress::new(actions));
+    let report = proxops_reconcile::apply(
+        kinds,
+        &conn.client,
+        &objects,
+        plan,
+        apply_options,
+        progress.clone(),
+    )
+    .await;
+    if let Some(bar) = &progress.bar {
+        bar.finish_and_clear();
+    }
+    if let Err(e) = memory.save() {
+        errln!("warning: {e}");
+    }
+    drop(conn);
+    report
 }
 
 /// Output format of `proxops graph`.

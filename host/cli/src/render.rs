@@ -18,7 +18,8 @@ fn symbol(op: Operation) -> &'static str {
     }
 }
 
-fn value(v: &Option<String>) -> String {
+/// A value in quotes, escaped, or `(none)`.
+pub fn value(v: &Option<String>) -> String {
     match v {
         Some(v) => format!("{:?}", inline(v)),
         None => "(none)".into(),

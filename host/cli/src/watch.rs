@@ -1,0 +1,565 @@
+//! `proxops watch`: plan every interval and on SIGHUP, report what changed since the last
+//! cycle, and with `--apply` converge, through the same entry points as `plan` and `apply`
+//! (`reconcile::plan_one`, `reconcile::execute`, the apply lock and the signal handling).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::context::Context;
+use crate::metrics::{self, Metrics};
+use crate::output::{errln, out, outln};
+use crate::reconcile::{self, Prepared, RunOptions};
+use crate::{exit, render};
+
+pub const HELP: &str = "Each cycle reloads the repository, then plans every selected cluster in turn (one\n\
+cycle of a cluster at a time). It prints what is new and what was resolved since the last\n\
+cycle, and one line per cluster and cycle. A cycle that ends in an error (PVE unreachable, a\n\
+failed action, a denying policy) backs off: the interval doubles per error in a row, up to 16\n\
+times, and never past 30 minutes unless the interval is longer; anomalies and pending\n\
+changes are steady states.\n\
+While the repository fails validation, watch keeps planning the last version that validated,\n\
+applies nothing, and sets proxops_watch_stale_desired_state to 1. --apply takes the same\n\
+per-cluster lock as apply.\n\n\
+Exit status: 130/143 on SIGINT/SIGTERM, after the cycle in flight (as for apply, allow a grace\n\
+period of at least the cluster's task-timeout-seconds times 3); 1 when it cannot start. With --cycles N, the status of the last cycle: as plan\n\
+--detailed-exitcode (0, 1, 2, 3); with --apply as apply (0, 1, 3), and 2 when changes were\n\
+left unapplied because the repository failed validation.\n\n\
+Example:\n  proxops watch examples/homelab --cluster lab --interval 5m --apply --metrics-listen 0.0.0.0:9184";
+
+/// What `watch` was asked to do.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub cluster: Option<String>,
+    pub interval: Duration,
+    pub apply: bool,
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    pub cycles: Option<u64>,
+    pub run: RunOptions,
+}
+
+/// `90s`, `5m`, `1h`, `500ms`, or a bare number of seconds.
+pub fn parse_interval(text: &str) -> Result<Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let n: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}`: expected a number and a unit, e.g. 30s, 5m, 1h"))?;
+    let d = match unit {
+        "ms" => Duration::from_millis(n),
+        "" | "s" => Duration::from_secs(n),
+        "m" => Duration::from_secs(n * 60),
+        "h" => Duration::from_secs(n * 3600),
+        _ => {
+            return Err(format!(
+                "`{text}`: unknown unit `{unit}`; use ms, s, m or h"
+            ));
+        }
+    };
+    if d.is_zero() {
+        return Err(format!("`{text}`: the interval must be longer than zero"));
+    }
+    Ok(d)
+}
+
+/// Errors back off to this at most, unless the interval itself is longer.
+const MAX_BACKOFF: Duration = Duration::from_secs(30 * 60);
+
+/// The delay before the next cycle of a cluster after `errors` errors in a row.
+fn delay(interval: Duration, errors: u32) -> Duration {
+    if errors == 0 {
+        return interval;
+    }
+    (interval * 2u32.pow(errors.min(4))).min(interval.max(MAX_BACKOFF))
+}
+
+/// What a cluster's last cycle left, to report only what changes.
+#[derive(Debug)]
+struct ClusterState {
+    items: BTreeSet<String>,
+    errors: u32,
+    due: Instant,
+}
+
+/// How one cycle of one cluster ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    Clean,
+    Changes,
+    Attention,
+    Error,
+}
+
+impl Outcome {
+    fn label(self) -> &'static str {
+        metrics::OUTCOMES[self as usize]
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Outcome::Clean => exit::OK,
+            Outcome::Changes => exit::CHANGES,
+            Outcome::Attention => exit::ATTENTION,
+            Outcome::Error => exit::ERROR,
+        }
+    }
+
+    /// The more serious of two outcomes: error, changes, attention, clean.
+    fn worst(self, other: Outcome) -> Outcome {
+        let rank = |o| match o {
+            Outcome::Error => 3,
+            Outcome::Changes => 2,
+            Outcome::Attention => 1,
+            Outcome::Clean => 0,
+        };
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+/// A cycle's report of one cluster.
+#[derive(Debug)]
+struct Cycle {
+    outcome: Outcome,
+    /// What is left (render::plan's items and the policy findings); `None` when not planned.
+    items: Option<BTreeSet<String>>,
+    summary: String,
+    drift: usize,
+    anomalies: usize,
+    pending: usize,
+    applied: u64,
+    failed: u64,
+}
+
+impl Cycle {
+    fn error(summary: String) -> Cycle {
+        Cycle {
+            outcome: Outcome::Error,
+            items: None,
+            summary,
+            drift: 0,
+            anomalies: 0,
+            pending: 0,
+            applied: 0,
+            failed: 0,
+        }
+    }
+}
+
+/// A rendered plan cut into items: a line of an object and its indented detail lines.
+fn items(rendered: &str) -> BTreeSet<String> {
+    let mut items = Vec::<String>::new();
+    for line in rendered.lines() {
+        match items.last_mut() {
+            Some(item) if line.starts_with("      ") => {
+                item.push('\n');
+                item.push_str(line);
+            }
+            _ => items.push(line.trim_start().to_string()),
+        }
+    }
+    items.into_iter().collect()
+}
+
+/// One cycle of one cluster against the prepared repository `p`.
+async fn cycle(
+    ctx: &Context,
+    repo: &Path,
+    p: &Prepared,
+    name: &str,
+    options: &Options,
+    stale: bool,
+    cancel: &tokio::sync::watch::Receiver<bool>,
+) -> Cycle {
+    let applying = options.apply && !stale;
+    // The apply lock is held over the plan and the apply, as apply holds it.
+    let _lock = match (applying, p.clusters.get(name)) {
+        (true, Some(c)) => match reconcile::apply_lock(ctx, repo, c) {
+            Ok(lock) => lock,
+            Err(e) => return Cycle::error(e),
+        },
+        _ => None,
+    };
+    let kinds = ctx.kinds.for_run(p.kind_budget);
+    let Some(planned) = reconcile::plan_one(ctx, &kinds, repo, p, name, true, options.run).await
+    else {
+        return Cycle::error("not planned (the reason is on stderr)".into());
+    };
+    let policies = reconcile::policy_report(p, name, &planned.plan);
+    let mut failed_apply = false;
+    let (mut applied, mut failed) = (0, 0);
+    let mut note = String::new();
+    let plan = if applying && planned.plan.has_changes() && !policies.blocks() {
+        match reconcile::execute(p, name, &kinds, planned, cancel.clone()).await {
+            Ok(report) => {
+                let c = report.counts();
+                applied = (c.created + c.updated + c.deleted + c.started + c.stopped) as u64;
+                failed = (c.failed + c.blocked) as u64;
+                failed_apply = !report.converged;
+                out!("{}", prefixed(name, &render::apply_summary(&report)));
+                report.last
+            }
+            Err(e) => return Cycle::error(format!("apply stopped: {e}")),
+        }
+    } else {
+        if options.apply && stale && planned.plan.has_changes() {
+            note = "; not applied: the repository fails validation".into();
+        }
+        planned.plan
+    };
+    let counts = plan.counts();
+    let mut items = items(&render::plan(&plan));
+    items.extend(policies.lines());
+    let outcome = if failed_apply || counts.errors > 0 || policies.blocks() {
+        Outcome::Error
+    } else if plan.has_changes() {
+        Outcome::Changes
+    } else if counts.anomalies + counts.pending > 0 {
+        Outcome::Attention
+    } else {
+        Outcome::Clean
+    };
+    Cycle {
+        outcome,
+        items: Some(items),
+        summary: format!("{}{note}", render::plan_summary(&plan)),
+        drift: plan
+            .objects
+            .iter()
+            .filter(|o| o.has_actions() || !o.proposal.drift.is_empty())
+            .count(),
+        anomalies: counts.anomalies,
+        pending: counts.pending,
+        applied,
+        failed,
+    }
+}
+
+/// `text`'s lines, each after `[cluster] `.
+fn prefixed(cluster: &str, text: &str) -> String {
+    text.lines()
+        .map(|l| format!("[{}] {l}\n", crate::output::inline(cluster)))
+        .collect()
+}
+
+/// The diagnostics of a load, as lines; `None` when the repository validates.
+fn problems(loaded: &Result<Prepared, Vec<proxops_core::Diagnostic>>) -> Option<Vec<String>> {
+    match loaded {
+        Err(diags) => Some(diags.iter().map(|d| d.to_string()).collect()),
+        Ok(p) if p.diags.iter().any(|d| d.is_error()) => Some(
+            p.diags
+                .iter()
+                .filter(|d| d.is_error())
+                .map(|d| d.to_string())
+                .collect(),
+        ),
+        Ok(_) => None,
+    }
+}
+
+/// A SIGHUP stream, or one that never fires where there is none.
+struct Hangup {
+    #[cfg(unix)]
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl Hangup {
+    fn new() -> Hangup {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let signal = signal(SignalKind::hangup())
+                .map_err(|e| {
+                    errln!(
+                        "warning: cannot watch for SIGHUP ({e}); cycles run on the interval only"
+                    )
+                })
+                .ok();
+            Hangup { signal }
+        }
+        #[cfg(not(unix))]
+        Hangup {}
+    }
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        if let Some(s) = &mut self.signal {
+            s.recv().await;
+            return;
+        }
+        std::future::pending::<()>().await
+    }
+}
+
+pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result<u8> {
+    let (mut cancel, signal) = reconcile::watch_signals();
+    let mut hangup = Hangup::new();
+    let (metrics, registry) = Metrics::new();
+    if let Some(addr) = options.metrics_listen {
+        let bound = metrics::serve(addr, Arc::new(registry)).await?;
+        errln!("watch: metrics on http://{bound}/metrics");
+    }
+    let mut good: Option<Prepared> = None;
+    let mut shown_problems: Option<Vec<String>> = None;
+    let mut shown_warnings: Vec<String> = Vec::new();
+    let mut states: BTreeMap<String, ClusterState> = BTreeMap::new();
+    // Errors in a row of the repository itself (no version that validates, no such cluster).
+    let mut repo_errors = 0u32;
+    let mut cycles = 0u64;
+    let mut last = Outcome::Clean;
+    let mut forced = true;
+    loop {
+        if *cancel.borrow() {
+            break;
+        }
+        cycles += 1;
+        let loaded = reconcile::prepare(ctx, repo);
+        let broken = problems(&loaded);
+        // Warnings are printed when they change, not every cycle.
+        if let Ok(p) = &loaded {
+            let warnings: Vec<String> = p
+                .diags
+                .iter()
+                .filter(|d| !d.is_error())
+                .map(|d| d.to_string())
+                .collect();
+            if warnings != shown_warnings {
+                for w in warnings.iter().filter(|w| !shown_warnings.contains(w)) {
+                    errln!("{}", crate::output::inline(w));
+                }
+                shown_warnings = warnings;
+            }
+        }
+        if broken != shown_problems {
+            match &broken {
+                Some(lines) => {
+                    errln!(
+                        "watch: the repository fails validation; {}:",
+                        if good.is_some() {
+                            "planning the last version that validated, applying nothing"
+                        } else {
+                            "no version of it validated yet, nothing is planned"
+                        }
+                    );
+                    for l in lines {
+                        errln!("  {}", crate::output::inline(l));
+                    }
+                }
+                None if shown_problems.is_some() => {
+                    errln!("watch: the repository validates again")
+                }
+                None => {}
+            }
+            shown_problems = broken.clone();
+        }
+        let stale = broken.is_some();
+        if let (None, Ok(p)) = (&broken, loaded) {
+            good = Some(p);
+        }
+        let names = match &good {
+            None => Err("no version of the repository validated yet".to_string()),
+            Some(p) => {
+                reconcile::clusters_to_run(repo, p, options.cluster.as_deref()).map(|n| (p, n))
+            }
+        };
+        let now = Instant::now();
+        let mut outcome = Outcome::Clean;
+        match names {
+            Ok((p, names)) => {
+                repo_errors = 0;
+                states.retain(|n, _| names.contains(n));
+                for name in &names {
+                    let due = states.get(name).is_none_or(|s| forced || s.due <= now);
+                    if !due || *cancel.borrow() {
+                        continue;
+                    }
+                    let started = Instant::now();
+                    let c = cycle(ctx, repo, p, name, &options, stale, &cancel).await;
+                    let took = started.elapsed();
+                    report(
+                        &metrics,
+                        &mut states,
+                        name,
+                        cycles,
+                        &c,
+                        took,
+                        stale,
+                        &options,
+                    );
+                    outcome = outcome.worst(c.outcome);
+                }
+            }
+            Err(e) => {
+                repo_errors += 1;
+                errln!("watch: cycle {cycles}: {}", crate::output::inline(&e));
+                outcome = Outcome::Error;
+            }
+        }
+        last = outcome;
+        forced = false;
+        if options.cycles.is_some_and(|n| cycles >= n) {
+            break;
+        }
+        let next = states
+            .values()
+            .map(|s| s.due)
+            .min()
+            .unwrap_or_else(|| Instant::now() + delay(options.interval, repo_errors));
+        tokio::select! {
+            _ = tokio::time::sleep_until(next.into()) => {}
+            _ = hangup.recv() => {
+                errln!("watch: SIGHUP; planning every cluster now");
+                forced = true;
+            }
+            _ = cancel.changed() => {}
+        }
+    }
+    let signal = signal.load(std::sync::atomic::Ordering::SeqCst);
+    if signal != 0 {
+        return Ok(signal);
+    }
+    Ok(last.code())
+}
+
+/// Print what changed since the cluster's last cycle and its cycle line; update its state and
+/// its metrics.
+#[allow(clippy::too_many_arguments)]
+fn report(
+    metrics: &Metrics,
+    states: &mut BTreeMap<String, ClusterState>,
+    name: &str,
+    cycles: u64,
+    c: &Cycle,
+    took: Duration,
+    stale: bool,
+    options: &Options,
+) {
+    let state = states
+        .entry(name.to_string())
+        .or_insert_with(|| ClusterState {
+            items: BTreeSet::new(),
+            errors: 0,
+            due: Instant::now(),
+        });
+    let who = crate::output::inline(name);
+    if let Some(items) = &c.items {
+        for gone in state.items.difference(items) {
+            let first = gone.lines().next().unwrap_or_default();
+            outln!("[{who}] resolved: {first}");
+        }
+        for new in items.difference(&state.items) {
+            out!("{}", prefixed(name, &format!("new: {new}")));
+        }
+        state.items = items.clone();
+    }
+    state.errors = if c.outcome == Outcome::Error {
+        state.errors + 1
+    } else {
+        0
+    };
+    let wait = delay(options.interval, state.errors);
+    state.due = Instant::now() + wait;
+    let mut line = format!(
+        "[{who}] cycle {cycles}: {}: {} ({:.1}s)",
+        c.outcome.label(),
+        crate::output::inline(&c.summary),
+        took.as_secs_f64()
+    );
+    if stale {
+        line.push_str("; stale desired state: the repository fails validation");
+    }
+    if state.errors > 0 {
+        line.push_str(&format!(
+            "; {} in a row, next cycle in {}s",
+            render::count(state.errors as usize, "error", "errors"),
+            wait.as_secs()
+        ));
+    }
+    outln!("{line}");
+
+    let label = metrics::cluster(name);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    metrics
+        .last_cycle
+        .get_or_create(&label)
+        .set(now.as_secs_f64());
+    metrics.set_outcome(name, c.outcome.label());
+    metrics
+        .duration
+        .get_or_create(&label)
+        .set(took.as_secs_f64());
+    metrics
+        .consecutive_errors
+        .get_or_create(&label)
+        .set(i64::from(state.errors));
+    metrics.stale.get_or_create(&label).set(i64::from(stale));
+    metrics.applied.get_or_create(&label).inc_by(c.applied);
+    metrics.failed.get_or_create(&label).inc_by(c.failed);
+    if c.items.is_some() {
+        metrics.drift.get_or_create(&label).set(c.drift as i64);
+        metrics
+            .anomalies
+            .get_or_create(&label)
+            .set(c.anomalies as i64);
+        metrics.pending.get_or_create(&label).set(c.pending as i64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_parse_with_units() {
+        for (text, expected) in [
+            ("5m", Ok(Duration::from_secs(300))),
+            ("90s", Ok(Duration::from_secs(90))),
+            ("90", Ok(Duration::from_secs(90))),
+            ("1h", Ok(Duration::from_secs(3600))),
+            ("500ms", Ok(Duration::from_millis(500))),
+            ("0s", Err(())),
+            ("5 minutes", Err(())),
+            ("m", Err(())),
+        ] {
+            assert_eq!(parse_interval(text).map_err(|_| ()), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn errors_back_off_and_are_bounded() {
+        let s = Duration::from_secs;
+        for (interval, errors, expected) in [
+            (s(60), 0, s(60)),
+            (s(60), 1, s(120)),
+            (s(60), 3, s(480)),
+            (s(60), 9, s(960)),
+            (s(300), 9, s(1800)),
+            (s(3600), 2, s(3600)),
+            (s(1), 9, s(16)),
+        ] {
+            assert_eq!(delay(interval, errors), expected, "{interval:?} {errors}");
+        }
+    }
+
+    #[test]
+    fn rendered_plans_split_into_items_with_their_details() {
+        let rendered = "  ~ VM web: update\n      ~ memory: \"1\" -> \"2\"\n  ! VM db: odd\n";
+        let got: Vec<String> = items(rendered).into_iter().collect();
+        assert_eq!(
+            got,
+            vec![
+                "! VM db: odd".to_string(),
+                "~ VM web: update\n      ~ memory: \"1\" -> \"2\"".to_string()
+            ]
+        );
+    }
+}
