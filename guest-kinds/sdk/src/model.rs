@@ -5,19 +5,8 @@ use crate::check::{Diag, Severity};
 use crate::types as t;
 use crate::wit as w;
 
-/// HTTP method of a PVE call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Method {
-    /// GET.
-    Get,
-    /// POST.
-    Post,
-    /// PUT.
-    Put,
-    /// DELETE.
-    Delete,
-}
+/// HTTP method of a PVE call (one type with the host's PVE client, from `proxops-http`).
+pub use proxops_http::Method;
 
 /// One PVE API call with its form parameters (name, value, sensitive).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -190,25 +179,23 @@ pub struct Observation {
     pub reads: Vec<Read>,
 }
 
-impl Method {
-    /// The WIT form.
-    pub fn into_wit(self) -> t::Method {
-        match self {
-            Method::Get => t::Method::Get,
-            Method::Post => t::Method::Post,
-            Method::Put => t::Method::Put,
-            Method::Delete => t::Method::Delete,
-        }
+/// The WIT form of a method.
+fn method_into_wit(m: Method) -> t::Method {
+    match m {
+        Method::Get => t::Method::Get,
+        Method::Post => t::Method::Post,
+        Method::Put => t::Method::Put,
+        Method::Delete => t::Method::Delete,
     }
+}
 
-    /// From the WIT form.
-    pub fn from_wit(m: t::Method) -> Self {
-        match m {
-            t::Method::Get => Method::Get,
-            t::Method::Post => Method::Post,
-            t::Method::Put => Method::Put,
-            t::Method::Delete => Method::Delete,
-        }
+/// A method from its WIT form.
+fn method_from_wit(m: t::Method) -> Method {
+    match m {
+        t::Method::Get => Method::Get,
+        t::Method::Post => Method::Post,
+        t::Method::Put => Method::Put,
+        t::Method::Delete => Method::Delete,
     }
 }
 
@@ -216,7 +203,7 @@ impl Call {
     /// The WIT form.
     pub fn into_wit(self) -> t::Call {
         t::Call {
-            method: self.method.into_wit(),
+            method: method_into_wit(self.method),
             path: self.path,
             params: self
                 .params
@@ -233,7 +220,7 @@ impl Call {
     /// From the WIT form.
     pub fn from_wit(c: t::Call) -> Self {
         Call {
-            method: Method::from_wit(c.method),
+            method: method_from_wit(c.method),
             path: c.path,
             params: c
                 .params

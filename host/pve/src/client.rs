@@ -10,25 +10,8 @@ use serde_json::Value;
 use crate::tls::{self, TlsMode};
 use crate::{PveError, TaskOutcome, Upid};
 
-/// HTTP method of a PVE call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Method {
-    Get,
-    Post,
-    Put,
-    Delete,
-}
-
-impl Method {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Get => "GET",
-            Method::Post => "POST",
-            Method::Put => "PUT",
-            Method::Delete => "DELETE",
-        }
-    }
-}
+/// HTTP method of a PVE call (one type with the kind SDK, from `proxops-http`).
+pub use proxops_http::Method;
 
 /// One form or query parameter.
 #[derive(Clone, PartialEq, Eq)]
