@@ -3,6 +3,8 @@
 
 mod canary;
 mod dataloss;
+mod faults;
+mod fleet;
 mod guests;
 mod images;
 mod inputs;
