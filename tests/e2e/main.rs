@@ -2,6 +2,8 @@
 //! simulator. One integration-test binary for the whole workspace.
 
 mod canary;
+mod concurrency;
+mod crash;
 mod dataloss;
 mod faults;
 mod fleet;
@@ -13,6 +15,7 @@ mod policies;
 mod provision;
 mod reconcile;
 mod safety;
+mod served;
 mod sim_serve;
 mod support;
 mod validate;

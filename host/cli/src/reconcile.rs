@@ -408,6 +408,64 @@ async fn plan_one(
     }
 }
 
+/// Work an earlier run left in flight (a killed apply's create, clone or download task): wait
+/// for it (bounded by the cluster's task timeout) and plan again, or hold back the objects it
+/// may concern ([`proxops_reconcile::inflight`]).
+#[allow(clippy::too_many_arguments)]
+async fn settle_inflight(
+    kinds: &proxops_reconcile::KindRegistry,
+    p: &Prepared,
+    name: &str,
+    conn: &crate::connect::Connection,
+    objects: &[Object],
+    memory: &StopMemory,
+    run: RunOptions,
+    plan: &mut ClusterPlan,
+) -> Result<(), String> {
+    let options = &p.clusters[name].options;
+    let bound = Duration::from_secs(options.task_timeout_seconds);
+    let settled = proxops_reconcile::inflight::settle(&conn.client, plan, bound)
+        .await
+        .map_err(|e| e.to_string())?;
+    for waited in &settled.waited {
+        outln!(
+            "  waited for a task already running: {}",
+            output::inline(waited)
+        );
+    }
+    let held: Vec<(proxops_reconcile::ObjectRef, String)> = settled
+        .running
+        .iter()
+        .map(|(i, why)| (plan.objects[*i].object.clone(), why.clone()))
+        .collect();
+    if settled.replan() {
+        let mut again = proxops_reconcile::plan_cluster(
+            kinds,
+            &conn.client,
+            name,
+            objects,
+            options.read_concurrency,
+            None,
+            secrets_of(p, name),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        memory.hold_back(&mut again, run.retry_stop_required);
+        guard_prune(&mut again, objects.len(), run.allow_prune);
+        *plan = again;
+    }
+    for (object, why) in held {
+        if let Some(o) = plan.objects.iter_mut().find(|o| {
+            o.object.kind == object.kind
+                && o.object.name == object.name
+                && o.object.file == object.file
+        }) {
+            o.error = Some(why);
+        }
+    }
+    Ok(())
+}
+
 pub async fn plan(
     ctx: &Context,
     repo: &Path,
@@ -661,7 +719,7 @@ pub async fn apply(
         // One run per cluster (plan and every apply pass): see `KindRegistry::for_run`.
         let kinds = ctx.kinds.for_run(p.kind_budget);
         let Some(Planned {
-            plan,
+            mut plan,
             conn,
             objects,
             memory,
@@ -670,6 +728,13 @@ pub async fn apply(
             failed = true;
             continue;
         };
+        if let Err(e) =
+            settle_inflight(&kinds, &p, &name, &conn, &objects, &memory, run, &mut plan).await
+        {
+            outln!("  cannot plan: {}", output::inline(&e));
+            failed = true;
+            continue;
+        }
         out!("{}", render::plan(&plan));
         let policies = policy_report(&p, &name, &plan);
         print_policies(&policies);

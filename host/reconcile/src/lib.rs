@@ -3,6 +3,7 @@
 
 pub mod apply;
 pub mod execute;
+pub mod inflight;
 pub mod memory;
 pub mod observe;
 pub mod ownership;
