@@ -40,12 +40,16 @@ pub async fn crash_run(
         finished_first: 0,
         runs_to_converge: 0,
     };
-    // A run that ends before its kill point does not count as a kill; bounded all the same.
+    // A run that ends before its kill point does not count as a kill; later points are drawn
+    // within how long that run took, so that they land in what is left of the work. Bounded.
+    let mut window = max_ms;
     while figures.killed < kills && figures.killed + figures.finished_first < 3 * kills {
+        let started = std::time::Instant::now();
         let mut child = served.apply(&repo, &shared_cache());
-        tokio::time::sleep(Duration::from_millis(rng.between(50, max_ms))).await;
+        tokio::time::sleep(Duration::from_millis(rng.between(50, window))).await;
         if child.try_wait().unwrap().is_some() {
             figures.finished_first += 1;
+            window = (started.elapsed().as_millis() as u64).clamp(100, max_ms);
         } else {
             child.start_kill().unwrap();
             figures.killed += 1;

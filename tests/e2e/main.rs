@@ -17,5 +17,6 @@ mod reconcile;
 mod safety;
 mod served;
 mod sim_serve;
+mod soak;
 mod support;
 mod validate;
