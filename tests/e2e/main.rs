@@ -2,8 +2,12 @@
 //! simulator. One integration-test binary for the whole workspace.
 
 mod canary;
+mod concurrency;
+mod crash;
 mod dataloss;
 mod examples;
+mod faults;
+mod fleet;
 mod gitops;
 mod guests;
 mod images;
@@ -13,6 +17,8 @@ mod policies;
 mod provision;
 mod reconcile;
 mod safety;
+mod served;
 mod sim_serve;
+mod soak;
 mod support;
 mod validate;

@@ -247,6 +247,10 @@ enum SimCommand {
         /// `lock: create|clone|destroyed` and running tasks can be seen.
         #[arg(long, value_name = "MS", default_value_t = 0)]
         task_duration: u64,
+        /// Seeded fault injection, rates per request:
+        /// `seed=N,http503=P,http596=P,reset=P,lost=P,task-fail=P,lock-timeout=P` (README, "Fault injection").
+        #[arg(long, value_name = "SPEC", value_parser = parse_faults)]
+        faults: Option<proxops_sim::FaultPlan>,
     },
     /// Clear a VM's stale config lock in a simulator's state, as `qm unlock <vmid>` does on PVE.
     #[command(
@@ -379,6 +383,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 token,
                 http,
                 task_duration,
+                faults,
             } => {
                 let opts = proxops_sim::ServeOptions {
                     nodes,
@@ -387,6 +392,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     token,
                     http,
                     task_duration: std::time::Duration::from_millis(task_duration),
+                    faults: faults.unwrap_or_default(),
                 };
                 runtime.block_on(proxops_sim::serve(opts))?;
                 Ok(exit::OK)
@@ -484,4 +490,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             unreachable!("handled above")
         }
     }
+}
+
+/// `--faults` of `proxops sim serve`.
+fn parse_faults(text: &str) -> Result<proxops_sim::FaultPlan, String> {
+    proxops_sim::FaultPlan::parse(text).map_err(|e| e.to_string())
 }

@@ -418,6 +418,66 @@ pub enum PlanFormat {
     Markdown,
 }
 
+/// Work an earlier run left in flight (a killed apply's create, clone or download task): wait
+/// for it (bounded by the cluster's task timeout) and plan again, or hold back the objects it
+/// may concern ([`proxops_reconcile::inflight`]).
+async fn settle_inflight(
+    kinds: &proxops_reconcile::KindRegistry,
+    p: &Prepared,
+    name: &str,
+    planned: &mut Planned,
+    run: RunOptions,
+) -> Result<(), String> {
+    let Planned {
+        plan,
+        conn,
+        objects,
+        memory,
+    } = planned;
+    let options = &p.clusters[name].options;
+    let bound = Duration::from_secs(options.task_timeout_seconds);
+    let settled = proxops_reconcile::inflight::settle(&conn.client, plan, bound)
+        .await
+        .map_err(|e| e.to_string())?;
+    for waited in &settled.waited {
+        outln!(
+            "  waited for a task already running: {}",
+            output::inline(waited)
+        );
+    }
+    let held: Vec<(proxops_reconcile::ObjectRef, String)> = settled
+        .running
+        .iter()
+        .map(|(i, why)| (plan.objects[*i].object.clone(), why.clone()))
+        .collect();
+    if settled.replan() {
+        let cycle = proxops_reconcile::Cycle {
+            registry: kinds,
+            client: &conn.client,
+            cluster: name,
+            objects,
+            read_concurrency: options.read_concurrency,
+            secrets: secrets_of(p, name),
+        };
+        let mut again = proxops_reconcile::plan_cluster(&cycle, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        memory.hold_back(&mut again, run.retry_stop_required);
+        guard_prune(&mut again, objects.len(), run.allow_prune);
+        *plan = again;
+    }
+    for (object, why) in held {
+        if let Some(o) = plan
+            .objects
+            .iter_mut()
+            .find(|o| o.object.id == object.id && o.object.file == object.file)
+        {
+            o.error = Some(proxops_reconcile::PlanError::InFlight(why));
+        }
+    }
+    Ok(())
+}
+
 #[allow(clippy::too_many_arguments)]
 pub async fn plan(
     ctx: &Context,
@@ -679,10 +739,15 @@ pub async fn apply(
         };
         // One run per cluster (plan and every apply pass): see `KindRegistry::for_run`.
         let kinds = ctx.kinds.for_run(p.kind_budget);
-        let Some(planned) = plan_one(ctx, &kinds, repo, &p, &name, false, run).await else {
+        let Some(mut planned) = plan_one(ctx, &kinds, repo, &p, &name, false, run).await else {
             failed = true;
             continue;
         };
+        if let Err(e) = settle_inflight(&kinds, &p, &name, &mut planned, run).await {
+            outln!("  cannot plan: {}", output::inline(&e));
+            failed = true;
+            continue;
+        }
         let plan = &planned.plan;
         out!("{}", render::plan(plan));
         let policies = policy_report(&p, &name, plan);

@@ -63,14 +63,18 @@ impl PveError {
         }
     }
 
-    /// Worth repeating a request that is safe to repeat: no answer at all, a gateway error,
-    /// or PVE's lock timeout (the request did nothing).
+    /// Worth repeating a request that is safe to repeat: no answer at all, a gateway error
+    /// (596 is pveproxy's own: its backend did not answer), or PVE's lock timeout (the
+    /// request did nothing).
     pub fn is_transient(&self) -> bool {
         match self {
             PveError::Transport { .. } => true,
             PveError::Api {
                 status, message, ..
-            } => matches!(status, 502..=504) || (*status == 500 && message.contains("got timeout")),
+            } => {
+                matches!(status, 502..=504 | 596)
+                    || (*status == 500 && message.contains("got timeout"))
+            }
             _ => false,
         }
     }
@@ -156,6 +160,46 @@ impl PveError {
                 exitstatus: scrub(exitstatus),
             },
             other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(status: u16, message: &str) -> PveError {
+        PveError::Api {
+            method: "GET".into(),
+            path: "/nodes".into(),
+            status,
+            message: message.into(),
+            errors: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn only_answers_that_did_nothing_are_transient() {
+        for (status, message, transient) in [
+            (502, "Bad Gateway", true),
+            (503, "Service Unavailable", true),
+            (504, "Gateway Timeout", true),
+            (596, "Connection timed out", true),
+            (
+                500,
+                "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout",
+                true,
+            ),
+            (500, "VM 100 already exists", false),
+            (500, "refusing to override existing file", false),
+            (400, "Parameter verification failed.", false),
+            (501, "Method not implemented", false),
+        ] {
+            assert_eq!(
+                api(status, message).is_transient(),
+                transient,
+                "{status} {message}"
+            );
         }
     }
 }

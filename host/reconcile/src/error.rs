@@ -30,6 +30,10 @@ pub enum PlanError {
     /// The ownership gate refused one of its calls (the message names the call and why).
     #[error("{0}")]
     Refused(String),
+    /// A task an earlier run left running may concern it (a killed apply's create, clone or
+    /// download): it is left alone this run (the message names the task).
+    #[error("{0}")]
+    InFlight(String),
     /// An object it depends on could not be planned, or cannot serve its node.
     #[error("blocked, nothing will be sent for it: {0}")]
     Blocked(Blocker),

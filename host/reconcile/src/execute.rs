@@ -415,14 +415,18 @@ async fn run_call(
         && call.method == Method::Post
     {
         // Did the create land although its answer was lost? Then it is done; the next
-        // pass observes the new object. Otherwise sending it again is safe.
-        if exists(shared, object).await {
-            return Ok(());
+        // pass observes the new object. Sent again only when a read shows it did not land:
+        // an object without a resource id, or a read that fails too, keeps the error.
+        match exists(shared, object).await {
+            Some(true) => return Ok(()),
+            Some(false) => {
+                result = shared
+                    .client
+                    .request(method, &call.path, &params, false)
+                    .await;
+            }
+            None => {}
         }
-        result = shared
-            .client
-            .request(method, &call.path, &params, false)
-            .await;
     }
     let data = result.map_err(|e| e.to_string())?;
     if let Some(upid) = data.as_str().filter(|s| Upid::parse(s).is_some()) {
@@ -442,16 +446,15 @@ async fn run_call(
     Ok(())
 }
 
-async fn exists(shared: &Shared, object: &ObjectRef) -> bool {
-    let Some(id) = &object.resource else {
-        return false;
-    };
-    match resources(&shared.client).await {
-        Ok(list) => list
-            .iter()
+/// Whether the object's `/cluster/resources` entry exists; `None` when that cannot be known
+/// (no resource id, or the read failed).
+async fn exists(shared: &Shared, object: &ObjectRef) -> Option<bool> {
+    let id = object.resource.as_ref()?;
+    let list = resources(&shared.client).await.ok()?;
+    Some(
+        list.iter()
             .any(|e| e.get("id").and_then(Value::as_str) == Some(id.as_str())),
-        Err(_) => false,
-    }
+    )
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod error;
 pub mod execute;
+pub mod inflight;
 pub mod memory;
 pub mod observe;
 pub mod ownership;

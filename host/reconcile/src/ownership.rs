@@ -38,6 +38,8 @@ pub struct LiveGuest {
     /// The tags as PVE stores them (case kept), for the adopt write.
     pub raw_tags: Vec<String>,
     pub template: bool,
+    /// PVE's config lock (`create`, `clone`, `destroyed`, ...): a task holds the guest.
+    pub lock: Option<String>,
 }
 
 /// What the ownership mark of a tagged guest says.
@@ -104,6 +106,11 @@ impl LiveGuest {
                 })
                 .unwrap_or_default(),
             template: flag(entry.get("template")),
+            lock: entry
+                .get("lock")
+                .and_then(Value::as_str)
+                .filter(|l| !l.is_empty())
+                .map(str::to_string),
         })
     }
 
@@ -179,6 +186,15 @@ pub fn unowned(guest: &LiveGuest, claim: Option<&AdoptClaim>) -> Proposal {
             c.vmid,
             c.name,
             guest.describe()
+        ),
+        // A create or clone in flight: its placeholder has no tags yet (the worker writes
+        // the config last). Said as a lock, so that apply finds and waits for the task.
+        None if guest.lock.is_some() => format!(
+            "{} is locked ({}) and carries no `{OWNERSHIP_TAG}` tag yet: a create or clone is in flight (an earlier run's, or another client's); nothing is planned for it until its task ends. If no task runs for it any more, clear the lock with `qm unlock {}` on its node (`proxops sim unlock {}` for a sim: cluster)",
+            guest.describe(),
+            guest.lock.as_deref().unwrap_or_default(),
+            guest.vmid,
+            guest.vmid
         ),
         None => format!(
             "vmid {} is held by {}, which proxops does not own (no `{OWNERSHIP_TAG}` tag); nothing is planned for it: {how}",
@@ -396,6 +412,22 @@ mod tests {
             "node": "pve01", "name": "payroll", "tags": tags}),
         )
         .unwrap()
+    }
+
+    #[test]
+    fn a_locked_placeholder_is_reported_as_a_lock_to_wait_for() {
+        let placeholder = LiveGuest::from_entry(
+            &json!({"id": "qemu/400", "type": "qemu", "vmid": 400, "node": "pve01", "lock": "create"}),
+        )
+        .unwrap();
+        let said = &unowned(&placeholder, None).anomalies[0].message;
+        assert!(
+            said.contains("VM 400 on node pve01 (no tags) is locked (create)"),
+            "{said}"
+        );
+        assert!(said.contains("qm unlock 400"), "{said}");
+        let unlocked = &unowned(&guest("", 400), None).anomalies[0].message;
+        assert!(!unlocked.contains(" is locked ("), "{unlocked}");
     }
 
     #[test]

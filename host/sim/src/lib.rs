@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
 pub use config::{LxcConfig, PciMapping, SimConfig, StorageConfig, default_storages};
-pub use faults::{FaultKind, FaultRule};
+pub use faults::{FaultKind, FaultPlan, FaultPlanError, FaultRule, INJECTED_TASK_FAILURE};
 
 use crate::faults::FaultEngine;
 use crate::sim::Sim;
@@ -232,6 +232,11 @@ impl Simulator {
                 "stopped".to_string()
             }
         })
+    }
+
+    /// The whole simulated state as `GET /_sim/state` and the state file hold it.
+    pub fn state_json(&self) -> serde_json::Value {
+        serde_json::to_value(&*self.sim.read()).unwrap_or_default()
     }
 
     /// Number of VMs in the cluster.
@@ -456,6 +461,8 @@ pub struct ServeOptions {
     pub http: bool,
     /// How long every task runs (holding its guest's config lock), so that locks and running tasks can be seen.
     pub task_duration: std::time::Duration,
+    /// Fault injection (`--faults`); its seed also seeds generated MACs and UUIDs.
+    pub faults: FaultPlan,
 }
 
 /// Starts the simulator, prints base URL, token and fingerprint (one per line) and runs until Ctrl-C.
@@ -467,6 +474,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), SimError> {
         token: opts.token,
         tls: !opts.http,
         task_duration: opts.task_duration,
+        seed: opts.faults.seed.unwrap_or_default(),
+        faults: opts.faults.rules,
         ..SimConfig::default()
     };
     let sim = start(config).await?;

@@ -514,7 +514,16 @@ async fn dispatch(
             status: *code,
         };
     }
+    let lose_answer = drawn.lose_answer;
     let result = call(sim, method, template, &user, params, &path_params, drawn).await;
+    if lose_answer {
+        // The request ran (its change and task are real); only the answer is lost.
+        return Outcome {
+            template: Some(template),
+            response: Err(Reset),
+            status: 0,
+        };
+    }
     let response = match &result {
         Ok(reply) => ok_response(reply),
         Err(e) => error_response(e),

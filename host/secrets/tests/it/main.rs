@@ -5,3 +5,4 @@ mod canary;
 mod common;
 mod fixtures;
 mod oracle;
+mod props;

@@ -1,0 +1,155 @@
+//! Crash safety (issue #17, test 2): `proxops apply` killed with SIGKILL at seeded points
+//! against `proxops sim serve --task-duration` (its tasks outlive the apply, as PVE's do),
+//! restarted each time; the end state is the declared one (no duplicate guest, no clone with
+//! its template's identity, nothing locked or left stopped), no disk of a declared guest was
+//! deleted and no create was sent again blindly. CI runs a smoke of 5 kill points; the soak
+//! (`proxops-soak`) runs 30 and more.
+
+use std::time::Duration;
+
+use crate::fleet;
+use crate::served::{Seeded, Served, finish};
+use crate::support::{shared_cache, vm};
+
+/// Figures of one crash run.
+#[derive(Debug, Clone, Copy)]
+pub struct Crashes {
+    /// Applies killed while they ran.
+    pub killed: usize,
+    /// Applies that ended before their kill point (not counted as kills).
+    pub finished_first: usize,
+    /// Runs without a kill it took to converge afterwards.
+    pub runs_to_converge: usize,
+}
+
+/// Kills `kills` applies of the fleet (examples/homelab plus `generated` VMs) at seeded points
+/// up to `max_ms` into each run, then converges and checks the simulator's state and log.
+pub async fn crash_run(
+    seed: u64,
+    kills: usize,
+    generated: u32,
+    task_ms: u64,
+    max_ms: u64,
+) -> Crashes {
+    let served = Served::start(task_ms).await;
+    let repo = served.repo("repo");
+    let declared = fleet::write(&repo, generated);
+    let mut rng = Seeded(seed);
+    let mut figures = Crashes {
+        killed: 0,
+        finished_first: 0,
+        runs_to_converge: 0,
+    };
+    // A run that ends before its kill point does not count as a kill; later points are drawn
+    // within how long that run took, so that they land in what is left of the work. Bounded.
+    let mut window = max_ms;
+    while figures.killed < kills && figures.killed + figures.finished_first < 3 * kills {
+        let started = std::time::Instant::now();
+        let mut child = served.apply(&repo, &shared_cache());
+        tokio::time::sleep(Duration::from_millis(rng.between(50, window))).await;
+        if child.try_wait().unwrap().is_some() {
+            figures.finished_first += 1;
+            window = (started.elapsed().as_millis() as u64).clamp(100, max_ms);
+        } else {
+            child.start_kill().unwrap();
+            figures.killed += 1;
+        }
+        child.wait().await.unwrap();
+    }
+    let mut last = None;
+    while figures.runs_to_converge < 5 {
+        figures.runs_to_converge += 1;
+        let run = finish(served.apply(&repo, &shared_cache())).await;
+        let clean = run.code == 0;
+        last = Some(run);
+        if clean {
+            break;
+        }
+    }
+    let last = last.expect("one run");
+    assert_eq!(
+        last.code, 0,
+        "seed {seed}: not converged after the kills:\n{}\n{}",
+        last.stdout, last.stderr
+    );
+    let problems = fleet::state_problems(&served.state().await, &declared);
+    assert!(problems.is_empty(), "seed {seed}: {problems:#?}");
+    let log = served.requests().await;
+    let blind = fleet::blind_repeats(&log);
+    assert!(blind.is_empty(), "seed {seed}: {blind:#?}");
+    let deleted: Vec<String> = log
+        .iter()
+        .filter(|r| r.method == "DELETE")
+        .filter(|r| {
+            declared.iter().any(|g| {
+                r.path.ends_with(&format!("/qemu/{}", g.vmid))
+                    || r.path.contains(&format!("-{}-disk-", g.vmid))
+            })
+        })
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    assert!(
+        deleted.is_empty(),
+        "seed {seed}: declared disks deleted: {deleted:?}"
+    );
+    figures
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_killed_at_seeded_points_converges_without_loss() {
+    let figures = crash_run(7, 5, 10, 300, 1500).await;
+    eprintln!("crash smoke: {figures:?}");
+    assert_eq!(figures.killed, 5, "{figures:?}");
+}
+
+/// A run killed while its create task runs: the next run finds the task (the node's active
+/// task list), waits for it and goes on from what it made, instead of creating again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_create_left_running_by_a_killed_apply_is_waited_for() {
+    let served = Served::start(2000).await;
+    let repo = served.repo("repo");
+    std::fs::create_dir_all(repo.join("vm/lab")).unwrap();
+    std::fs::write(repo.join("vm/lab/solo.yaml"), vm("solo", "pve01", 400, "")).unwrap();
+    let mut child = served.apply(&repo, &shared_cache());
+    let create_seen = |log: &[proxops_sim::RequestRecord]| {
+        log.iter()
+            .any(|r| r.method == "POST" && r.path == "/nodes/pve01/qemu" && r.status == 200)
+    };
+    let mut waited = 0;
+    while !create_seen(&served.requests().await) {
+        assert!(waited < 600, "apply never sent its create");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+    let before = served.requests().await.len();
+    let run = finish(served.apply(&repo, &shared_cache())).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("waited for a task already running: qmcreate 400 on pve01"),
+        "{}",
+        run.stdout
+    );
+    let after: Vec<_> = served.requests().await.split_off(before);
+    assert!(
+        after.iter().any(|r| r.path == "/nodes/pve01/tasks"
+            && r.params
+                .contains(&("source".to_string(), "active".to_string()))),
+        "the node's active tasks were not read"
+    );
+    assert!(
+        !after
+            .iter()
+            .any(|r| r.method == "POST" && r.path == "/nodes/pve01/qemu"),
+        "the create was sent again"
+    );
+    let state = served.state().await;
+    assert_eq!(
+        state["vms"]["400"]["running"], true,
+        "{}",
+        state["vms"]["400"]
+    );
+    assert!(state["vms"]["400"]["conf"].get("lock").is_none());
+}
