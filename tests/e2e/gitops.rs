@@ -330,6 +330,18 @@ async fn watch_reports_drift_survives_pve_errors_and_exits_143_on_sigterm() {
         Some(&1.0),
         "{samples:?}"
     );
+    // Requests by method: a watch without --apply reads and never writes.
+    let requests = |method: &str| {
+        samples
+            .get(&format!(
+                "proxops_watch_pve_requests_total{{cluster=\"lab\",method=\"{method}\"}}"
+            ))
+            .copied()
+    };
+    assert!(requests("GET").is_some_and(|n| n >= 2.0), "{samples:?}");
+    for write in ["POST", "PUT", "DELETE"] {
+        assert_eq!(requests(write), Some(0.0), "{write}: {samples:?}");
+    }
     // Reported once, not again every cycle.
     let before = w.wait_for(&["[lab] cycle", "changes"], 3).await;
     assert!(before.contains("changes"), "{before}");
@@ -513,7 +525,7 @@ async fn watch_cycles_ends_with_the_status_of_the_last_cycle() {
 /// is replaced, never overlapped, and a CronJob whose runs never overlap nor retry.
 #[test]
 fn kubernetes_example_keeps_one_writer_per_cluster() {
-    let dir = workspace().join("examples/kubernetes");
+    let dir = workspace().join("examples/deploy");
     let mut docs = Vec::new();
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()

@@ -50,6 +50,13 @@ pub struct OutcomeLabel {
     pub outcome: &'static str,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct RequestLabel {
+    pub cluster: Name,
+    /// `GET`, `POST`, `PUT` or `DELETE`.
+    pub method: &'static str,
+}
+
 /// A cycle's outcome, as `outcome` label values.
 pub const OUTCOMES: [&str; 4] = ["clean", "changes", "attention", "error"];
 
@@ -68,6 +75,7 @@ pub struct Metrics {
     pub duration: PerCluster<Gauge<f64, AtomicU64>>,
     pub consecutive_errors: PerCluster<Gauge>,
     pub stale: PerCluster<Gauge>,
+    pub requests: Family<RequestLabel, Counter>,
 }
 
 impl Metrics {
@@ -92,6 +100,7 @@ impl Metrics {
             duration, "cycle_duration_seconds", "How long the cluster's last cycle took";
             consecutive_errors, "consecutive_errors", "Cycles in a row that ended in an error (the next cycle backs off)";
             stale, "stale_desired_state", "1 while the repository fails validation: the last good one is planned, nothing is applied";
+            requests, "pve_requests", "Requests sent to PVE by the cluster's cycles, by method (every attempt)";
         }
         (m, r)
     }

@@ -381,8 +381,22 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
                         continue;
                     }
                     let started = Instant::now();
+                    // Cycles of clusters never overlap: the process's request counts across
+                    // one are that cluster's requests.
+                    let sent_before = proxops_pve::requests_sent();
                     let c = cycle(ctx, repo, p, name, &options, stale, &cancel).await;
                     let took = started.elapsed();
+                    for ((method, after), (_, before)) in
+                        proxops_pve::requests_sent().into_iter().zip(sent_before)
+                    {
+                        metrics
+                            .requests
+                            .get_or_create(&metrics::RequestLabel {
+                                cluster: metrics::Name(name.clone()),
+                                method: method.as_str(),
+                            })
+                            .inc_by(after - before);
+                    }
                     report(
                         &metrics,
                         &mut states,
