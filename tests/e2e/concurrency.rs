@@ -1,4 +1,4 @@
-//! Concurrent runs (issue #17, test 3): two `proxops apply` with conflicting changes to one
+//! Concurrent runs: two `proxops apply` with conflicting changes to one
 //! guest at once, each with its own cache folder so the advisory per-machine lock does not
 //! serialise them (two machines): only the config digests protect the guest. Never may both
 //! exit 0 while one's change was silently lost: the guest ends exactly as one of the two

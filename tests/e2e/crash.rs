@@ -1,15 +1,15 @@
-//! Crash safety (issue #17, test 2): `proxops apply` killed with SIGKILL at seeded points
+//! Crash safety: `proxops apply` killed with SIGKILL at seeded points
 //! against `proxops sim serve --task-duration` (its tasks outlive the apply, as PVE's do),
 //! restarted each time; the end state is the declared one (no duplicate guest, no clone with
 //! its template's identity, nothing locked or left stopped), no disk of a declared guest was
 //! deleted and no create was sent again blindly. CI runs a smoke of 5 kill points; the soak
-//! (`proxops-soak`) runs 30 and more.
+//! (the ignored `soak` test, README "Soak") runs 30 and more.
 
 use std::time::Duration;
 
 use crate::fleet;
 use crate::served::{Seeded, Served, finish};
-use crate::support::{shared_cache, vm};
+use crate::support::{serve_files, sha256_hex, shared_cache, vm};
 
 /// Figures of one crash run.
 #[derive(Debug, Clone, Copy)]
@@ -152,4 +152,58 @@ async fn a_create_left_running_by_a_killed_apply_is_waited_for() {
         state["vms"]["400"]
     );
     assert!(state["vms"]["400"]["conf"].get("lock").is_none());
+}
+
+/// A run killed while PVE downloads a DiskImage: the next run finds the download task, waits
+/// for it and never sends a second `download-url` (PVE would refuse it: "refusing to override
+/// existing file").
+#[tokio::test(flavor = "multi_thread")]
+async fn a_download_left_running_by_a_killed_apply_is_not_sent_again() {
+    let bytes: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
+    let (base, _files) = serve_files(vec![("/noble.raw", bytes.clone())]).await;
+    let served = Served::start(2000).await;
+    let repo = served.repo("repo");
+    std::fs::create_dir_all(repo.join("diskimage/lab")).unwrap();
+    std::fs::write(
+        repo.join("diskimage/lab/noble.yaml"),
+        format!(
+            "apiVersion: proxops/v1alpha1\nkind: DiskImage\nmetadata: {{name: noble}}\nspec:\n  url: {base}/noble.raw\n  storage: local\n  nodes: [pve01]\n  checksum: {}\n  checksum-algorithm: sha256\n",
+            sha256_hex(&bytes)
+        ),
+    )
+    .unwrap();
+    let downloads = |log: &[proxops_sim::RequestRecord]| {
+        log.iter()
+            .filter(|r| r.method == "POST" && r.path.ends_with("/download-url"))
+            .count()
+    };
+    let mut child = served.apply(&repo, &shared_cache());
+    let mut waited = 0;
+    while downloads(&served.requests().await) == 0 {
+        assert!(waited < 600, "apply never sent its download");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+
+    let run = finish(served.apply(&repo, &shared_cache())).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("waited for a task already running"),
+        "{}",
+        run.stdout
+    );
+    let log = served.requests().await;
+    assert_eq!(downloads(&log), 1, "the download was sent again");
+    assert!(
+        !log.iter()
+            .any(|r| r.status >= 400 && r.path.ends_with("/download-url")),
+        "a download was refused"
+    );
+    // The volume is there, and a further run has nothing to do.
+    let again = finish(served.apply(&repo, &shared_cache())).await;
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+    assert!(again.stdout.contains("No changes"), "{}", again.stdout);
+    assert_eq!(downloads(&served.requests().await), 1);
 }

@@ -1,4 +1,4 @@
-//! The data-loss guard (issue #17, item 4): manifest edits that are destructive in other
+//! The data-loss guard: manifest edits that are destructive in other
 //! tools (reordering disks or NICs, changing a disk's storage, removing a disk, changing the
 //! EFI disk, removing a protected VM) never delete or recreate a volume. Each yields an
 //! anomaly or a non-destructive plan, asserted on the simulator's state and request log.

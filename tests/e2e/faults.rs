@@ -1,4 +1,4 @@
-//! Convergence under faults (issue #17, test 1): with the simulator answering 503 and 596,
+//! Convergence under faults: with the simulator answering 503 and 596,
 //! resetting connections, losing answers of requests that ran, failing tasks and timing out
 //! config locks, `apply` of the example repository plus 100 generated VMs converges within 5
 //! runs; the request log shows no create, clone, download or delete sent again for one object
