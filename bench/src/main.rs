@@ -414,6 +414,32 @@ async fn suite(n: usize, skip_apply: bool) {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
 
+    components(&cache, &mut table);
+    let (registry, _, _) = load_registry(&cache, false);
+    guest_calls(&registry, &cache, n, &mut table).await;
+    let mut economy: Vec<(usize, BTreeMap<String, u64>)> = Vec::new();
+    first_plan(&registry, &tmp, &cache, &mut economy, &mut table).await;
+    plan_at_scale(&registry, &tmp, &cache, n, &mut economy, &mut table).await;
+    api_economy(economy, &mut table);
+    if !skip_apply {
+        apply_under_latency(&tmp, &cache, &mut table).await;
+    }
+
+    hostile_yaml(&mut table);
+
+    println!();
+    println!(
+        "proxops-bench — commit {} — CPU {} — {} threads",
+        commit(),
+        cpu_model(),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!();
+    table.print();
+}
+
+/// Section 5b: cold compile vs cache load, per bundled component.
+fn components(cache: &Path, table: &mut Table) {
     // 5b. Cold compile vs cache load, per bundled component.
     eprintln!("[1/5] components: compile vs cache load");
     for role in [Role::Kind, Role::Policy] {
@@ -421,7 +447,7 @@ async fn suite(n: usize, skip_apply: bool) {
             let mut times = Vec::new();
             for _ in 0..2 {
                 let runtime = Runtime::new(RuntimeConfig {
-                    cache_dir: Some(cache.clone()),
+                    cache_dir: Some(cache.to_path_buf()),
                 })
                 .expect("runtime");
                 let t = Instant::now();
@@ -455,10 +481,12 @@ async fn suite(n: usize, skip_apply: bool) {
             );
         }
     }
+}
 
+/// Section 5: the cost of guest calls.
+async fn guest_calls(registry: &KindRegistry, cache: &Path, n: usize, table: &mut Table) {
     // 5. Guest call cost.
     eprintln!("[2/5] guest call cost");
-    let (registry, _, _) = load_registry(&cache, false);
     {
         let vm = registry.by_kind("VM").expect("VM kind");
         let mut inst = vm.instance().expect("instance");
@@ -522,7 +550,7 @@ async fn suite(n: usize, skip_apply: bool) {
             .find(|b| b.package == "proxops-kind-vm")
             .expect("VM kind bundled");
         let runtime = Runtime::new(RuntimeConfig {
-            cache_dir: Some(cache.clone()),
+            cache_dir: Some(cache.to_path_buf()),
         })
         .expect("runtime");
         let probe = runtime
@@ -575,19 +603,27 @@ async fn suite(n: usize, skip_apply: bool) {
             None,
         );
     }
+}
 
+/// Sections 3 + 5c: API economy at N = 100; process start to first plan.
+async fn first_plan(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    economy: &mut Vec<(usize, BTreeMap<String, u64>)>,
+    table: &mut Table,
+) {
     // 3 + 5c. API economy at N = 100; process start to first plan, cold and warm cache.
     eprintln!("[3/5] first plan (cold and warm cache) and API economy, N = 100");
-    let mut economy: Vec<(usize, BTreeMap<String, u64>)> = Vec::new();
     {
         let dir = tmp.path().join("n100");
-        let (sim, repo) = converged(&registry, &dir, 100, &fixture::nodes(PLAN_NODES)).await;
+        let (sim, repo) = converged(registry, &dir, 100, &fixture::nodes(PLAN_NODES)).await;
         let endpoint = Endpoint::of(&sim);
         let cold_cache = dir.join("cold-cache");
         let before = sim.counters();
         let (cold, cold_wall) = spawn_child("plan", &endpoint, &repo, &cold_cache, false);
         let counts = counter_delta(&before, &sim.counters());
-        let (warm, warm_wall) = spawn_child("plan", &endpoint, &repo, &cache, false);
+        let (warm, warm_wall) = spawn_child("plan", &endpoint, &repo, cache, false);
         assert!(
             cold["noop"].as_bool() == Some(true) && warm["noop"].as_bool() == Some(true),
             "N=100 plan is a no-op: {cold} {warm}"
@@ -613,7 +649,7 @@ async fn suite(n: usize, skip_apply: bool) {
         let client = endpoint.client();
         let nodes = fixture::nodes(PLAN_NODES);
         let costs = proxops_bench::calls::measure(
-            &registry,
+            registry,
             &client,
             &fixture::manifest(0, &nodes, "started"),
             fixture::vmid(0),
@@ -633,24 +669,34 @@ async fn suite(n: usize, skip_apply: bool) {
             );
         }
     }
+}
 
+/// Sections 1 + 2 + 3: plan at scale, WASM vs native.
+async fn plan_at_scale(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    n: usize,
+    economy: &mut Vec<(usize, BTreeMap<String, u64>)>,
+    table: &mut Table,
+) {
     // 1 + 2 + 3. Plan at scale, WASM vs native.
     eprintln!("[4/5] plan at scale: {n} VMs over {PLAN_NODES} nodes (x{PLAN_RUNS} per backend)");
     {
         let dir = tmp.path().join("scale");
         let t = Instant::now();
-        let (sim, repo) = converged(&registry, &dir, n, &fixture::nodes(PLAN_NODES)).await;
+        let (sim, repo) = converged(registry, &dir, n, &fixture::nodes(PLAN_NODES)).await;
         eprintln!("      fixture ready in {:.1} s", t.elapsed().as_secs_f64());
         let endpoint = Endpoint::of(&sim);
         let mut wasm = Vec::new();
         let mut native = Vec::new();
         for run in 0..PLAN_RUNS {
             let before = sim.counters();
-            let (w, _) = spawn_child("plan", &endpoint, &repo, &cache, false);
+            let (w, _) = spawn_child("plan", &endpoint, &repo, cache, false);
             if run == 0 {
                 economy.push((n, counter_delta(&before, &sim.counters())));
             }
-            let (nat, _) = spawn_child("plan", &endpoint, &repo, &cache, true);
+            let (nat, _) = spawn_child("plan", &endpoint, &repo, cache, true);
             for r in [&w, &nat] {
                 assert_eq!(
                     r["noop"].as_bool(),
@@ -736,7 +782,7 @@ async fn suite(n: usize, skip_apply: bool) {
         );
 
         // The same plan through the real CLI, when it is built beside the bench.
-        match cli_plan(&endpoint, &repo, &cache) {
+        match cli_plan(&endpoint, &repo, cache) {
             Some(wall) => table.add(
                 "1 plan at scale",
                 "`proxops plan` binary, same repo: process start to exit (warm cache)",
@@ -749,7 +795,10 @@ async fn suite(n: usize, skip_apply: bool) {
             ),
         }
     }
+}
 
+/// Section 3: requests per endpoint of each no-op plan measured above.
+fn api_economy(economy: Vec<(usize, BTreeMap<String, u64>)>, table: &mut Table) {
     for (count, counts) in &economy {
         let total: u64 = counts.values().sum();
         let per_vm = total as f64 / *count as f64;
@@ -765,71 +814,60 @@ async fn suite(n: usize, skip_apply: bool) {
             table.add("3 API economy", format!("  {k}"), v.to_string(), "", None);
         }
     }
+}
 
+/// Section 4: apply under latency.
+async fn apply_under_latency(tmp: &tempfile::TempDir, cache: &Path, table: &mut Table) {
     // 4. Apply under latency.
-    if !skip_apply {
-        eprintln!(
-            "[5/5] apply: {APPLY_VMS} VMs over {APPLY_NODES} nodes, {APPLY_LATENCY_MS} ms per request, {} s per task, {APPLY_WRITE_CONCURRENCY} writes per node",
-            APPLY_TASK.as_secs()
-        );
-        let nodes = fixture::nodes(APPLY_NODES);
-        let faults = vec![FaultRule {
-            method: "*".into(),
-            path: "*".into(),
-            kind: FaultKind::Latency {
-                ms: APPLY_LATENCY_MS,
-            },
-            probability: None,
-            times: None,
-        }];
-        let sim = proxops_sim::start(fixture::sim_config(&nodes, APPLY_TASK, faults, None))
-            .await
-            .expect("start the simulator");
-        let endpoint = Endpoint::of(&sim);
-        let repo = tmp.path().join("apply-repo");
-        fixture::write_repo(&repo, APPLY_VMS, &nodes, "stopped", &endpoint);
-        let (r, _) = spawn_child("apply", &endpoint, &repo, &cache, false);
-        assert_eq!(r["converged"].as_bool(), Some(true), "apply converges: {r}");
-        let wall = r["total_ms"].as_f64().unwrap_or(0.0);
-        let bound = apply_bound(&sim.requests());
-        let ratio = wall / ms(bound.total);
-        table.add(
-            "4 apply",
-            format!(
-                "{APPLY_VMS} VMs / {APPLY_NODES} nodes, from empty: wall time ({} passes)",
-                r["passes"]
-            ),
-            format!("{:.2} s", wall / 1000.0),
-            "",
-            None,
-        );
-        table.add(
-            "4 apply",
-            format!("  lower bound: {}", bound.explain),
-            format!("{:.2} s", bound.total.as_secs_f64()),
-            "",
-            None,
-        );
-        table.add(
-            "4 apply",
-            "ratio wall / bound",
-            format!("{ratio:.2}x"),
-            "<= 1.2x",
-            Some(ratio <= 1.2),
-        );
-    }
-
-    hostile_yaml(&mut table);
-
-    println!();
-    println!(
-        "proxops-bench — commit {} — CPU {} — {} threads",
-        commit(),
-        cpu_model(),
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+    eprintln!(
+        "[5/5] apply: {APPLY_VMS} VMs over {APPLY_NODES} nodes, {APPLY_LATENCY_MS} ms per request, {} s per task, {APPLY_WRITE_CONCURRENCY} writes per node",
+        APPLY_TASK.as_secs()
     );
-    println!();
-    table.print();
+    let nodes = fixture::nodes(APPLY_NODES);
+    let faults = vec![FaultRule {
+        method: "*".into(),
+        path: "*".into(),
+        kind: FaultKind::Latency {
+            ms: APPLY_LATENCY_MS,
+        },
+        probability: None,
+        times: None,
+    }];
+    let sim = proxops_sim::start(fixture::sim_config(&nodes, APPLY_TASK, faults, None))
+        .await
+        .expect("start the simulator");
+    let endpoint = Endpoint::of(&sim);
+    let repo = tmp.path().join("apply-repo");
+    fixture::write_repo(&repo, APPLY_VMS, &nodes, "stopped", &endpoint);
+    let (r, _) = spawn_child("apply", &endpoint, &repo, cache, false);
+    assert_eq!(r["converged"].as_bool(), Some(true), "apply converges: {r}");
+    let wall = r["total_ms"].as_f64().unwrap_or(0.0);
+    let bound = apply_bound(&sim.requests());
+    let ratio = wall / ms(bound.total);
+    table.add(
+        "4 apply",
+        format!(
+            "{APPLY_VMS} VMs / {APPLY_NODES} nodes, from empty: wall time ({} passes)",
+            r["passes"]
+        ),
+        format!("{:.2} s", wall / 1000.0),
+        "",
+        None,
+    );
+    table.add(
+        "4 apply",
+        format!("  lower bound: {}", bound.explain),
+        format!("{:.2} s", bound.total.as_secs_f64()),
+        "",
+        None,
+    );
+    table.add(
+        "4 apply",
+        "ratio wall / bound",
+        format!("{ratio:.2}x"),
+        "<= 1.2x",
+        Some(ratio <= 1.2),
+    );
 }
 
 /// Section 6, hostile YAML: how long the loader takes to refuse a 1 MB file built to be slow
