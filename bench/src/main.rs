@@ -957,15 +957,7 @@ async fn apply_under_latency(tmp: &tempfile::TempDir, cache: &Path, table: &mut 
         APPLY_TASK.as_secs()
     );
     let nodes = fixture::nodes(APPLY_NODES);
-    let faults = vec![FaultRule {
-        method: "*".into(),
-        path: "*".into(),
-        kind: FaultKind::Latency {
-            ms: APPLY_LATENCY_MS,
-        },
-        probability: None,
-        times: None,
-    }];
+    let faults = latency_on_every_request();
     let sim = proxops_sim::start(fixture::sim_config(&nodes, APPLY_TASK, faults, None))
         .await
         .expect("start the simulator");
@@ -1130,15 +1122,7 @@ async fn many_clusters(
     let dir = tmp.path().join("many");
     let nodes = fixture::nodes(MANY_NODES);
     let state = fixture::converged_state(registry, &dir, MANY_VMS, &nodes, "started").await;
-    let latency = vec![FaultRule {
-        method: "*".into(),
-        path: "*".into(),
-        kind: FaultKind::Latency {
-            ms: APPLY_LATENCY_MS,
-        },
-        probability: None,
-        times: None,
-    }];
+    let latency = latency_on_every_request();
     let mut sims = Vec::new();
     let mut repos = Vec::new();
     for c in 0..MANY_CLUSTERS {
@@ -1281,4 +1265,17 @@ async fn headroom(
         format!("{rss_ratio} (<= 1.3x)"),
         None,
     );
+}
+
+/// [`APPLY_LATENCY_MS`] added to every request a simulator answers.
+fn latency_on_every_request() -> Vec<FaultRule> {
+    vec![FaultRule {
+        method: "*".into(),
+        path: "*".into(),
+        kind: FaultKind::Latency {
+            ms: APPLY_LATENCY_MS,
+        },
+        probability: None,
+        times: None,
+    }]
 }
