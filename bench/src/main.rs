@@ -225,6 +225,7 @@ async fn child(args: &[String]) -> Value {
                 "concurrent_ms": ms(together),
                 "sequential_ms": ms(sequential),
                 "slowest_ms": ms(slowest),
+                "validate_ms": runs.iter().map(|r| ms(r.validate)).sum::<f64>(),
                 "objects": runs.iter().map(|r| r.objects).sum::<usize>(),
                 "noop": runs.iter().all(|r| r.is_noop()),
                 "rss": peak_rss(),
@@ -1190,6 +1191,13 @@ async fn many_clusters(
             f("sequential_ms") / f("single_ms")
         ),
         Some(f("concurrent_ms") / f("single_ms") <= 1.3),
+    );
+    table.add(
+        "7 many clusters",
+        "  of which load + validate, every cluster (CPU, before the concurrent part)",
+        format!("{:.0} ms", f("validate_ms")),
+        "",
+        None,
     );
     table.add(
         "7 many clusters",

@@ -1,6 +1,6 @@
-//! Many clusters in one run: the plan cycle of each cluster (its own repository and
-//! simulator) run concurrently, at most `concurrency` at a time, as one `proxops plan` over
-//! several clusters does.
+//! Many clusters in one run, as one `proxops plan` over several clusters works: every
+//! cluster's repository is loaded and validated first (CPU work, on this thread), then the
+//! clusters are observed and planned concurrently, at most `concurrency` at a time.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,8 +21,20 @@ pub async fn plan_clusters(
 ) -> (Duration, Vec<PlanRun>) {
     let gate = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
     let started = Instant::now();
+    let mut validated = Vec::new();
+    for (repo, _) in clusters {
+        let t = Instant::now();
+        let (objects, diags) = cycle::validated(registry, repo);
+        assert!(
+            diags.iter().all(|d| !d.is_error()),
+            "the bench repositories are valid: {diags:?}"
+        );
+        validated.push((objects, t.elapsed()));
+    }
     let mut tasks = tokio::task::JoinSet::new();
-    for (index, (repo, endpoint)) in clusters.iter().cloned().enumerate() {
+    for (index, ((_, endpoint), (objects, validate))) in
+        clusters.iter().cloned().zip(validated).enumerate()
+    {
         let kinds = registry.for_run(None);
         let gate = gate.clone();
         tasks.spawn(async move {
@@ -31,8 +43,8 @@ pub async fn plan_clusters(
                 .await
                 .expect("the gate is never closed");
             let client = endpoint.client();
-            let (run, _) = cycle::plan_cycle(&kinds, &client, &repo).await;
-            (index, run)
+            let (run, _) = cycle::plan_objects(&kinds, &client, &objects).await;
+            (index, PlanRun { validate, ..run })
         });
     }
     let mut runs: Vec<Option<PlanRun>> = vec![None; clusters.len()];
