@@ -82,14 +82,25 @@ pub async fn plan_cycle(
         "the bench repository is valid: {errors:?}"
     );
     let validate = t0.elapsed();
+    let (run, plan) = plan_objects(registry, client, &objects).await;
+    (PlanRun { validate, ..run }, plan)
+}
+
+/// Observe and plan the validated `objects` of the bench cluster (no load, no validate: the
+/// run's `validate` is zero).
+pub async fn plan_objects(
+    registry: &KindRegistry,
+    client: &proxops_pve::Client,
+    objects: &[Object],
+) -> (PlanRun, ClusterPlan) {
     let t1 = Instant::now();
-    let plan = plan_all(registry, client, &objects, 16)
+    let plan = plan_all(registry, client, objects, 16)
         .await
         .expect("plan the bench cluster");
     let planned = t1.elapsed();
     let counts = plan.counts();
     let run = PlanRun {
-        validate,
+        validate: Duration::ZERO,
         plan: planned,
         objects: plan.objects.len(),
         actions: plan.objects.iter().map(|o| o.proposal.actions.len()).sum(),

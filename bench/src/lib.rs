@@ -5,6 +5,7 @@
 pub mod calls;
 pub mod cycle;
 pub mod fixture;
+pub mod many;
 pub mod native;
 
 /// Peak resident set size of this process (VmHWM), in bytes; 0 where /proc is missing.

@@ -14,10 +14,10 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use proxops_bench::cycle;
 use proxops_bench::fixture::{self, Endpoint, TOKEN_VAR};
 use proxops_bench::native::NativeQemu;
 use proxops_bench::{counter_delta, peak_rss};
+use proxops_bench::{cycle, many};
 use proxops_guests::Role;
 use proxops_reconcile::execute::{Limits, Silent};
 use proxops_reconcile::{ApplyOptions, KindRegistry};
@@ -35,11 +35,32 @@ const APPLY_TASK: Duration = Duration::from_secs(1);
 const APPLY_WRITE_CONCURRENCY: usize = 2;
 /// Plan-at-scale runs per backend (alternating); the table shows medians.
 const PLAN_RUNS: usize = 3;
+/// Many clusters: how many, VMs in each, nodes in each, clusters planned at once.
+const MANY_CLUSTERS: usize = 8;
+const MANY_VMS: usize = 1_000;
+const MANY_NODES: usize = 4;
+const MANY_CONCURRENCY: usize = 8;
+/// Scale headroom: beyond what one PVE cluster holds.
+const HEADROOM_VMS: usize = 50_000;
+const HEADROOM_NODES: usize = 40;
+/// Every scenario, in the order the suite runs them (`--only` takes a comma-separated subset).
+const SCENARIOS: &[&str] = &[
+    "components",
+    "calls",
+    "first-plan",
+    "scale",
+    "clusters",
+    "headroom",
+    "apply",
+    "inputs",
+];
 
 const ENV_URL: &str = "PROXOPS_BENCH_URL";
 const ENV_TOKEN_ID: &str = "PROXOPS_BENCH_TOKEN_ID";
 const ENV_FP: &str = "PROXOPS_BENCH_FP";
 const ENV_WRAPPER: &str = "PROXOPS_BENCH_CHILD_WRAPPER";
+/// Many clusters: every cluster's endpoint, as a JSON array, for the `plan-many` child.
+const ENV_ENDPOINTS: &str = "PROXOPS_BENCH_ENDPOINTS";
 static CHILD_SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// The allocator `proxops` itself uses (see host/cli/src/main.rs).
@@ -60,6 +81,7 @@ fn main() {
     }
     let mut n = 10_000;
     let mut skip_apply = false;
+    let mut only: Vec<String> = SCENARIOS.iter().map(|s| s.to_string()).collect();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -70,16 +92,34 @@ fn main() {
                     .expect("--n takes a number")
             }
             "--skip-apply" => skip_apply = true,
+            "--only" => {
+                only = it
+                    .next()
+                    .expect("--only takes a comma-separated list of scenarios")
+                    .split(',')
+                    .map(str::to_string)
+                    .collect();
+                if let Some(bad) = only.iter().find(|o| !SCENARIOS.contains(&o.as_str())) {
+                    panic!(
+                        "unknown scenario `{bad}` (scenarios: {})",
+                        SCENARIOS.join(", ")
+                    );
+                }
+            }
             "--help" | "-h" => {
                 println!(
-                    "usage: proxops-bench [--n N] [--skip-apply]\n\nRuns every scenario and prints one table (see the README)."
+                    "usage: proxops-bench [--n N] [--skip-apply] [--only SCENARIO,...]\n\nRuns every scenario (or those named: {}) and prints one table (see the README).",
+                    SCENARIOS.join(", ")
                 );
                 return;
             }
             other => panic!("unknown argument `{other}` (try --help)"),
         }
     }
-    rt.block_on(suite(n, skip_apply));
+    if skip_apply {
+        only.retain(|o| o != "apply");
+    }
+    rt.block_on(suite(n, &only));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -120,19 +160,26 @@ fn ms(d: Duration) -> f64 {
 }
 
 async fn child(args: &[String]) -> Value {
-    let mut repo = None;
+    let mut repos = Vec::new();
     let mut cache = None;
     let mut native = false;
+    let mut concurrency = 1;
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--repo" => repo = it.next().map(PathBuf::from),
+            "--repo" => repos.extend(it.next().map(PathBuf::from)),
+            "--concurrency" => {
+                concurrency = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .expect("--concurrency takes a number")
+            }
             "--cache" => cache = it.next().map(PathBuf::from),
             "--native" => native = true,
             other => panic!("child: unknown argument {other}"),
         }
     }
-    let repo = repo.expect("--repo");
+    let repo = repos.first().cloned().expect("--repo");
     let cache = cache.expect("--cache");
     let endpoint = endpoint_from_env();
     let (registry, load, outcomes) = load_registry(&cache, native);
@@ -151,6 +198,36 @@ async fn child(args: &[String]) -> Value {
                 "actions": run.actions,
                 "drift": run.drift,
                 "errors": run.errors,
+                "rss": peak_rss(),
+            })
+        }
+        Some("plan-many") => {
+            let endpoints: Vec<Endpoint> = serde_json::from_str::<Vec<Vec<String>>>(
+                &std::env::var(ENV_ENDPOINTS).expect("endpoints are set"),
+            )
+            .expect("endpoints are JSON")
+            .into_iter()
+            .map(|e| Endpoint {
+                base_url: e[0].clone(),
+                token_id: e[1].clone(),
+                token_secret: e[2].clone(),
+                fingerprint: e[3].clone(),
+            })
+            .collect();
+            let clusters: Vec<(PathBuf, Endpoint)> = repos.into_iter().zip(endpoints).collect();
+            // One cluster alone, then all of them at once, then one after another.
+            let (single, _) = many::plan_clusters(&registry, &clusters[..1], 1).await;
+            let (together, runs) = many::plan_clusters(&registry, &clusters, concurrency).await;
+            let (sequential, _) = many::plan_clusters(&registry, &clusters, 1).await;
+            let slowest = runs.iter().map(|r| r.total()).max().unwrap_or_default();
+            json!({
+                "single_ms": ms(single),
+                "concurrent_ms": ms(together),
+                "sequential_ms": ms(sequential),
+                "slowest_ms": ms(slowest),
+                "validate_ms": runs.iter().map(|r| ms(r.validate)).sum::<f64>(),
+                "objects": runs.iter().map(|r| r.objects).sum::<usize>(),
+                "noop": runs.iter().all(|r| r.is_noop()),
                 "rss": peak_rss(),
             })
         }
@@ -220,6 +297,18 @@ fn spawn_child(
     cache: &Path,
     native: bool,
 ) -> (Value, Duration) {
+    spawn_child_with(scenario, endpoint, repo, cache, native, |_| {})
+}
+
+/// [`spawn_child`], with more arguments or environment added by `more`.
+fn spawn_child_with(
+    scenario: &str,
+    endpoint: &Endpoint,
+    repo: &Path,
+    cache: &Path,
+    native: bool,
+    more: impl FnOnce(&mut Command),
+) -> (Value, Duration) {
     let exe = std::env::current_exe().expect("own path");
     let backend = if native { "native" } else { "wasm" };
     let mut cmd = measured(&exe, &format!("{scenario}-{backend}"));
@@ -236,6 +325,7 @@ fn spawn_child(
     if native {
         cmd.arg("--native");
     }
+    more(&mut cmd);
     let t = Instant::now();
     let out = cmd.output().expect("run the child");
     let wall = t.elapsed();
@@ -395,7 +485,8 @@ async fn converged(
     (sim, repo)
 }
 
-async fn suite(n: usize, skip_apply: bool) {
+async fn suite(n: usize, only: &[String]) {
+    let wants = |scenario: &str| only.iter().any(|o| o == scenario);
     let tmp = tempfile::tempdir().expect("temp dir");
     let cache = tmp.path().join("cache");
     let mut table = Table(Vec::new());
@@ -406,6 +497,48 @@ async fn suite(n: usize, skip_apply: bool) {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
 
+    if wants("components") {
+        components(&cache, &mut table);
+    }
+    let (registry, _, _) = load_registry(&cache, false);
+    if wants("calls") {
+        guest_calls(&registry, &cache, n, &mut table).await;
+    }
+    let mut economy: Vec<(usize, BTreeMap<String, u64>)> = Vec::new();
+    if wants("first-plan") {
+        first_plan(&registry, &tmp, &cache, &mut economy, &mut table).await;
+    }
+    let mut scale = None;
+    if wants("scale") {
+        scale = Some(plan_at_scale(&registry, &tmp, &cache, n, &mut economy, &mut table).await);
+    }
+    api_economy(economy, &mut table);
+    if wants("clusters") {
+        many_clusters(&registry, &tmp, &cache, &mut table).await;
+    }
+    if wants("headroom") {
+        headroom(&registry, &tmp, &cache, scale, &mut table).await;
+    }
+    if wants("apply") {
+        apply_under_latency(&tmp, &cache, &mut table).await;
+    }
+    if wants("inputs") {
+        hostile_yaml(&mut table);
+    }
+
+    println!();
+    println!(
+        "proxops-bench — commit {} — CPU {} — {} threads",
+        commit(),
+        cpu_model(),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    println!();
+    table.print();
+}
+
+/// Section 5b: cold compile vs cache load, per bundled component.
+fn components(cache: &Path, table: &mut Table) {
     // 5b. Cold compile vs cache load, per bundled component.
     eprintln!("[1/5] components: compile vs cache load");
     for role in [Role::Kind, Role::Policy] {
@@ -413,7 +546,7 @@ async fn suite(n: usize, skip_apply: bool) {
             let mut times = Vec::new();
             for _ in 0..2 {
                 let runtime = Runtime::new(RuntimeConfig {
-                    cache_dir: Some(cache.clone()),
+                    cache_dir: Some(cache.to_path_buf()),
                 })
                 .expect("runtime");
                 let t = Instant::now();
@@ -447,10 +580,12 @@ async fn suite(n: usize, skip_apply: bool) {
             );
         }
     }
+}
 
+/// Section 5: the cost of guest calls.
+async fn guest_calls(registry: &KindRegistry, cache: &Path, n: usize, table: &mut Table) {
     // 5. Guest call cost.
     eprintln!("[2/5] guest call cost");
-    let (registry, _, _) = load_registry(&cache, false);
     {
         let vm = registry.by_kind("VM").expect("VM kind");
         let mut inst = vm.instance().expect("instance");
@@ -502,7 +637,7 @@ async fn suite(n: usize, skip_apply: bool) {
                 "5 guest calls",
                 format!("VM {call}: fresh instance+call / reused instance+call (median)"),
                 format!("{fresh:.1} us / {reused:.1} us"),
-                "",
+                format!("ratio {:.1}x", fresh / reused),
                 None,
             );
         }
@@ -514,7 +649,7 @@ async fn suite(n: usize, skip_apply: bool) {
             .find(|b| b.package == "proxops-kind-vm")
             .expect("VM kind bundled");
         let runtime = Runtime::new(RuntimeConfig {
-            cache_dir: Some(cache.clone()),
+            cache_dir: Some(cache.to_path_buf()),
         })
         .expect("runtime");
         let probe = runtime
@@ -567,19 +702,27 @@ async fn suite(n: usize, skip_apply: bool) {
             None,
         );
     }
+}
 
+/// Sections 3 + 5c: API economy at N = 100; process start to first plan.
+async fn first_plan(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    economy: &mut Vec<(usize, BTreeMap<String, u64>)>,
+    table: &mut Table,
+) {
     // 3 + 5c. API economy at N = 100; process start to first plan, cold and warm cache.
     eprintln!("[3/5] first plan (cold and warm cache) and API economy, N = 100");
-    let mut economy: Vec<(usize, BTreeMap<String, u64>)> = Vec::new();
     {
         let dir = tmp.path().join("n100");
-        let (sim, repo) = converged(&registry, &dir, 100, &fixture::nodes(PLAN_NODES)).await;
+        let (sim, repo) = converged(registry, &dir, 100, &fixture::nodes(PLAN_NODES)).await;
         let endpoint = Endpoint::of(&sim);
         let cold_cache = dir.join("cold-cache");
         let before = sim.counters();
         let (cold, cold_wall) = spawn_child("plan", &endpoint, &repo, &cold_cache, false);
         let counts = counter_delta(&before, &sim.counters());
-        let (warm, warm_wall) = spawn_child("plan", &endpoint, &repo, &cache, false);
+        let (warm, warm_wall) = spawn_child("plan", &endpoint, &repo, cache, false);
         assert!(
             cold["noop"].as_bool() == Some(true) && warm["noop"].as_bool() == Some(true),
             "N=100 plan is a no-op: {cold} {warm}"
@@ -605,7 +748,7 @@ async fn suite(n: usize, skip_apply: bool) {
         let client = endpoint.client();
         let nodes = fixture::nodes(PLAN_NODES);
         let costs = proxops_bench::calls::measure(
-            &registry,
+            registry,
             &client,
             &fixture::manifest(0, &nodes, "started"),
             fixture::vmid(0),
@@ -625,24 +768,56 @@ async fn suite(n: usize, skip_apply: bool) {
             );
         }
     }
+}
 
+/// Sections 1 + 2 + 3: plan at scale, WASM vs native.
+async fn plan_at_scale(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    n: usize,
+    economy: &mut Vec<(usize, BTreeMap<String, u64>)>,
+    table: &mut Table,
+) -> ScaleFigures {
     // 1 + 2 + 3. Plan at scale, WASM vs native.
     eprintln!("[4/5] plan at scale: {n} VMs over {PLAN_NODES} nodes (x{PLAN_RUNS} per backend)");
     {
         let dir = tmp.path().join("scale");
         let t = Instant::now();
-        let (sim, repo) = converged(&registry, &dir, n, &fixture::nodes(PLAN_NODES)).await;
+        let (sim, repo) = converged(registry, &dir, n, &fixture::nodes(PLAN_NODES)).await;
         eprintln!("      fixture ready in {:.1} s", t.elapsed().as_secs_f64());
         let endpoint = Endpoint::of(&sim);
+        // What a `sim:` endpoint adds to a plan and a real cluster never costs: the embedded
+        // simulator loading this state (from a copy: a simulator writes its file back).
+        let copy = dir.join("state-copy.json");
+        std::fs::copy(dir.join("state.json"), &copy).expect("copy the state file");
+        let t = Instant::now();
+        let again = proxops_sim::start(fixture::sim_config(
+            &fixture::nodes(PLAN_NODES),
+            Duration::ZERO,
+            Vec::new(),
+            Some(copy),
+        ))
+        .await
+        .expect("start a simulator on the state");
+        let sim_load = t.elapsed();
+        drop(again);
+        table.add(
+            "1 plan at scale",
+            format!("embedded simulator (`sim:` endpoint): start with the {n}-VM state"),
+            format!("{:.0} ms", ms(sim_load)),
+            "not part of a plan against a real cluster",
+            None,
+        );
         let mut wasm = Vec::new();
         let mut native = Vec::new();
         for run in 0..PLAN_RUNS {
             let before = sim.counters();
-            let (w, _) = spawn_child("plan", &endpoint, &repo, &cache, false);
+            let (w, _) = spawn_child("plan", &endpoint, &repo, cache, false);
             if run == 0 {
                 economy.push((n, counter_delta(&before, &sim.counters())));
             }
-            let (nat, _) = spawn_child("plan", &endpoint, &repo, &cache, true);
+            let (nat, _) = spawn_child("plan", &endpoint, &repo, cache, true);
             for r in [&w, &nat] {
                 assert_eq!(
                     r["noop"].as_bool(),
@@ -728,20 +903,28 @@ async fn suite(n: usize, skip_apply: bool) {
         );
 
         // The same plan through the real CLI, when it is built beside the bench.
-        match cli_plan(&endpoint, &repo, &cache) {
+        match cli_plan(&endpoint, &repo, cache) {
             Some(wall) => table.add(
                 "1 plan at scale",
-                "`proxops plan` binary, same repo: process start to exit (warm cache)",
+                "`proxops plan` binary, same repo, simulator in another process: process start to exit (warm cache)",
                 format!("{:.0} ms", ms(wall)),
-                "",
+                format!("cycle in the bench {total:.0} ms"),
                 None,
             ),
             None => eprintln!(
                 "      (no `proxops` binary beside the bench: `cargo build --release -p proxops` adds a row)"
             ),
         }
+        ScaleFigures {
+            vms: n,
+            total_ms: total,
+            rss: med(&wasm, "rss"),
+        }
     }
+}
 
+/// Section 3: requests per endpoint of each no-op plan measured above.
+fn api_economy(economy: Vec<(usize, BTreeMap<String, u64>)>, table: &mut Table) {
     for (count, counts) in &economy {
         let total: u64 = counts.values().sum();
         let per_vm = total as f64 / *count as f64;
@@ -757,71 +940,52 @@ async fn suite(n: usize, skip_apply: bool) {
             table.add("3 API economy", format!("  {k}"), v.to_string(), "", None);
         }
     }
+}
 
+/// Section 4: apply under latency.
+async fn apply_under_latency(tmp: &tempfile::TempDir, cache: &Path, table: &mut Table) {
     // 4. Apply under latency.
-    if !skip_apply {
-        eprintln!(
-            "[5/5] apply: {APPLY_VMS} VMs over {APPLY_NODES} nodes, {APPLY_LATENCY_MS} ms per request, {} s per task, {APPLY_WRITE_CONCURRENCY} writes per node",
-            APPLY_TASK.as_secs()
-        );
-        let nodes = fixture::nodes(APPLY_NODES);
-        let faults = vec![FaultRule {
-            method: "*".into(),
-            path: "*".into(),
-            kind: FaultKind::Latency {
-                ms: APPLY_LATENCY_MS,
-            },
-            probability: None,
-            times: None,
-        }];
-        let sim = proxops_sim::start(fixture::sim_config(&nodes, APPLY_TASK, faults, None))
-            .await
-            .expect("start the simulator");
-        let endpoint = Endpoint::of(&sim);
-        let repo = tmp.path().join("apply-repo");
-        fixture::write_repo(&repo, APPLY_VMS, &nodes, "stopped", &endpoint);
-        let (r, _) = spawn_child("apply", &endpoint, &repo, &cache, false);
-        assert_eq!(r["converged"].as_bool(), Some(true), "apply converges: {r}");
-        let wall = r["total_ms"].as_f64().unwrap_or(0.0);
-        let bound = apply_bound(&sim.requests());
-        let ratio = wall / ms(bound.total);
-        table.add(
-            "4 apply",
-            format!(
-                "{APPLY_VMS} VMs / {APPLY_NODES} nodes, from empty: wall time ({} passes)",
-                r["passes"]
-            ),
-            format!("{:.2} s", wall / 1000.0),
-            "",
-            None,
-        );
-        table.add(
-            "4 apply",
-            format!("  lower bound: {}", bound.explain),
-            format!("{:.2} s", bound.total.as_secs_f64()),
-            "",
-            None,
-        );
-        table.add(
-            "4 apply",
-            "ratio wall / bound",
-            format!("{ratio:.2}x"),
-            "<= 1.2x",
-            Some(ratio <= 1.2),
-        );
-    }
-
-    hostile_yaml(&mut table);
-
-    println!();
-    println!(
-        "proxops-bench — commit {} — CPU {} — {} threads",
-        commit(),
-        cpu_model(),
-        std::thread::available_parallelism().map_or(1, |n| n.get())
+    eprintln!(
+        "[5/5] apply: {APPLY_VMS} VMs over {APPLY_NODES} nodes, {APPLY_LATENCY_MS} ms per request, {} s per task, {APPLY_WRITE_CONCURRENCY} writes per node",
+        APPLY_TASK.as_secs()
     );
-    println!();
-    table.print();
+    let nodes = fixture::nodes(APPLY_NODES);
+    let faults = latency_on_every_request();
+    let sim = proxops_sim::start(fixture::sim_config(&nodes, APPLY_TASK, faults, None))
+        .await
+        .expect("start the simulator");
+    let endpoint = Endpoint::of(&sim);
+    let repo = tmp.path().join("apply-repo");
+    fixture::write_repo(&repo, APPLY_VMS, &nodes, "stopped", &endpoint);
+    let (r, _) = spawn_child("apply", &endpoint, &repo, cache, false);
+    assert_eq!(r["converged"].as_bool(), Some(true), "apply converges: {r}");
+    let wall = r["total_ms"].as_f64().unwrap_or(0.0);
+    let bound = apply_bound(&sim.requests());
+    let ratio = wall / ms(bound.total);
+    table.add(
+        "4 apply",
+        format!(
+            "{APPLY_VMS} VMs / {APPLY_NODES} nodes, from empty: wall time ({} passes)",
+            r["passes"]
+        ),
+        format!("{:.2} s", wall / 1000.0),
+        "",
+        None,
+    );
+    table.add(
+        "4 apply",
+        format!("  lower bound: {}", bound.explain),
+        format!("{:.2} s", bound.total.as_secs_f64()),
+        "",
+        None,
+    );
+    table.add(
+        "4 apply",
+        "ratio wall / bound",
+        format!("{ratio:.2}x"),
+        "<= 1.2x",
+        Some(ratio <= 1.2),
+    );
 }
 
 /// Section 6, hostile YAML: how long the loader takes to refuse a 1 MB file built to be slow
@@ -927,4 +1091,191 @@ fn apply_bound(log: &[proxops_sim::RequestRecord]) -> Bound {
         total,
         explain: format!("passes {}", parts.join(" ")),
     }
+}
+
+/// The plan at scale's medians, for the headroom scenario to compare against.
+struct ScaleFigures {
+    vms: usize,
+    total_ms: f64,
+    rss: f64,
+}
+
+/// Section 7, many clusters: [`MANY_CLUSTERS`] simulators of [`MANY_VMS`] converged VMs
+/// each, every request delayed by [`APPLY_LATENCY_MS`]; one child plans one cluster alone,
+/// then all of them [`MANY_CONCURRENCY`] at a time, then one after another.
+async fn many_clusters(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    table: &mut Table,
+) {
+    eprintln!(
+        "[7] many clusters: {MANY_CLUSTERS} x {MANY_VMS} VMs, {APPLY_LATENCY_MS} ms per request"
+    );
+    let dir = tmp.path().join("many");
+    let nodes = fixture::nodes(MANY_NODES);
+    let state = fixture::converged_state(registry, &dir, MANY_VMS, &nodes, "started").await;
+    let latency = latency_on_every_request();
+    let mut sims = Vec::new();
+    let mut repos = Vec::new();
+    for c in 0..MANY_CLUSTERS {
+        // Each simulator keeps its own copy: a simulator writes its state file back.
+        let own = dir.join(format!("state-{c}.json"));
+        std::fs::copy(&state, &own).expect("copy the state file");
+        let sim = proxops_sim::start(fixture::sim_config(
+            &nodes,
+            Duration::ZERO,
+            latency.clone(),
+            Some(own),
+        ))
+        .await
+        .expect("start a simulator");
+        let repo = dir.join(format!("repo-{c}"));
+        fixture::write_repo(&repo, MANY_VMS, &nodes, "started", &Endpoint::of(&sim));
+        repos.push(repo);
+        sims.push(sim);
+    }
+    let endpoints: Vec<Endpoint> = sims.iter().map(Endpoint::of).collect();
+    let list: Vec<[&str; 4]> = endpoints
+        .iter()
+        .map(|e| {
+            [
+                e.base_url.as_str(),
+                e.token_id.as_str(),
+                e.token_secret.as_str(),
+                e.fingerprint.as_str(),
+            ]
+        })
+        .collect();
+    let list = serde_json::to_string(&list).expect("endpoints JSON");
+    let (r, _) = spawn_child_with("plan-many", &endpoints[0], &repos[0], cache, false, |cmd| {
+        cmd.env(ENV_ENDPOINTS, &list)
+            .arg("--concurrency")
+            .arg(MANY_CONCURRENCY.to_string());
+        for repo in &repos[1..] {
+            cmd.arg("--repo").arg(repo);
+        }
+    });
+    assert_eq!(
+        r["noop"].as_bool(),
+        Some(true),
+        "every cluster is a no-op: {r}"
+    );
+    assert_eq!(
+        r["objects"].as_u64(),
+        Some((MANY_CLUSTERS * MANY_VMS) as u64)
+    );
+    let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+    table.add(
+        "7 many clusters",
+        format!(
+            "no-op plan, {MANY_CLUSTERS} x {MANY_VMS} VMs, {APPLY_LATENCY_MS} ms/request: one cluster alone / all, {MANY_CONCURRENCY} at a time / one after another"
+        ),
+        format!(
+            "{:.0} ms / {:.0} ms / {:.0} ms",
+            f("single_ms"),
+            f("concurrent_ms"),
+            f("sequential_ms")
+        ),
+        format!(
+            "all at once / one alone {:.2}x (<= 1.3x); sequential / one alone {:.2}x",
+            f("concurrent_ms") / f("single_ms"),
+            f("sequential_ms") / f("single_ms")
+        ),
+        Some(f("concurrent_ms") / f("single_ms") <= 1.3),
+    );
+    table.add(
+        "7 many clusters",
+        "  of which load + validate, every cluster (CPU, before the concurrent part)",
+        format!("{:.0} ms", f("validate_ms")),
+        "",
+        None,
+    );
+    table.add(
+        "7 many clusters",
+        "  peak RSS of the planning process",
+        format!("{:.0} MiB", mib(f("rss") as u64)),
+        "",
+        None,
+    );
+}
+
+/// Section 8, scale headroom: the no-op plan of [`HEADROOM_VMS`] VMs over
+/// [`HEADROOM_NODES`] nodes, time and peak RSS per VM against the plan at scale.
+async fn headroom(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    scale: Option<ScaleFigures>,
+    table: &mut Table,
+) {
+    eprintln!("[8] scale headroom: {HEADROOM_VMS} VMs over {HEADROOM_NODES} nodes");
+    let dir = tmp.path().join("headroom");
+    let t = Instant::now();
+    let (sim, repo) = converged(
+        registry,
+        &dir,
+        HEADROOM_VMS,
+        &fixture::nodes(HEADROOM_NODES),
+    )
+    .await;
+    eprintln!("      fixture ready in {:.1} s", t.elapsed().as_secs_f64());
+    let endpoint = Endpoint::of(&sim);
+    let (r, _) = spawn_child("plan", &endpoint, &repo, cache, false);
+    assert_eq!(
+        r["noop"].as_bool(),
+        Some(true),
+        "the headroom plan is a no-op: {r}"
+    );
+    assert_eq!(r["objects"].as_u64(), Some(HEADROOM_VMS as u64));
+    let total = r["total_ms"].as_f64().unwrap_or(0.0);
+    let rss = r["rss"].as_f64().unwrap_or(0.0);
+    let per_vm_us = total * 1000.0 / HEADROOM_VMS as f64;
+    let rss_per_vm = rss / HEADROOM_VMS as f64;
+    let (time_ratio, rss_ratio) = match &scale {
+        Some(s) => (
+            format!(
+                "{:.2}x the {}-VM plan",
+                per_vm_us / (s.total_ms * 1000.0 / s.vms as f64),
+                s.vms
+            ),
+            format!(
+                "{:.2}x the {}-VM plan",
+                rss_per_vm / (s.rss / s.vms as f64),
+                s.vms
+            ),
+        ),
+        None => ("(run `scale` too for the ratio)".into(), String::new()),
+    };
+    table.add(
+        "8 headroom",
+        format!("{HEADROOM_VMS} VMs / {HEADROOM_NODES} nodes: full plan cycle, per VM"),
+        format!("{total:.0} ms, {per_vm_us:.1} us/VM"),
+        format!("{time_ratio} (<= 1.3x)"),
+        None,
+    );
+    table.add(
+        "8 headroom",
+        "  peak RSS, per VM",
+        format!(
+            "{:.0} MiB, {:.1} KiB/VM",
+            mib(rss as u64),
+            rss_per_vm / 1024.0
+        ),
+        format!("{rss_ratio} (<= 1.3x)"),
+        None,
+    );
+}
+
+/// [`APPLY_LATENCY_MS`] added to every request a simulator answers.
+fn latency_on_every_request() -> Vec<FaultRule> {
+    vec![FaultRule {
+        method: "*".into(),
+        path: "*".into(),
+        kind: FaultKind::Latency {
+            ms: APPLY_LATENCY_MS,
+        },
+        probability: None,
+        times: None,
+    }]
 }

@@ -61,11 +61,28 @@ impl KindRegistry {
     /// Load every bundled kind. Bundled kinds are granted secrets (only the VM-like kinds
     /// ask for any).
     pub fn bundled(runtime: &Runtime) -> Result<Self, RuntimeError> {
+        // One thread per kind: with a cold cache, compiling is most of a first run, and
+        // each component's compile has serial stretches that the others can fill.
+        let loaded: Vec<Result<KindComponent, RuntimeError>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = proxops_guests::bundled(Role::Kind)
+                .map(|b| {
+                    scope.spawn(move || {
+                        let name = b.package.trim_start_matches("proxops-kind-");
+                        runtime.load_kind(name, b.bytes, Limits::KIND, true)
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|t| {
+                    t.join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        });
         let mut kinds = Vec::new();
-        for b in proxops_guests::bundled(Role::Kind) {
-            let name = b.package.trim_start_matches("proxops-kind-");
-            let component = runtime.load_kind(name, b.bytes, Limits::KIND, true)?;
-            kinds.push((component, KindSource::Bundled));
+        for component in loaded {
+            kinds.push((component?, KindSource::Bundled));
         }
         let extra = std::env::var_os(TEST_KINDS_VAR).unwrap_or_default();
         for path in std::env::split_paths(&extra).filter(|p| !p.as_os_str().is_empty()) {
