@@ -1,0 +1,751 @@
+//! The suite's scenarios, one function each: what each measures and the table rows it adds.
+
+use super::*;
+
+/// Section 5b: cold compile vs cache load, per bundled component.
+pub(super) fn components(cache: &Path, table: &mut Table) {
+    // 5b. Cold compile vs cache load, per bundled component.
+    eprintln!("[1/5] components: compile vs cache load");
+    for role in [Role::Kind, Role::Policy] {
+        for b in proxops_guests::bundled(role) {
+            let mut times = Vec::new();
+            for _ in 0..2 {
+                let runtime = Runtime::new(RuntimeConfig {
+                    cache_dir: Some(cache.to_path_buf()),
+                })
+                .expect("runtime");
+                let t = Instant::now();
+                let outcome = match role {
+                    Role::Kind => format!(
+                        "{:?}",
+                        runtime
+                            .load_kind(b.package, b.bytes, proxops_runtime::Limits::KIND, true)
+                            .expect("load")
+                            .cache_outcome()
+                    ),
+                    _ => {
+                        runtime
+                            .load_policy(b.package, b.bytes, proxops_runtime::Limits::POLICY)
+                            .expect("load");
+                        "policy".to_string()
+                    }
+                };
+                times.push((t.elapsed(), outcome));
+            }
+            table.add(
+                "5 components",
+                format!(
+                    "{} ({} KiB): cold compile / cache load",
+                    b.package,
+                    b.bytes.len() / 1024
+                ),
+                format!("{:.0} ms / {:.1} ms", ms(times[0].0), ms(times[1].0)),
+                format!("{} then {}", times[0].1, times[1].1),
+                None,
+            );
+        }
+    }
+}
+
+/// Section 5: the cost of guest calls.
+pub(super) async fn guest_calls(
+    registry: &KindRegistry,
+    cache: &Path,
+    n: usize,
+    table: &mut Table,
+) {
+    // 5. Guest call cost.
+    eprintln!("[2/5] guest call cost");
+    {
+        let vm = registry.by_kind("VM").expect("VM kind");
+        let mut inst = vm.instance().expect("instance");
+        // The fixture's VM (`fixture::manifest`) as the loader hands it to the kind.
+        let manifest = json!({
+            "apiVersion": "proxops/v1alpha1", "kind": "VM", "metadata": {"name": "vm-00000"},
+            "spec": {"node": "pve01", "vmid": 1000, "state": "started", "memory": "1GiB",
+                "cpu": {"type": "host", "cores": 1},
+                "disks": [{"storage": "local-lvm", "size": "4GiB"}],
+                "networks": [{"model": "virtio", "bridge": "vmbr0"}]},
+        });
+        let validated = inst
+            .validate(&manifest.to_string())
+            .expect("call")
+            .expect("valid");
+        let desired = validated.desired;
+        let obs = Observation {
+            live: None,
+            reads: Vec::new(),
+        };
+        let measure = |fresh: bool, plan: bool, samples: usize| {
+            let mut inst = vm.instance().expect("instance");
+            let mut v = Vec::with_capacity(samples);
+            for _ in 0..samples {
+                let t = Instant::now();
+                if fresh {
+                    inst = vm.instance().expect("instance");
+                }
+                if plan {
+                    inst.plan(Some(&desired), &[], &[], &obs)
+                        .expect("call")
+                        .expect("plan");
+                } else {
+                    inst.identity(&desired).expect("call");
+                }
+                v.push(t.elapsed().as_secs_f64() * 1e6);
+            }
+            median(v)
+        };
+        // Blocking threads (what proxops does): calls on a plain thread, never tokio's.
+        let on_thread = |fresh: bool, plan: bool, samples: usize| {
+            std::thread::scope(|s| s.spawn(|| measure(fresh, plan, samples)).join())
+                .expect("measuring thread")
+        };
+        for (call, plan) in [("identity", false), ("plan (create)", true)] {
+            let fresh = on_thread(true, plan, 300);
+            let reused = on_thread(false, plan, 3000);
+            table.add(
+                "5 guest calls",
+                format!("VM {call}: fresh instance+call / reused instance+call (median)"),
+                format!("{fresh:.1} us / {reused:.1} us"),
+                format!("ratio {:.1}x", fresh / reused),
+                None,
+            );
+        }
+        // How WASI runs, measured: the same component on an async engine (wasmtime-wasi's
+        // async bindings, calls as futures on this tokio runtime) against the blocking-thread
+        // calls proxops makes. A call made from a tokio thread by the blocking design pays a
+        // thread of its own (policies in plan/apply): that row too.
+        let vm_wasm = proxops_guests::bundled(Role::Kind)
+            .find(|b| b.package == "proxops-kind-vm")
+            .expect("VM kind bundled");
+        let runtime = Runtime::new(RuntimeConfig {
+            cache_dir: Some(cache.to_path_buf()),
+        })
+        .expect("runtime");
+        let probe = runtime
+            .async_kind_probe(vm_wasm.bytes)
+            .expect("async engine");
+        let async_fresh = probe.identity_median(&desired, true, 300).await;
+        let async_reused = probe.identity_median(&desired, false, 3000).await;
+        let sync_fresh = on_thread(true, false, 300);
+        let sync_reused = on_thread(false, false, 3000);
+        let from_tokio = measure(true, false, 300);
+        table.add(
+            "5 how WASI runs",
+            "VM identity, fresh instance+call: blocking thread / async on tokio (median)",
+            format!(
+                "{sync_fresh:.1} us / {:.1} us",
+                async_fresh.as_secs_f64() * 1e6
+            ),
+            "choose the cheaper",
+            None,
+        );
+        table.add(
+            "5 how WASI runs",
+            "VM identity, reused instance+call: blocking thread / async on tokio (median)",
+            format!(
+                "{sync_reused:.1} us / {:.1} us",
+                async_reused.as_secs_f64() * 1e6
+            ),
+            "",
+            None,
+        );
+        // A plan cycle makes five kind calls per VM (validate, references, identity, observe,
+        // plan) on `available_parallelism` workers: the async engine's extra cost per call
+        // (the identity call's, measured above) over the plan at scale.
+        let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+        let extra_ms = (async_reused.as_secs_f64() * 1e6 - sync_reused) * 5.0 * n as f64
+            / threads as f64
+            / 1000.0;
+        table.add(
+            "5 how WASI runs",
+            format!("projected change of the {n}-VM plan cycle with async calls"),
+            format!("{extra_ms:+.0} ms"),
+            "5 calls per VM, per-call difference above",
+            None,
+        );
+        table.add(
+            "5 how WASI runs",
+            "VM identity, fresh instance+call from a tokio thread (own thread per call)",
+            format!("{from_tokio:.1} us"),
+            "policies in plan/apply",
+            None,
+        );
+    }
+}
+
+/// Sections 3 + 5c: API economy at N = 100; process start to first plan.
+pub(super) async fn first_plan(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    economy: &mut Vec<(usize, BTreeMap<String, u64>)>,
+    table: &mut Table,
+) {
+    // 3 + 5c. API economy at N = 100; process start to first plan, cold and warm cache.
+    eprintln!("[3/5] first plan (cold and warm cache) and API economy, N = 100");
+    {
+        let dir = tmp.path().join("n100");
+        let (sim, repo) = converged(registry, &dir, 100, &fixture::nodes(PLAN_NODES)).await;
+        let endpoint = Endpoint::of(&sim);
+        let cold_cache = dir.join("cold-cache");
+        let before = sim.counters();
+        let (cold, cold_wall) = spawn_child("plan", &endpoint, &repo, &cold_cache, false);
+        let counts = counter_delta(&before, &sim.counters());
+        let (warm, warm_wall) = spawn_child("plan", &endpoint, &repo, cache, false);
+        assert!(
+            cold["noop"].as_bool() == Some(true) && warm["noop"].as_bool() == Some(true),
+            "N=100 plan is a no-op: {cold} {warm}"
+        );
+        assert_eq!(
+            warm["cache_hits"].as_u64(),
+            Some(registry.len() as u64),
+            "warm cache hits every kind"
+        );
+        table.add(
+            "5 first plan",
+            "process start -> first plan (100 VMs): cold cache / warm cache",
+            format!("{:.0} ms / {:.0} ms", ms(cold_wall), ms(warm_wall)),
+            format!(
+                "of which loading kinds {:.0} / {:.0} ms",
+                cold["load_ms"].as_f64().unwrap_or(0.0),
+                warm["load_ms"].as_f64().unwrap_or(0.0)
+            ),
+            None,
+        );
+        economy.push((100, counts));
+
+        let client = endpoint.client();
+        let nodes = fixture::nodes(PLAN_NODES);
+        let costs = proxops_bench::calls::measure(
+            registry,
+            &client,
+            &fixture::manifest(0, &nodes, "started"),
+            fixture::vmid(0),
+            2000,
+        )
+        .await;
+        for c in costs {
+            table.add(
+                "5 guest calls",
+                format!(
+                    "converged VM {}: component / native (reused, median)",
+                    c.call
+                ),
+                format!("{:.1} us / {:.1} us", c.wasm_us, c.native_us),
+                format!("{:.2}x", c.wasm_us / c.native_us),
+                None,
+            );
+        }
+    }
+}
+
+/// Sections 1 + 2 + 3: plan at scale, WASM vs native.
+pub(super) async fn plan_at_scale(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    n: usize,
+    economy: &mut Vec<(usize, BTreeMap<String, u64>)>,
+    table: &mut Table,
+) -> ScaleFigures {
+    // 1 + 2 + 3. Plan at scale, WASM vs native.
+    eprintln!("[4/5] plan at scale: {n} VMs over {PLAN_NODES} nodes (x{PLAN_RUNS} per backend)");
+    {
+        let dir = tmp.path().join("scale");
+        let t = Instant::now();
+        let (sim, repo) = converged(registry, &dir, n, &fixture::nodes(PLAN_NODES)).await;
+        eprintln!("      fixture ready in {:.1} s", t.elapsed().as_secs_f64());
+        let endpoint = Endpoint::of(&sim);
+        // What a `sim:` endpoint adds to a plan and a real cluster never costs: the embedded
+        // simulator loading this state (from a copy: a simulator writes its file back).
+        let copy = dir.join("state-copy.json");
+        std::fs::copy(dir.join("state.json"), &copy).expect("copy the state file");
+        let t = Instant::now();
+        let again = proxops_sim::start(fixture::sim_config(
+            &fixture::nodes(PLAN_NODES),
+            Duration::ZERO,
+            Vec::new(),
+            Some(copy),
+        ))
+        .await
+        .expect("start a simulator on the state");
+        let sim_load = t.elapsed();
+        drop(again);
+        table.add(
+            "1 plan at scale",
+            format!("embedded simulator (`sim:` endpoint): start with the {n}-VM state"),
+            format!("{:.0} ms", ms(sim_load)),
+            "not part of a plan against a real cluster",
+            None,
+        );
+        let mut wasm = Vec::new();
+        let mut native = Vec::new();
+        for run in 0..PLAN_RUNS {
+            let before = sim.counters();
+            let (w, _) = spawn_child("plan", &endpoint, &repo, cache, false);
+            if run == 0 {
+                economy.push((n, counter_delta(&before, &sim.counters())));
+            }
+            let (nat, _) = spawn_child("plan", &endpoint, &repo, cache, true);
+            for r in [&w, &nat] {
+                assert_eq!(
+                    r["noop"].as_bool(),
+                    Some(true),
+                    "the plan at scale is a no-op: {r}"
+                );
+                assert_eq!(r["objects"].as_u64(), Some(n as u64));
+            }
+            eprintln!("      run {run}: wasm {w}\n             native {nat}");
+            wasm.push(w);
+            native.push(nat);
+        }
+        let med = |runs: &[Value], key: &str| {
+            median(
+                runs.iter()
+                    .map(|r| r[key].as_f64().unwrap_or(0.0))
+                    .collect(),
+            )
+        };
+        let total = med(&wasm, "total_ms");
+        let rss = mib(med(&wasm, "rss") as u64);
+        table.add(
+            "1 plan at scale",
+            format!("{n} VMs / {PLAN_NODES} nodes: full plan cycle (load+validate+observe+plan)"),
+            format!("{total:.0} ms"),
+            "< 1000 ms",
+            Some(total < 1000.0),
+        );
+        table.add(
+            "1 plan at scale",
+            "  of which load + validate",
+            format!("{:.0} ms", med(&wasm, "validate_ms")),
+            "",
+            None,
+        );
+        table.add(
+            "1 plan at scale",
+            "  of which observe + plan (1 + reads requests)",
+            format!("{:.0} ms", med(&wasm, "plan_ms")),
+            "",
+            None,
+        );
+        table.add(
+            "1 plan at scale",
+            "peak RSS (VmHWM of the planning process)",
+            format!("{rss:.0} MiB"),
+            "< 200 MiB",
+            Some(rss < 200.0),
+        );
+        let ntotal = med(&native, "total_ms");
+        let ratio = total / ntotal;
+        table.add(
+            "2 wasm overhead",
+            "same plan, VM kind native: full cycle",
+            format!("{ntotal:.0} ms"),
+            "",
+            None,
+        );
+        table.add(
+            "2 wasm overhead",
+            "  native: load + validate / observe + plan",
+            format!(
+                "{:.0} ms / {:.0} ms",
+                med(&native, "validate_ms"),
+                med(&native, "plan_ms")
+            ),
+            "",
+            None,
+        );
+        table.add(
+            "2 wasm overhead",
+            "  native peak RSS",
+            format!("{:.0} MiB", mib(med(&native, "rss") as u64)),
+            "",
+            None,
+        );
+        table.add(
+            "2 wasm overhead",
+            "ratio component / native (full cycle)",
+            format!("{ratio:.2}x"),
+            "<= 1.5x",
+            Some(ratio <= 1.5),
+        );
+
+        // The same plan through the real CLI, when it is built beside the bench.
+        match cli_plan(&endpoint, &repo, cache) {
+            Some(wall) => table.add(
+                "1 plan at scale",
+                "`proxops plan` binary, same repo, simulator in another process: process start to exit (warm cache)",
+                format!("{:.0} ms", ms(wall)),
+                format!("cycle in the bench {total:.0} ms"),
+                None,
+            ),
+            None => eprintln!(
+                "      (no `proxops` binary beside the bench: `cargo build --release -p proxops` adds a row)"
+            ),
+        }
+        ScaleFigures {
+            vms: n,
+            total_ms: total,
+            rss: med(&wasm, "rss"),
+        }
+    }
+}
+
+/// Section 3: requests per endpoint of each no-op plan measured above.
+pub(super) fn api_economy(economy: Vec<(usize, BTreeMap<String, u64>)>, table: &mut Table) {
+    for (count, counts) in &economy {
+        let total: u64 = counts.values().sum();
+        let per_vm = total as f64 / *count as f64;
+        let resources = counts.get("GET /cluster/resources").copied().unwrap_or(0);
+        table.add(
+            "3 API economy",
+            format!("no-op plan, N = {count}: requests"),
+            format!("{total} ({per_vm:.2}/VM)"),
+            "1 resources + per-VM reads",
+            Some(resources == 1),
+        );
+        for (k, v) in counts {
+            table.add("3 API economy", format!("  {k}"), v.to_string(), "", None);
+        }
+    }
+}
+
+/// Section 4: apply under latency.
+pub(super) async fn apply_under_latency(tmp: &tempfile::TempDir, cache: &Path, table: &mut Table) {
+    // 4. Apply under latency.
+    eprintln!(
+        "[5/5] apply: {APPLY_VMS} VMs over {APPLY_NODES} nodes, {APPLY_LATENCY_MS} ms per request, {} s per task, {APPLY_WRITE_CONCURRENCY} writes per node",
+        APPLY_TASK.as_secs()
+    );
+    let nodes = fixture::nodes(APPLY_NODES);
+    let faults = latency_on_every_request();
+    let sim = proxops_sim::start(fixture::sim_config(&nodes, APPLY_TASK, faults, None))
+        .await
+        .expect("start the simulator");
+    let endpoint = Endpoint::of(&sim);
+    let repo = tmp.path().join("apply-repo");
+    fixture::write_repo(&repo, APPLY_VMS, &nodes, "stopped", &endpoint);
+    let (r, _) = spawn_child("apply", &endpoint, &repo, cache, false);
+    assert_eq!(r["converged"].as_bool(), Some(true), "apply converges: {r}");
+    let wall = r["total_ms"].as_f64().unwrap_or(0.0);
+    let bound = apply_bound(&sim.requests());
+    let ratio = wall / ms(bound.total);
+    table.add(
+        "4 apply",
+        format!(
+            "{APPLY_VMS} VMs / {APPLY_NODES} nodes, from empty: wall time ({} passes)",
+            r["passes"]
+        ),
+        format!("{:.2} s", wall / 1000.0),
+        "",
+        None,
+    );
+    table.add(
+        "4 apply",
+        format!("  lower bound: {}", bound.explain),
+        format!("{:.2} s", bound.total.as_secs_f64()),
+        "",
+        None,
+    );
+    table.add(
+        "4 apply",
+        "ratio wall / bound",
+        format!("{ratio:.2}x"),
+        "<= 1.2x",
+        Some(ratio <= 1.2),
+    );
+}
+
+/// Section 6, hostile YAML: how long the loader takes to refuse a 1 MB file built to be slow
+/// to parse (deep nesting) and an oversized one, and what the duplicate-key and depth pass
+/// costs on the manifests of the plan at scale.
+pub(super) fn hostile_yaml(table: &mut Table) {
+    eprintln!("[6] hostile YAML");
+    let cases = [
+        ("1 MB of `[` (flow nesting)", "[".repeat(1_000_000)),
+        ("1 MB of `- ` (block nesting)", "- ".repeat(500_000)),
+        (
+            "1,000-deep block mappings (0.5 MB)",
+            (0..1_000)
+                .map(|i| format!("{}a:\n", " ".repeat(i)))
+                .collect::<String>(),
+        ),
+        (
+            "1 MiB + 1 byte (size limit)",
+            format!("a: '{}'\n", "x".repeat(proxops_core::yaml::MAX_BYTES)),
+        ),
+    ];
+    for (name, text) in cases {
+        let t = Instant::now();
+        let refused = proxops_core::repo::parse_yaml("hostile.yaml", &text).is_err();
+        let took = t.elapsed();
+        table.add(
+            "6 inputs",
+            format!("refuse {name}"),
+            format!("{:.2} ms", ms(took)),
+            "< 100 ms",
+            Some(refused && took < Duration::from_millis(100)),
+        );
+    }
+    let nodes: Vec<String> = (1..=PLAN_NODES).map(|i| format!("pve{i:02}")).collect();
+    let manifests: Vec<String> = (0..10_000)
+        .map(|i| fixture::manifest(i, &nodes, "started"))
+        .collect();
+    let t = Instant::now();
+    for m in &manifests {
+        proxops_core::yaml::check(m).expect("fixture manifest passes the limits");
+    }
+    let pass = t.elapsed();
+    let t = Instant::now();
+    for m in &manifests {
+        proxops_core::repo::parse_yaml("m.yaml", m).expect("fixture manifest parses");
+    }
+    let whole = t.elapsed();
+    table.add(
+        "6 inputs",
+        "10,000 manifests: limits pass / whole parse",
+        format!("{:.0} ms / {:.0} ms", ms(pass), ms(whole)),
+        "",
+        None,
+    );
+}
+
+pub(super) struct Bound {
+    total: Duration,
+    explain: String,
+}
+
+/// The lower bound of an apply from the requests it made: per pass (the log splits at each
+/// `GET /cluster/resources`), one resources request, the reads at the read concurrency, and
+/// on the busiest node `ceil(tasks / write concurrency)` rounds of (write request + task +
+/// one status request), every request costing the injected latency.
+pub(super) fn apply_bound(log: &[proxops_sim::RequestRecord]) -> Bound {
+    let latency = Duration::from_millis(APPLY_LATENCY_MS);
+    let mut passes: Vec<(usize, BTreeMap<String, std::collections::BTreeSet<String>>)> = Vec::new();
+    for r in log {
+        if r.method == "GET" && r.path == "/cluster/resources" {
+            passes.push((0, BTreeMap::new()));
+            continue;
+        }
+        let Some((reads, tasks)) = passes.last_mut() else {
+            continue;
+        };
+        let parts: Vec<&str> = r.path.split('/').collect();
+        if r.method == "GET" && parts.len() >= 5 && parts[3] == "tasks" {
+            tasks
+                .entry(parts[2].to_string())
+                .or_default()
+                .insert(parts[4].to_string());
+        } else if r.method == "GET" {
+            *reads += 1;
+        }
+    }
+    let mut total = Duration::ZERO;
+    let mut parts = Vec::new();
+    for (reads, tasks) in &passes {
+        let rounds = tasks
+            .values()
+            .map(|t| t.len().div_ceil(APPLY_WRITE_CONCURRENCY))
+            .max()
+            .unwrap_or(0);
+        let read_rounds = reads.div_ceil(READ_CONCURRENCY);
+        total += latency * (1 + read_rounds as u32) + (APPLY_TASK + 2 * latency) * rounds as u32;
+        parts.push(format!(
+            "[{reads} reads, {} tasks, {rounds} rounds]",
+            tasks.values().map(|t| t.len()).sum::<usize>()
+        ));
+    }
+    Bound {
+        total,
+        explain: format!("passes {}", parts.join(" ")),
+    }
+}
+
+/// The plan at scale's medians, for the headroom scenario to compare against.
+pub(super) struct ScaleFigures {
+    vms: usize,
+    total_ms: f64,
+    rss: f64,
+}
+
+/// Section 7, many clusters: [`MANY_CLUSTERS`] simulators of [`MANY_VMS`] converged VMs
+/// each, every request delayed by [`APPLY_LATENCY_MS`]; one child plans one cluster alone,
+/// then all of them [`MANY_CONCURRENCY`] at a time, then one after another.
+pub(super) async fn many_clusters(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    table: &mut Table,
+) {
+    eprintln!(
+        "[7] many clusters: {MANY_CLUSTERS} x {MANY_VMS} VMs, {APPLY_LATENCY_MS} ms per request"
+    );
+    let dir = tmp.path().join("many");
+    let nodes = fixture::nodes(MANY_NODES);
+    let state = fixture::converged_state(registry, &dir, MANY_VMS, &nodes, "started").await;
+    let latency = latency_on_every_request();
+    let mut sims = Vec::new();
+    let mut repos = Vec::new();
+    for c in 0..MANY_CLUSTERS {
+        // Each simulator keeps its own copy: a simulator writes its state file back.
+        let own = dir.join(format!("state-{c}.json"));
+        std::fs::copy(&state, &own).expect("copy the state file");
+        let sim = proxops_sim::start(fixture::sim_config(
+            &nodes,
+            Duration::ZERO,
+            latency.clone(),
+            Some(own),
+        ))
+        .await
+        .expect("start a simulator");
+        let repo = dir.join(format!("repo-{c}"));
+        fixture::write_repo(&repo, MANY_VMS, &nodes, "started", &Endpoint::of(&sim));
+        repos.push(repo);
+        sims.push(sim);
+    }
+    let endpoints: Vec<Endpoint> = sims.iter().map(Endpoint::of).collect();
+    let list: Vec<[&str; 4]> = endpoints
+        .iter()
+        .map(|e| {
+            [
+                e.base_url.as_str(),
+                e.token_id.as_str(),
+                e.token_secret.as_str(),
+                e.fingerprint.as_str(),
+            ]
+        })
+        .collect();
+    let list = serde_json::to_string(&list).expect("endpoints JSON");
+    let (r, _) = spawn_child_with("plan-many", &endpoints[0], &repos[0], cache, false, |cmd| {
+        cmd.env(ENV_ENDPOINTS, &list)
+            .arg("--concurrency")
+            .arg(MANY_CONCURRENCY.to_string());
+        for repo in &repos[1..] {
+            cmd.arg("--repo").arg(repo);
+        }
+    });
+    assert_eq!(
+        r["noop"].as_bool(),
+        Some(true),
+        "every cluster is a no-op: {r}"
+    );
+    assert_eq!(
+        r["objects"].as_u64(),
+        Some((MANY_CLUSTERS * MANY_VMS) as u64)
+    );
+    let f = |k: &str| r[k].as_f64().unwrap_or(0.0);
+    table.add(
+        "7 many clusters",
+        format!(
+            "no-op plan, {MANY_CLUSTERS} x {MANY_VMS} VMs, {APPLY_LATENCY_MS} ms/request: one cluster alone / all, {MANY_CONCURRENCY} at a time / one after another"
+        ),
+        format!(
+            "{:.0} ms / {:.0} ms / {:.0} ms",
+            f("single_ms"),
+            f("concurrent_ms"),
+            f("sequential_ms")
+        ),
+        format!(
+            "all at once / one alone {:.2}x (<= 1.3x); sequential / one alone {:.2}x",
+            f("concurrent_ms") / f("single_ms"),
+            f("sequential_ms") / f("single_ms")
+        ),
+        Some(f("concurrent_ms") / f("single_ms") <= 1.3),
+    );
+    table.add(
+        "7 many clusters",
+        "  of which load + validate, every cluster (CPU, before the concurrent part)",
+        format!("{:.0} ms", f("validate_ms")),
+        "",
+        None,
+    );
+    table.add(
+        "7 many clusters",
+        "  peak RSS of the planning process",
+        format!("{:.0} MiB", mib(f("rss") as u64)),
+        "",
+        None,
+    );
+}
+
+/// Section 8, scale headroom: the no-op plan of [`HEADROOM_VMS`] VMs over
+/// [`HEADROOM_NODES`] nodes, time and peak RSS per VM against the plan at scale.
+pub(super) async fn headroom(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    scale: Option<ScaleFigures>,
+    table: &mut Table,
+) {
+    eprintln!("[8] scale headroom: {HEADROOM_VMS} VMs over {HEADROOM_NODES} nodes");
+    let dir = tmp.path().join("headroom");
+    let t = Instant::now();
+    let (sim, repo) = converged(
+        registry,
+        &dir,
+        HEADROOM_VMS,
+        &fixture::nodes(HEADROOM_NODES),
+    )
+    .await;
+    eprintln!("      fixture ready in {:.1} s", t.elapsed().as_secs_f64());
+    let endpoint = Endpoint::of(&sim);
+    let (r, _) = spawn_child("plan", &endpoint, &repo, cache, false);
+    assert_eq!(
+        r["noop"].as_bool(),
+        Some(true),
+        "the headroom plan is a no-op: {r}"
+    );
+    assert_eq!(r["objects"].as_u64(), Some(HEADROOM_VMS as u64));
+    let total = r["total_ms"].as_f64().unwrap_or(0.0);
+    let rss = r["rss"].as_f64().unwrap_or(0.0);
+    let per_vm_us = total * 1000.0 / HEADROOM_VMS as f64;
+    let rss_per_vm = rss / HEADROOM_VMS as f64;
+    let (time_ratio, rss_ratio) = match &scale {
+        Some(s) => (
+            format!(
+                "{:.2}x the {}-VM plan",
+                per_vm_us / (s.total_ms * 1000.0 / s.vms as f64),
+                s.vms
+            ),
+            format!(
+                "{:.2}x the {}-VM plan",
+                rss_per_vm / (s.rss / s.vms as f64),
+                s.vms
+            ),
+        ),
+        None => ("(run `scale` too for the ratio)".into(), String::new()),
+    };
+    table.add(
+        "8 headroom",
+        format!("{HEADROOM_VMS} VMs / {HEADROOM_NODES} nodes: full plan cycle, per VM"),
+        format!("{total:.0} ms, {per_vm_us:.1} us/VM"),
+        format!("{time_ratio} (<= 1.3x)"),
+        None,
+    );
+    table.add(
+        "8 headroom",
+        "  peak RSS, per VM",
+        format!(
+            "{:.0} MiB, {:.1} KiB/VM",
+            mib(rss as u64),
+            rss_per_vm / 1024.0
+        ),
+        format!("{rss_ratio} (<= 1.3x)"),
+        None,
+    );
+}
+
+/// [`APPLY_LATENCY_MS`] added to every request a simulator answers.
+pub(super) fn latency_on_every_request() -> Vec<FaultRule> {
+    vec![FaultRule {
+        method: "*".into(),
+        path: "*".into(),
+        kind: FaultKind::Latency {
+            ms: APPLY_LATENCY_MS,
+        },
+        probability: None,
+        times: None,
+    }]
+}
