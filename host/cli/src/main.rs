@@ -3,14 +3,17 @@
 mod completions;
 mod connect;
 mod context;
+mod graph;
 mod inspect;
 mod markdown;
 mod metrics;
 mod output;
 mod policy_cmd;
+mod progress;
 mod reconcile;
 mod render;
 mod secrets;
+mod signals;
 mod validate;
 mod watch;
 
@@ -180,7 +183,7 @@ enum Command {
     Graph {
         repo: PathBuf,
         #[arg(long, value_enum, default_value = "dot")]
-        format: reconcile::GraphFormat,
+        format: graph::GraphFormat,
     },
     /// Site policies: test a policy on a manifest or a plan, or scaffold a new one.
     Policy {
@@ -484,7 +487,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             cluster.as_deref(),
             run.into(),
         )),
-        Command::Graph { repo, format } => reconcile::graph(&ctx, &repo, format),
+        Command::Graph { repo, format } => graph::graph(&ctx, &repo, format),
         Command::Policy { command } => policy_cmd::run(&ctx.runtime, command),
         Command::Sim { .. } | Command::Completions { .. } | Command::Man { .. } => {
             unreachable!("handled above")

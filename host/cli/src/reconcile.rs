@@ -1,7 +1,6 @@
 //! `proxops plan`, `apply` and `graph`.
 
 use std::collections::BTreeMap;
-use std::io::IsTerminal as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,22 +8,22 @@ use std::time::Duration;
 use proxops_core::{ClusterFile, Diagnostic};
 use proxops_reconcile::execute::Limits;
 use proxops_reconcile::memory::StopMemory;
-use proxops_reconcile::{
-    ApplyOptions, Catalog, ClusterPlan, Event, Object, ObserveError, Reporter,
-};
+use proxops_reconcile::{ApplyOptions, Catalog, ClusterPlan, Object, ObserveError};
 
 use proxops_reconcile::policy::{PolicyReport, PolicySet};
 
 use crate::context::Context;
 use crate::output::{self, errln, out, outln};
+use crate::progress::Progress;
 use crate::secrets::LazySops;
+use crate::signals::watch_signals;
 use crate::{exit, markdown, render, validate};
 
 /// What `plan` and `apply` share: the validated repository, split by cluster.
 pub(crate) struct Prepared {
     pub(crate) clusters: BTreeMap<String, ClusterFile>,
     manifests: Vec<proxops_core::Manifest>,
-    catalog: Catalog,
+    pub(crate) catalog: Catalog,
     pub(crate) diags: Vec<Diagnostic>,
     sops: BTreeMap<String, Arc<LazySops>>,
     policies: Arc<PolicySet>,
@@ -50,7 +49,7 @@ pub(crate) fn prepare(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagno
 }
 
 /// `prepare`, printing why it failed.
-fn prepare_or_report(ctx: &Context, repo: &Path) -> Option<Prepared> {
+pub(crate) fn prepare_or_report(ctx: &Context, repo: &Path) -> Option<Prepared> {
     match prepare(ctx, repo) {
         Ok(p) => Some(p),
         Err(diags) => {
@@ -564,144 +563,6 @@ pub async fn plan(
     })
 }
 
-/// Progress: a bar on a terminal, plain lines otherwise.
-struct Progress {
-    bar: Option<indicatif::ProgressBar>,
-}
-
-impl Progress {
-    fn new(actions: usize) -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = indicatif::ProgressBar::new(actions as u64);
-            bar.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{spinner} [{bar:30}] {pos}/{len} {wide_msg}",
-                )
-                .expect("valid template")
-                .progress_chars("=> "),
-            );
-            bar.enable_steady_tick(Duration::from_millis(120));
-            bar
-        });
-        Progress { bar }
-    }
-}
-
-impl Reporter for Progress {
-    fn event(&self, event: Event) {
-        let line = match &event {
-            Event::Pass { pass, actions } => {
-                format!(
-                    "pass {pass}: {}",
-                    render::count(*actions, "action", "actions")
-                )
-            }
-            Event::ActionStarted { object, summary } => {
-                format!("… {}: {}", render::who(&object.id), output::inline(summary))
-            }
-            Event::ActionDone {
-                object,
-                summary,
-                error: None,
-            } => format!("✓ {}: {}", render::who(&object.id), output::inline(summary)),
-            Event::ActionDone {
-                object,
-                summary,
-                error: Some(e),
-            } => format!(
-                "✗ {}: {}: {}",
-                render::who(&object.id),
-                output::inline(summary),
-                output::inline(e)
-            ),
-            Event::Stale { object, summary } => format!(
-                "↻ {}: {}: the config changed since it was read; planned again",
-                render::who(&object.id),
-                output::inline(summary)
-            ),
-            Event::Blocked { object, by } => format!(
-                "✗ {}: not attempted: {} did not converge",
-                render::who(&object.id),
-                output::inline(&by.to_string())
-            ),
-        };
-        match &self.bar {
-            Some(bar) => {
-                if let Event::Pass { actions, .. } = event {
-                    bar.set_length(actions as u64);
-                    bar.set_position(0);
-                }
-                if matches!(event, Event::ActionDone { .. }) {
-                    bar.inc(1);
-                }
-                if matches!(event, Event::ActionStarted { .. }) {
-                    bar.set_message(output::clean(&line));
-                } else {
-                    bar.println(output::clean(&line));
-                }
-            }
-            None => {
-                if !matches!(event, Event::ActionStarted { .. }) {
-                    outln!("  {line}");
-                }
-            }
-        }
-    }
-}
-
-/// The signal that interrupted an apply, as its exit code (130 SIGINT, 143 SIGTERM).
-pub(crate) fn watch_signals() -> (
-    tokio::sync::watch::Receiver<bool>,
-    Arc<std::sync::atomic::AtomicU8>,
-) {
-    let (tx, rx) = tokio::sync::watch::channel(false);
-    let code = Arc::new(std::sync::atomic::AtomicU8::new(0));
-    let seen = code.clone();
-    // The streams are made here, before anything is sent, and kept: a signal that arrives
-    // while the first one is being handled is buffered, never lost.
-    #[cfg(unix)]
-    let streams = {
-        use tokio::signal::unix::{SignalKind, signal};
-        signal(SignalKind::interrupt()).and_then(|i| Ok((i, signal(SignalKind::terminate())?)))
-    };
-    tokio::spawn(async move {
-        #[cfg(unix)]
-        let (mut int, mut term) = match streams {
-            Ok(s) => s,
-            Err(e) => {
-                errln!("warning: cannot watch for signals ({e}); ^C stops proxops at once");
-                return;
-            }
-        };
-        #[cfg(unix)]
-        let which = tokio::select! {
-            _ = int.recv() => exit::INTERRUPTED,
-            _ = term.recv() => exit::TERMINATED,
-        };
-        #[cfg(not(unix))]
-        let which = {
-            let _ = tokio::signal::ctrl_c().await;
-            exit::INTERRUPTED
-        };
-        seen.store(which, std::sync::atomic::Ordering::SeqCst);
-        errln!(
-            "proxops: interrupted; finishing the actions in flight (a stopped guest is started again), starting nothing new; a second signal exits at once"
-        );
-        let _ = tx.send(true);
-        // A second signal: the operator wants out now, whatever is in flight.
-        #[cfg(unix)]
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-        }
-        #[cfg(not(unix))]
-        let _ = tokio::signal::ctrl_c().await;
-        errln!("proxops: second signal; exiting now, actions in flight are abandoned");
-        std::process::exit(i32::from(which));
-    });
-    (rx, code)
-}
-
 pub async fn apply(
     ctx: &Context,
     repo: &Path,
@@ -838,66 +699,4 @@ pub(crate) async fn execute(
     }
     drop(conn);
     report
-}
-
-/// Output format of `proxops graph`.
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum GraphFormat {
-    Dot,
-    Mermaid,
-}
-
-pub fn graph(ctx: &Context, repo: &Path, format: GraphFormat) -> anyhow::Result<u8> {
-    let Some(p) = prepare_or_report(ctx, repo) else {
-        return Ok(exit::ERROR);
-    };
-    let errors: Vec<&Diagnostic> = p.diags.iter().filter(|d| d.is_error()).collect();
-    if !errors.is_empty() {
-        for d in errors {
-            errln!("{}", output::inline(&d.to_string()));
-        }
-        return Ok(exit::ERROR);
-    }
-    let mut out = String::new();
-    match format {
-        GraphFormat::Dot => out.push_str("digraph proxops {\n  rankdir=LR;\n"),
-        GraphFormat::Mermaid => out.push_str("flowchart LR\n"),
-    }
-    let mut index = BTreeMap::new();
-    for (i, o) in p.catalog.objects.iter().enumerate() {
-        let node = o.id.in_cluster();
-        index.insert(node.clone(), i);
-        match format {
-            GraphFormat::Dot => out.push_str(&format!(
-                "  \"{node}\" [label=\"{} {}\\n{}\"];\n",
-                o.id.kind, o.id.name, o.id.cluster
-            )),
-            GraphFormat::Mermaid => out.push_str(&format!(
-                "  n{i}[\"{} {} ({})\"]\n",
-                o.id.kind, o.id.name, o.id.cluster
-            )),
-        }
-    }
-    for (i, o) in p.catalog.objects.iter().enumerate() {
-        for r in &o.references {
-            let target = o.id.sibling(r.kind.as_str(), r.name.as_str()).in_cluster();
-            match format {
-                GraphFormat::Dot => out.push_str(&format!(
-                    "  \"{target}\" -> \"{}\" [label=\"{}\"];\n",
-                    o.id.in_cluster(),
-                    r.path
-                )),
-                GraphFormat::Mermaid => {
-                    if let Some(t) = index.get(&target) {
-                        out.push_str(&format!("  n{t} -->|{}| n{i}\n", r.path));
-                    }
-                }
-            }
-        }
-    }
-    if let GraphFormat::Dot = format {
-        out.push_str("}\n");
-    }
-    out!("{out}");
-    Ok(exit::OK)
 }

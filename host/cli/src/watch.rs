@@ -299,7 +299,7 @@ impl Hangup {
 }
 
 pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result<u8> {
-    let (mut cancel, signal) = reconcile::watch_signals();
+    let (mut cancel, signal) = crate::signals::watch_signals();
     let mut hangup = Hangup::new();
     let (metrics, registry) = Metrics::new();
     if let Some(addr) = options.metrics_listen {

@@ -1,0 +1,94 @@
+//! Apply progress for the human: a bar on a terminal, plain lines otherwise.
+
+use std::io::IsTerminal as _;
+use std::time::Duration;
+
+use proxops_reconcile::{Event, Reporter};
+
+use crate::output::{self, outln};
+use crate::render;
+
+/// Progress: a bar on a terminal, plain lines otherwise.
+pub(crate) struct Progress {
+    pub(crate) bar: Option<indicatif::ProgressBar>,
+}
+
+impl Progress {
+    pub(crate) fn new(actions: usize) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(actions as u64);
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "{spinner} [{bar:30}] {pos}/{len} {wide_msg}",
+                )
+                .expect("valid template")
+                .progress_chars("=> "),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        Progress { bar }
+    }
+}
+
+impl Reporter for Progress {
+    fn event(&self, event: Event) {
+        let line = match &event {
+            Event::Pass { pass, actions } => {
+                format!(
+                    "pass {pass}: {}",
+                    render::count(*actions, "action", "actions")
+                )
+            }
+            Event::ActionStarted { object, summary } => {
+                format!("… {}: {}", render::who(&object.id), output::inline(summary))
+            }
+            Event::ActionDone {
+                object,
+                summary,
+                error: None,
+            } => format!("✓ {}: {}", render::who(&object.id), output::inline(summary)),
+            Event::ActionDone {
+                object,
+                summary,
+                error: Some(e),
+            } => format!(
+                "✗ {}: {}: {}",
+                render::who(&object.id),
+                output::inline(summary),
+                output::inline(e)
+            ),
+            Event::Stale { object, summary } => format!(
+                "↻ {}: {}: the config changed since it was read; planned again",
+                render::who(&object.id),
+                output::inline(summary)
+            ),
+            Event::Blocked { object, by } => format!(
+                "✗ {}: not attempted: {} did not converge",
+                render::who(&object.id),
+                output::inline(&by.to_string())
+            ),
+        };
+        match &self.bar {
+            Some(bar) => {
+                if let Event::Pass { actions, .. } = event {
+                    bar.set_length(actions as u64);
+                    bar.set_position(0);
+                }
+                if matches!(event, Event::ActionDone { .. }) {
+                    bar.inc(1);
+                }
+                if matches!(event, Event::ActionStarted { .. }) {
+                    bar.set_message(output::clean(&line));
+                } else {
+                    bar.println(output::clean(&line));
+                }
+            }
+            None => {
+                if !matches!(event, Event::ActionStarted { .. }) {
+                    outln!("  {line}");
+                }
+            }
+        }
+    }
+}
