@@ -91,6 +91,24 @@ fn policy_gate(p: &Prepared) -> proxops_reconcile::apply::Gate {
     })
 }
 
+/// The planning cycle of cluster `name`: its objects, read concurrency and secrets.
+fn cycle<'a>(
+    kinds: &'a proxops_reconcile::KindRegistry,
+    p: &Prepared,
+    name: &'a str,
+    client: &'a proxops_pve::Client,
+    objects: &'a [Object],
+) -> proxops_reconcile::Cycle<'a> {
+    proxops_reconcile::Cycle {
+        registry: kinds,
+        client,
+        cluster: name,
+        objects,
+        read_concurrency: p.clusters[name].options.read_concurrency,
+        secrets: secrets_of(p, name),
+    }
+}
+
 fn secrets_of(p: &Prepared, cluster: &str) -> Option<Arc<dyn proxops_runtime::SecretSource>> {
     p.sops
         .get(cluster)
@@ -372,15 +390,9 @@ pub(crate) async fn plan_one(
     }
     let objects = objects_of(&p.catalog, name);
     let memory = stop_memory(ctx, repo, name, &conn.label);
-    let cycle = proxops_reconcile::Cycle {
-        registry: kinds,
-        client: &conn.client,
-        cluster: name,
-        objects: &objects,
-        read_concurrency: cluster.options.read_concurrency,
-        secrets: secrets_of(p, name),
-    };
-    match proxops_reconcile::plan_cluster(&cycle, None).await {
+    match proxops_reconcile::plan_cluster(&cycle(kinds, p, name, &conn.client, &objects), None)
+        .await
+    {
         Ok(mut plan) => {
             memory.hold_back(&mut plan, run.retry_stop_required);
             guard_prune(&mut plan, objects.len(), run.allow_prune);
@@ -450,17 +462,10 @@ async fn settle_inflight(
         .map(|(i, why)| (plan.objects[*i].object.clone(), why.clone()))
         .collect();
     if settled.replan() {
-        let cycle = proxops_reconcile::Cycle {
-            registry: kinds,
-            client: &conn.client,
-            cluster: name,
-            objects,
-            read_concurrency: options.read_concurrency,
-            secrets: secrets_of(p, name),
-        };
-        let mut again = proxops_reconcile::plan_cluster(&cycle, None)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut again =
+            proxops_reconcile::plan_cluster(&cycle(kinds, p, name, &conn.client, objects), None)
+                .await
+                .map_err(|e| e.to_string())?;
         memory.hold_back(&mut again, run.retry_stop_required);
         guard_prune(&mut again, objects.len(), run.allow_prune);
         *plan = again;
