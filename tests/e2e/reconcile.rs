@@ -640,3 +640,55 @@ async fn an_invalid_cluster_stops_alone_and_other_clusters_go_on() {
         "nothing of the invalid cluster was applied"
     );
 }
+
+/// Clusters are independent, so `plan` plans them at once: with every answer delayed, the
+/// second cluster's listing is sent before the first cluster's config reads, and the output
+/// still shows the clusters one after the other, in order.
+#[tokio::test(flavor = "multi_thread")]
+async fn clusters_are_planned_at_once_and_shown_in_order() {
+    let lab = Lab::start().await;
+    // Two clusters on one simulator (the request log is shared), each naming the live VM 150.
+    lab.pve(
+        Post,
+        "/nodes/pve01/qemu",
+        &[
+            ("vmid", "150"),
+            ("name", "app"),
+            ("tags", "proxops;proxops-150"),
+        ],
+    )
+    .await;
+    let cluster = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
+    lab.write(
+        "clusters/lab2.yaml",
+        &cluster.replace("{name: lab}", "{name: lab2}"),
+    );
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.write("vm/lab2/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.sim.set_faults(vec![proxops_sim::FaultRule {
+        method: "*".into(),
+        path: "*".into(),
+        kind: proxops_sim::FaultKind::Latency { ms: 300 },
+        probability: None,
+        times: None,
+    }]);
+    lab.clear();
+    let run = lab.run(&["plan"]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let reads: Vec<String> = lab
+        .sim
+        .requests()
+        .iter()
+        .map(|r| r.path.clone())
+        .filter(|p| p == "/cluster/resources" || p.starts_with("/nodes/pve01/qemu/150/"))
+        .collect();
+    assert_eq!(reads.len(), 4, "{reads:?}");
+    assert_eq!(
+        reads[..2],
+        ["/cluster/resources", "/cluster/resources"],
+        "the second cluster waited for the first: {reads:?}"
+    );
+    let first = run.stdout.find("Cluster lab (").expect("lab shown");
+    let second = run.stdout.find("Cluster lab2 (").expect("lab2 shown");
+    assert!(first < second, "{}", run.stdout);
+}

@@ -1,6 +1,8 @@
 //! `proxops plan`, `apply` and `graph`.
 
 use std::collections::BTreeMap;
+
+use futures_util::StreamExt as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -344,6 +346,7 @@ pub(crate) fn apply_lock(
 }
 
 /// Observe and plan one cluster; `None` (with the reason printed) when it cannot be.
+/// Connect to cluster `name` and plan it (lines for the human are printed when it is done).
 pub(crate) async fn plan_one(
     ctx: &Context,
     kinds: &proxops_reconcile::KindRegistry,
@@ -353,6 +356,28 @@ pub(crate) async fn plan_one(
     quiet: bool,
     run: RunOptions,
 ) -> Option<Planned> {
+    let mut said = Vec::new();
+    let planned = plan_one_into(ctx, kinds, repo, p, name, quiet, run, &mut said).await;
+    for line in said {
+        say(quiet, line);
+    }
+    planned
+}
+
+/// `plan_one`, with the lines for the human collected in `said` instead of printed, so that
+/// clusters can be planned at once and shown one after the other.
+#[allow(clippy::too_many_arguments)]
+async fn plan_one_into(
+    ctx: &Context,
+    kinds: &proxops_reconcile::KindRegistry,
+    repo: &Path,
+    p: &Prepared,
+    name: &str,
+    quiet: bool,
+    run: RunOptions,
+    said: &mut Vec<String>,
+) -> Option<Planned> {
+    let mut say = |_quiet: bool, line: String| said.push(line);
     let errors = cluster_errors(p, name);
     if !errors.is_empty() {
         say(
@@ -483,6 +508,9 @@ async fn settle_inflight(
 }
 
 #[allow(clippy::too_many_arguments)]
+/// Clusters `plan` plans at once.
+const CLUSTERS_AT_ONCE: usize = 8;
+
 pub async fn plan(
     ctx: &Context,
     repo: &Path,
@@ -511,11 +539,23 @@ pub async fn plan(
     let mut attention = false;
     let mut views = Vec::new();
     let mut sections = Vec::new();
-    for name in names {
-        // One run per cluster: a kind that fails here is not called again for this cluster.
-        let kinds = ctx.kinds.for_run(p.kind_budget);
-        let Some(Planned { plan, .. }) = plan_one(ctx, &kinds, repo, &p, &name, quiet, run).await
-        else {
+    // Clusters are independent: they are planned at once (their reads overlap), and shown
+    // one after the other, in order.
+    let p = &p;
+    let mut planned = futures_util::stream::iter(names)
+        .map(|name| async move {
+            // One run per cluster: a kind that fails here is not called again for it.
+            let kinds = ctx.kinds.for_run(p.kind_budget);
+            let mut said = Vec::new();
+            let planned = plan_one_into(ctx, &kinds, repo, p, &name, quiet, run, &mut said).await;
+            (name, planned, said)
+        })
+        .buffered(CLUSTERS_AT_ONCE);
+    while let Some((name, planned, said)) = planned.next().await {
+        for line in said {
+            say(quiet, line);
+        }
+        let Some(Planned { plan, .. }) = planned else {
             failed = true;
             sections.push(markdown::Cluster {
                 name,
@@ -529,7 +569,7 @@ pub async fn plan(
         changes |= plan.has_changes();
         attention |= counts.anomalies + counts.pending > 0;
         failed |= counts.errors > 0;
-        let policies = policy_report(&p, &name, &plan);
+        let policies = policy_report(p, &name, &plan);
         // A plan that enforce-mode policies deny cannot be applied: plan says so with exit 1.
         failed |= policies.blocks();
         if json {
