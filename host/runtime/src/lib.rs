@@ -129,7 +129,7 @@ fn engine_config(pooling: bool) -> Config {
         // A fresh instance's memory is reset when it is freed. Without PAGEMAP_SCAN the
         // whole resident megabyte is memset every time; with it (Linux >= 6.7, `Auto` falls
         // back elsewhere) only the pages the instance wrote are. Fresh instances are what
-        // policies and third-party kinds get per evaluation (issue #18).
+        // policies and third-party kinds get per evaluation (`proxops-bench`, guest calls).
         if std::env::var_os("PROXOPS_POOL_NO_PAGEMAP").is_none() {
             pool.pagemap_scan(wasmtime::Enabled::Auto);
         }
