@@ -457,7 +457,7 @@ pub enum PlanFormat {
 /// Work an earlier run left in flight (a killed apply's create, clone or download task): wait
 /// for it (bounded by the cluster's task timeout) and plan again, or hold back the objects it
 /// may concern ([`proxops_reconcile::inflight`]).
-async fn settle_inflight(
+pub(crate) async fn settle_inflight(
     kinds: &proxops_reconcile::KindRegistry,
     p: &Prepared,
     name: &str,

@@ -188,10 +188,18 @@ async fn cycle(
         _ => None,
     };
     let kinds = ctx.kinds.for_run(p.kind_budget);
-    let Some(planned) = reconcile::plan_one(ctx, &kinds, repo, p, name, true, options.run).await
+    let Some(mut planned) =
+        reconcile::plan_one(ctx, &kinds, repo, p, name, true, options.run).await
     else {
         return Cycle::error("not planned (the reason is on stderr)".into());
     };
+    if applying {
+        // As apply does: work a killed run left in flight is waited for, never sent again.
+        if let Err(e) = reconcile::settle_inflight(&kinds, p, name, &mut planned, options.run).await
+        {
+            return Cycle::error(format!("not planned: {e}"));
+        }
+    }
     let policies = reconcile::policy_report(p, name, &planned.plan);
     let mut failed_apply = false;
     let (mut applied, mut failed) = (0, 0);
