@@ -159,6 +159,18 @@ async fn a_create_left_running_by_a_killed_apply_is_waited_for() {
 /// existing file").
 #[tokio::test(flavor = "multi_thread")]
 async fn a_download_left_running_by_a_killed_apply_is_not_sent_again() {
+    download_killed_then(&["apply"]).await;
+}
+
+/// The same, when the next run is a `watch --apply` cycle.
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_apply_waits_for_a_download_a_killed_apply_left_running() {
+    download_killed_then(&["watch", "--apply", "--cycles", "1", "--interval", "1s"]).await;
+}
+
+/// Kill an apply while PVE downloads a DiskImage, then run `next`: it waits for the task and
+/// sends no second download; a later apply has nothing to do.
+async fn download_killed_then(next: &[&str]) {
     let bytes: Vec<u8> = (0..(1u32 << 20)).map(|i| (i % 251) as u8).collect();
     let (base, _files) = serve_files(vec![("/noble.raw", bytes.clone())]).await;
     let served = Served::start(2000).await;
@@ -187,8 +199,8 @@ async fn a_download_left_running_by_a_killed_apply_is_not_sent_again() {
     child.start_kill().unwrap();
     child.wait().await.unwrap();
 
-    let run = finish(served.apply(&repo, &shared_cache())).await;
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let run = finish(served.run(next, &repo, &shared_cache())).await;
+    assert_eq!(run.code, 0, "{next:?}: {}\n{}", run.stdout, run.stderr);
     assert!(
         run.stdout.contains("waited for a task already running"),
         "{}",

@@ -74,10 +74,15 @@ impl Served {
 
     /// `proxops apply REPO` with its own component cache `cache`, not waited for.
     pub fn apply(&self, repo: &Path, cache: &Path) -> tokio::process::Child {
+        self.run(&["apply"], repo, cache)
+    }
+
+    /// `proxops ARGS… REPO` with its own component cache `cache`, not waited for.
+    pub fn run(&self, args: &[&str], repo: &Path, cache: &Path) -> tokio::process::Child {
         tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
             .arg("--cache-dir")
             .arg(cache)
-            .arg("apply")
+            .args(args)
             .arg(repo)
             .env(crate::support::TOKEN_VAR, SECRET)
             .env_remove("PROXOPS_LOG")
