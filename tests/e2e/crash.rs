@@ -201,11 +201,16 @@ async fn download_killed_then(next: &[&str]) {
 
     let run = finish(served.run(next, &repo, &shared_cache())).await;
     assert_eq!(run.code, 0, "{next:?}: {}\n{}", run.stdout, run.stderr);
-    assert!(
-        run.stdout.contains("waited for a task already running"),
-        "{}",
-        run.stdout
-    );
+    // The pause is announced before it starts, and its end after.
+    let announced = run
+        .stdout
+        .find("waiting for a task an earlier run left running: download ")
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    let ended = run
+        .stdout
+        .find("waited for a task already running")
+        .unwrap_or_else(|| panic!("{}", run.stdout));
+    assert!(announced < ended, "{}", run.stdout);
     let log = served.requests().await;
     assert_eq!(downloads(&log), 1, "the download was sent again");
     assert!(

@@ -472,7 +472,14 @@ pub(crate) async fn settle_inflight(
     } = planned;
     let options = &p.clusters[name].options;
     let bound = Duration::from_secs(options.task_timeout_seconds);
-    let settled = proxops_reconcile::inflight::settle(&conn.client, plan, bound)
+    let waiting = |task: &str| {
+        outln!(
+            "  waiting for a task an earlier run left running: {} (up to {}s)",
+            output::inline(task),
+            bound.as_secs()
+        );
+    };
+    let settled = proxops_reconcile::inflight::settle(&conn.client, plan, bound, &waiting)
         .await
         .map_err(|e| e.to_string())?;
     for waited in &settled.waited {

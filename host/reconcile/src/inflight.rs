@@ -129,11 +129,14 @@ fn active_tasks(list: &Value) -> Vec<(String, String, String)> {
 }
 
 /// Finds the tasks an earlier run left running that the plan could race, waits for them (at
-/// most `bound` in all) and says what it waited for and what is still running.
+/// most `bound` in all) and says what it waited for and what is still running. `waiting` is
+/// told each task (`type id on node`) before the wait starts, so the operator sees why the run
+/// pauses.
 pub async fn settle(
     client: &Client,
     plan: &ClusterPlan,
     bound: Duration,
+    waiting: &(dyn Fn(&str) + Sync),
 ) -> Result<Settled, PveError> {
     let mut settled = Settled::default();
     let deadline = tokio::time::Instant::now() + bound;
@@ -147,6 +150,7 @@ pub async fn settle(
             .collect();
         for (upid, kind, id) in relevant {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            waiting(&format!("{kind} {id} on {node}"));
             match client.wait_task(&upid, left).await {
                 Ok(done) => settled
                     .waited
