@@ -2,6 +2,7 @@
 //! logic stays testable and usable natively; `into_wit` converts them at the component boundary.
 
 use crate::check::{Diag, Severity};
+use crate::kind_types as kt;
 use crate::types as t;
 use crate::wit as w;
 
@@ -45,7 +46,7 @@ impl Call {
 }
 
 /// What an action does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Operation {
     /// Bring the object into existence.
@@ -54,10 +55,30 @@ pub enum Operation {
     Update,
     /// Remove it.
     Delete,
-    /// Power transitions only.
-    Power,
-    /// Promote to a PVE template.
-    MarkTemplate,
+    /// A kind-specific step (`power`, `mark-template`, …).
+    Step(String),
+}
+
+impl Operation {
+    /// A step named `name`.
+    pub fn step(name: impl Into<String>) -> Self {
+        Operation::Step(name.into())
+    }
+
+    /// Whether this is the step `name`.
+    pub fn is_step(&self, name: &str) -> bool {
+        matches!(self, Operation::Step(s) if s == name)
+    }
+}
+
+/// Calls to run when a call at or after index `after` of an action fails (the action
+/// disturbed its object's availability there, e.g. stopped a guest).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Restore {
+    /// Index of the first disturbing call.
+    pub after: u32,
+    /// Calls that restore availability (e.g. the start).
+    pub calls: Vec<Call>,
 }
 
 /// One wire key an action changes.
@@ -96,10 +117,12 @@ pub struct Action {
     pub calls: Vec<Call>,
     /// Wire keys changed.
     pub changes: Vec<Change>,
-    /// Stops a running guest (or needs it stopped).
-    pub requires_stop: bool,
+    /// Stops the object (or needs it stopped) to apply.
+    pub disturbs_availability: bool,
     /// Destroys data or an object.
     pub destructive: bool,
+    /// What to run when a call at or after `restore.after` fails.
+    pub restore: Option<Restore>,
 }
 
 /// A difference between desired and live state.
@@ -134,6 +157,8 @@ pub struct Anomaly {
     pub path: String,
     /// What is wrong and what the operator can do.
     pub message: String,
+    /// The object is locked by a task in flight.
+    pub locked: bool,
 }
 
 impl Anomaly {
@@ -142,6 +167,15 @@ impl Anomaly {
         Anomaly {
             path: path.into(),
             message: message.into(),
+            locked: false,
+        }
+    }
+
+    /// The object is locked by a task in flight (`message` says which).
+    pub fn locked(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Anomaly {
+            locked: true,
+            ..Anomaly::new(path, message)
         }
     }
 }
@@ -173,7 +207,7 @@ pub struct Read {
 /// Live state the host read for one object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observation {
-    /// The `/cluster/resources` entry (JSON), when PVE has the object.
+    /// The object's listing entry (JSON), when PVE has the object.
     pub live: Option<String>,
     /// Answers to the reads `observe` asked for, in order.
     pub reads: Vec<Read>,
@@ -233,14 +267,13 @@ impl Call {
 
 impl Action {
     /// The WIT form.
-    pub fn into_wit(self) -> t::Action {
-        t::Action {
+    pub fn into_wit(self) -> kt::Action {
+        kt::Action {
             operation: match self.operation {
-                Operation::Create => t::Operation::Create,
-                Operation::Update => t::Operation::Update,
-                Operation::Delete => t::Operation::Delete,
-                Operation::Power => t::Operation::Power,
-                Operation::MarkTemplate => t::Operation::MarkTemplate,
+                Operation::Create => kt::Operation::Create,
+                Operation::Update => kt::Operation::Update,
+                Operation::Delete => kt::Operation::Delete,
+                Operation::Step(name) => kt::Operation::Step(name),
             },
             summary: self.summary,
             calls: self.calls.into_iter().map(Call::into_wit).collect(),
@@ -254,8 +287,12 @@ impl Action {
                     sensitive: c.sensitive,
                 })
                 .collect(),
-            requires_stop: self.requires_stop,
+            disturbs_availability: self.disturbs_availability,
             destructive: self.destructive,
+            restore: self.restore.map(|r| kt::Restore {
+                after: r.after,
+                calls: r.calls.into_iter().map(Call::into_wit).collect(),
+            }),
         }
     }
 }
@@ -285,6 +322,7 @@ impl Proposal {
                 .map(|a| w::Anomaly {
                     path: a.path,
                     message: a.message,
+                    locked: a.locked,
                 })
                 .collect(),
         }
@@ -344,12 +382,13 @@ mod tests {
     fn proposal_converts() {
         let p = Proposal {
             actions: vec![Action {
-                operation: Operation::MarkTemplate,
+                operation: Operation::step("mark-template"),
                 summary: "mark".into(),
                 calls: vec![Call::new(Method::Post, "/x")],
                 changes: vec![Change::new("template", None, Some("1".into()))],
-                requires_stop: false,
+                disturbs_availability: false,
                 destructive: false,
+                restore: None,
             }],
             drift: vec![Drift::new(
                 "spec.memory",
@@ -361,7 +400,7 @@ mod tests {
         };
         let w = p.into_wit();
         assert_eq!(w.actions.len(), 1);
-        assert!(matches!(w.actions[0].operation, t::Operation::MarkTemplate));
+        assert!(matches!(&w.actions[0].operation, kt::Operation::Step(s) if s == "mark-template"));
         assert_eq!(w.drift[0].path, "spec.memory");
         assert_eq!(w.anomalies[0].message, "m");
     }

@@ -1,6 +1,6 @@
-//! SOPS secrets behind a small trait, so that validation and planning are plain functions:
-//! native unit tests resolve from a map, the component calls the WIT import
-//! `proxops:kind/secrets.resolve`.
+//! SOPS secrets behind a small trait, so that validation, planning and adoption are plain
+//! functions: native unit tests resolve from a map, the component calls the WIT imports
+//! `proxops:kind/secrets.resolve` and `find`.
 //!
 //! A resolved value is held in a [`Secret`], whose `Debug` never prints it; diagnostics built
 //! here name the reference (the dot-path), never the value.
@@ -70,6 +70,10 @@ impl fmt::Debug for Secret {
 pub trait Secrets {
     /// Resolve a dot-path such as `cloud-init.ssh-keys.alice`.
     fn resolve(&self, path: &str) -> Result<Secret, SecretError>;
+
+    /// The dot-path of the entry below `prefix` whose value equals `value`, if any (adopt
+    /// matching a live value it already holds; no other value is revealed).
+    fn find(&self, prefix: &str, value: &str) -> Result<Option<String>, SecretError>;
 }
 
 /// Secrets from a map (tests, benchmarks). A path that is absent is `Missing`, an empty value
@@ -103,6 +107,15 @@ impl Secrets for MapSecrets {
             Some(v) => Ok(Secret::new(v.clone())),
         }
     }
+
+    fn find(&self, prefix: &str, value: &str) -> Result<Option<String>, SecretError> {
+        let below = format!("{prefix}.");
+        Ok(self
+            .0
+            .iter()
+            .find(|(k, v)| k.starts_with(&below) && v.as_str() == value)
+            .map(|(k, _)| k.clone()))
+    }
 }
 
 /// No access to secrets: every lookup is `Denied`.
@@ -111,6 +124,10 @@ pub struct NoSecrets;
 
 impl Secrets for NoSecrets {
     fn resolve(&self, _path: &str) -> Result<Secret, SecretError> {
+        Err(SecretError::Denied)
+    }
+
+    fn find(&self, _prefix: &str, _value: &str) -> Result<Option<String>, SecretError> {
         Err(SecretError::Denied)
     }
 }
@@ -123,20 +140,40 @@ pub struct HostSecrets;
 impl Secrets for HostSecrets {
     #[cfg(target_arch = "wasm32")]
     fn resolve(&self, path: &str) -> Result<Secret, SecretError> {
-        use proxops_kind_sdk::bindings::proxops::kind::secrets as host;
-        host::resolve(path).map(Secret::new).map_err(|e| match e {
-            host::SecretError::Denied => SecretError::Denied,
-            host::SecretError::Missing => SecretError::Missing,
-            host::SecretError::Empty => SecretError::Empty,
-            host::SecretError::Invalid(m) => SecretError::Invalid(m),
-            host::SecretError::Other(m) => SecretError::Other(m),
-        })
+        crate::bindings::proxops::kind::secrets::resolve(path)
+            .map(Secret::new)
+            .map_err(from_host)
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn find(&self, prefix: &str, value: &str) -> Result<Option<String>, SecretError> {
+        crate::bindings::proxops::kind::secrets::find(prefix, value).map_err(from_host)
     }
 
     #[cfg(not(target_arch = "wasm32"))]
     fn resolve(&self, _path: &str) -> Result<Secret, SecretError> {
-        Err(SecretError::Other(
-            "secrets are only available inside the component".into(),
-        ))
+        Err(outside())
     }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn find(&self, _prefix: &str, _value: &str) -> Result<Option<String>, SecretError> {
+        Err(outside())
+    }
+}
+
+#[cfg(target_arch = "wasm32")]
+fn from_host(e: crate::bindings::proxops::kind::secrets::SecretError) -> SecretError {
+    use crate::bindings::proxops::kind::secrets::SecretError as Host;
+    match e {
+        Host::Denied => SecretError::Denied,
+        Host::Missing => SecretError::Missing,
+        Host::Empty => SecretError::Empty,
+        Host::Invalid(m) => SecretError::Invalid(m),
+        Host::Other(m) => SecretError::Other(m),
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn outside() -> SecretError {
+    SecretError::Other("secrets are only available inside the component".into())
 }
