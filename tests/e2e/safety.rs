@@ -209,6 +209,7 @@ async fn a_failed_stop_required_write_starts_the_guest_again_and_is_not_retried_
     lab.clear();
     let apply = lab.run(&["apply"]).await;
     assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(apply.stdout.contains("restored: POST"), "{}", apply.stdout);
     assert!(apply.stdout.contains("started again"), "{}", apply.stdout);
     assert_eq!(apply.stdout.matches("✗").count(), 1, "{}", apply.stdout);
     assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));

@@ -47,6 +47,19 @@ impl Context {
         })
     }
 
+    /// Load the third-party kinds the repository's `proxops.yaml` lists (from the trusted
+    /// config folder when one is given), with their grants. A repository without the file,
+    /// or without `kinds:`, adds nothing.
+    pub fn load_repo_kinds(&mut self, repo: &Path) -> Result<(), Vec<proxops_core::Diagnostic>> {
+        let root = self.config_root(repo).to_path_buf();
+        let settings = proxops_core::settings::load(&root)?;
+        if settings.kinds.is_empty() {
+            return Ok(());
+        }
+        self.kinds
+            .load_granted(&self.runtime, &root, &settings.kinds)
+    }
+
     /// Where cluster files, `proxops.yaml`, policies, SOPS and CA files are read: the
     /// `--trusted-config` folder, else the repository itself.
     pub fn config_root<'a>(&'a self, repo: &'a Path) -> &'a Path {

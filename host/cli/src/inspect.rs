@@ -1,6 +1,7 @@
 //! `proxops kinds` and `proxops schema`: what the binary carries.
 
 use anyhow::bail;
+use proxops_reconcile::grant::Trust;
 use proxops_reconcile::registry::KindSource;
 use proxops_runtime::CacheOutcome;
 
@@ -12,12 +13,29 @@ pub fn kinds(ctx: &Context, json: bool) -> anyhow::Result<u8> {
     let rows: Vec<serde_json::Value> = ctx
         .kinds
         .iter()
-        .map(|(k, source)| {
+        .enumerate()
+        .map(|(i, (k, source))| {
+            let grant = match ctx.kinds.trust(i) {
+                Trust::Bundled => serde_json::Value::Null,
+                Trust::Granted(g) => serde_json::json!({
+                    "calls": g.calls.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                    "secrets": g.secrets,
+                    "capabilities": g.capabilities,
+                    "limits": {
+                        "deadline-ms": g.limits.deadline_ms,
+                        "memory-mib": g.limits.memory_mib,
+                        "output-kib": g.limits.output_kib,
+                        "log-lines": g.limits.log_lines,
+                    },
+                }),
+            };
             serde_json::json!({
                 "kind": k.info().kind,
                 "api-version": k.info().api_version,
                 "folder": k.info().folder,
                 "source": match source { KindSource::Bundled => "bundled".to_string(), KindSource::File(f) => format!("file {f}") },
+                "wit": format!("proxops:kind@{}", proxops_runtime::kind::CONTRACT),
+                "grant": grant,
                 "sha256": k.sha256(),
                 "size": k.size(),
                 "cache": match k.cache_outcome() {
@@ -34,23 +52,63 @@ pub fn kinds(ctx: &Context, json: bool) -> anyhow::Result<u8> {
         return Ok(exit::OK);
     }
     outln!(
-        "{:<12} {:<18} {:<8} {:<16} {:>9}  CACHE",
+        "{:<12} {:<18} {:<8} {:<16} {:>9}  {:<5}  WIT",
         "KIND",
         "API-VERSION",
         "SOURCE",
         "SHA256",
-        "SIZE"
+        "SIZE",
+        "CACHE"
     );
-    for r in rows {
+    for r in &rows {
         let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+        let source = s("source");
+        let short = if source == "bundled" {
+            "bundled"
+        } else {
+            "file"
+        };
         outln!(
-            "{:<12} {:<18} {:<8} {:<16} {:>9}  {}",
+            "{:<12} {:<18} {:<8} {:<16} {:>9}  {:<5}  {}",
             s("kind"),
             s("api-version"),
-            s("source"),
+            short,
             &s("sha256")[..16],
             r["size"],
-            s("cache")
+            s("cache"),
+            s("wit")
+        );
+    }
+    // Third-party kinds: where each came from and what it is allowed.
+    for r in rows.iter().filter(|r| !r["grant"].is_null()) {
+        let g = &r["grant"];
+        let list = |k: &str| {
+            g[k].as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|v| v.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                })
+                .unwrap_or_default()
+        };
+        outln!();
+        outln!(
+            "{} ({}, sha256 {})",
+            r["kind"].as_str().unwrap_or_default(),
+            r["source"].as_str().unwrap_or_default(),
+            r["sha256"].as_str().unwrap_or_default()
+        );
+        outln!("  calls:        {}", list("calls"));
+        outln!("  secrets:      {}", g["secrets"]);
+        let caps = list("capabilities");
+        outln!(
+            "  capabilities: {}",
+            if caps.is_empty() {
+                "none"
+            } else {
+                caps.as_str()
+            }
         );
     }
     Ok(exit::OK)

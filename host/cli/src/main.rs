@@ -84,11 +84,14 @@ enum Command {
         #[arg(long, value_name = "DIR")]
         trusted_config: Option<PathBuf>,
     },
-    /// List the resource kinds this binary carries.
+    /// List the resource kinds: the bundled ones, and the third-party kinds a repository's proxops.yaml grants (with their source, sha256, contract version and grant).
     Kinds {
         /// Print as JSON.
         #[arg(long)]
         json: bool,
+        /// Also load the third-party kinds this repository's proxops.yaml lists.
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
     },
     /// Show what apply would change, cluster by cluster, without changing anything.
     #[command(
@@ -201,6 +204,9 @@ enum Command {
     Schema {
         /// Kind name, e.g. VM or TemplateVM.
         kind: String,
+        /// Also look among the third-party kinds this repository's proxops.yaml lists.
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
     },
 }
 
@@ -432,10 +438,30 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         cli.age_identity.clone(),
     )?;
     ctx.trusted_config = trusted;
+    let kinds_from = match &cli.command {
+        Command::Validate { repo, .. }
+        | Command::Plan { repo, .. }
+        | Command::Apply { repo, .. }
+        | Command::Watch { repo, .. }
+        | Command::Graph { repo, .. } => Some(repo.clone()),
+        Command::Kinds { repo, .. } | Command::Schema { repo, .. } => repo.clone(),
+        _ => None,
+    };
+    if let Some(repo) = kinds_from
+        && let Err(diags) = ctx.load_repo_kinds(&repo)
+    {
+        output::errln!(
+            "not run: the third-party kinds of proxops.yaml cannot be loaded (no cluster was contacted):"
+        );
+        for d in diags {
+            output::errln!("  {}", output::inline(&d.to_string()));
+        }
+        return Ok(exit::ERROR);
+    }
     match cli.command {
         Command::Validate { repo, json, .. } => validate::run(&ctx, &repo, json),
-        Command::Kinds { json } => inspect::kinds(&ctx, json),
-        Command::Schema { kind } => inspect::schema(&ctx, &kind),
+        Command::Kinds { json, .. } => inspect::kinds(&ctx, json),
+        Command::Schema { kind, .. } => inspect::schema(&ctx, &kind),
         Command::Plan {
             repo,
             cluster,

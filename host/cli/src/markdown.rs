@@ -91,7 +91,7 @@ fn object_body(o: &ObjectView) -> String {
         }
         lines.push(format!(
             "{} {}{marks}",
-            symbol(a.operation),
+            symbol(&a.operation),
             inline(&a.summary)
         ));
         for c in &a.changes {
@@ -132,7 +132,7 @@ fn object_body(o: &ObjectView) -> String {
 fn object_summary(cluster: &str, o: &ObjectView) -> String {
     let mut what = Vec::new();
     if !o.actions.is_empty() {
-        let ops: Vec<&str> = o.actions.iter().map(|a| symbol(a.operation)).collect();
+        let ops: Vec<&str> = o.actions.iter().map(|a| symbol(&a.operation)).collect();
         what.push(format!(
             "{} ({})",
             count(o.actions.len(), "action", "actions"),

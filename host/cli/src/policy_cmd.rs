@@ -24,8 +24,8 @@ pub mod exit {
     pub const DENY: u8 = 2;
 }
 
-const COMMON_WIT: &str = include_str!("../../../wit/common/common.wit");
-const POLICY_WIT: &str = include_str!("../../../wit/policy/policy.wit");
+const COMMON_WIT: &str = include_str!("../../../wit/common/0.1.0/common.wit");
+const POLICY_WIT: &str = include_str!("../../../wit/policy/0.1.0/policy.wit");
 const WIT_BINDGEN_VERSION: &str = "0.63";
 
 #[derive(Debug, Subcommand)]

@@ -232,6 +232,7 @@ fn guard_prune(plan: &mut ClusterPlan, manifests: usize, allow: Option<usize>) {
                 message: format!(
                     "not pruned: {why}; check the plan, then run with --allow-prune={deletes}"
                 ),
+                locked: false,
             });
         }
     }

@@ -9,12 +9,12 @@ use crate::output::inline;
 use proxops_reconcile::plan::{ClusterPlan, action_view};
 use proxops_runtime::kind::Operation;
 
-fn symbol(op: Operation) -> &'static str {
+fn symbol(op: &Operation) -> &'static str {
     match op {
         Operation::Create => "+",
-        Operation::Update | Operation::MarkTemplate => "~",
         Operation::Delete => "-",
-        Operation::Power => ">",
+        Operation::Step(s) if s == "power" => ">",
+        Operation::Update | Operation::Step(_) => "~",
     }
 }
 
@@ -49,13 +49,13 @@ pub fn plan(plan: &ClusterPlan) -> String {
             if a.destructive {
                 marks.push_str("  [destructive]");
             }
-            if a.requires_stop {
+            if a.disturbs_availability {
                 marks.push_str("  [stop required]");
             }
             writeln!(
                 out,
                 "  {} {who}: {}{marks}",
-                symbol(a.operation),
+                symbol(&a.operation),
                 inline(&a.summary)
             )
             .unwrap();

@@ -82,6 +82,18 @@ impl SecretSource for LazySops {
             Err(LookupError::Invalid(why)) => Err(SecretError::Invalid(why)),
         }
     }
+
+    fn find(&self, prefix: &str, value: &str) -> Result<Option<String>, SecretError> {
+        if value.is_empty() {
+            return Ok(None);
+        }
+        let doc = self.doc().map_err(SecretError::Invalid)?;
+        Ok(doc
+            .entries(prefix)
+            .into_iter()
+            .find(|(_, v)| *v == value)
+            .map(|(path, _)| path))
+    }
 }
 
 /// The SOPS document of every cluster file of the repository.

@@ -4,6 +4,7 @@
 
 pub mod cluster;
 pub mod diag;
+pub mod grant;
 pub mod id;
 pub mod repo;
 pub mod rooted;

@@ -1,5 +1,5 @@
-//! `proxops.yaml` at the repository root: repository-wide settings, for now the site
-//! policies every plan is checked by.
+//! `proxops.yaml` at the repository root: repository-wide settings: the site policies every
+//! plan is checked by, the third-party kinds and their grants, guest budgets.
 //!
 //! ```yaml
 //! apiVersion: proxops/v1alpha1                  # optional
@@ -14,6 +14,10 @@
 //!   policy: 30s                                   # each policy, each cluster (default 30s)
 //!   kind: 10m                                     # each kind, each cluster (default: none)
 //! allow-token-env: [CI_PVE_TOKEN]                   # token variables beyond PROXOPS_*/PVE_*
+//! kinds:                                          # third-party kinds (see `grant`)
+//!   - file: kinds/container.wasm
+//!     sha256: 3b1f…
+//!     grant: {calls: [GET /cluster/resources, POST /nodes/{node}/lxc]}
 //! ```
 //!
 //! A repository without `proxops.yaml` has no policies. Files are read through
@@ -106,6 +110,8 @@ pub struct RepoSettings {
     /// `Some("proxops.yaml")` when the file exists.
     pub file: Option<String>,
     pub policies: Vec<PolicyEntry>,
+    /// Third-party kinds (`kinds:`), in file order.
+    pub kinds: Vec<crate::grant::KindEntry>,
     pub guest_budget: GuestBudget,
     /// `allow-token-env`: environment variables a cluster file may take its API token from
     /// besides `PROXOPS_*` and `PVE_*`.
@@ -248,6 +254,7 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
             "apiVersion",
             "kind",
             "policies",
+            "kinds",
             "guest-budget",
             "allow-token-env",
         ]
@@ -255,7 +262,7 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
         {
             err(
                 key.clone(),
-                "unknown field; expected one of: apiVersion, kind, policies, guest-budget, allow-token-env"
+                "unknown field; expected one of: apiVersion, kind, policies, kinds, guest-budget, allow-token-env"
                     .into(),
             );
         }
@@ -292,6 +299,21 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
             "expected a list of {file, sha256, settings, mode, scope}".into(),
         ),
     }
+    let mut kinds = Vec::new();
+    match top.get("kinds") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(list)) => {
+            for (index, item) in list.iter().enumerate() {
+                if let Some(k) = crate::grant::parse_kind_entry(index, item, &mut err) {
+                    kinds.push(k);
+                }
+            }
+        }
+        Some(_) => err(
+            "kinds".into(),
+            "expected a list of {file, sha256, grant}".into(),
+        ),
+    }
     let mut token_env = Vec::new();
     match top.get("allow-token-env") {
         None | Some(Value::Null) => {}
@@ -321,6 +343,7 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
         Ok(RepoSettings {
             file: Some(file.to_string()),
             policies,
+            kinds,
             guest_budget,
             token_env,
         })
@@ -357,51 +380,8 @@ fn parse_entry(
             ok = false;
         }
     }
-    let file = match map.get("file") {
-        Some(Value::String(f)) if !f.is_empty() => match check_relative(f) {
-            Ok(()) => Some(f.replace('\\', "/")),
-            Err(e) => {
-                err(at("file"), e.to_string());
-                None
-            }
-        },
-        Some(_) => {
-            err(
-                at("file"),
-                "expected the path of a .wasm file, relative to the repository root".into(),
-            );
-            None
-        }
-        None => {
-            err(at("file"), "required field is missing".into());
-            None
-        }
-    };
-    let sha256 = match map.get("sha256") {
-        Some(Value::String(s)) => {
-            let hex = s.trim().strip_prefix("sha256:").unwrap_or(s.trim());
-            if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                Some(hex.to_ascii_lowercase())
-            } else {
-                err(
-                    at("sha256"),
-                    "expected 64 hex digits (run `sha256sum` on the .wasm)".into(),
-                );
-                None
-            }
-        }
-        Some(_) => {
-            err(at("sha256"), "expected 64 hex digits as a string".into());
-            None
-        }
-        None => {
-            err(
-                at("sha256"),
-                "required field is missing; proxops runs a policy only when its hash is pinned (run `sha256sum` on the .wasm)".into(),
-            );
-            None
-        }
-    };
+    let file = pinned_file(map, &at, err);
+    let sha256 = pinned_sha256(map, &at, err, "a policy");
     let name = match map.get("name") {
         None => None,
         Some(Value::String(n)) if !n.trim().is_empty() => Some(n.clone()),
@@ -493,6 +473,70 @@ fn parse_entry(
         mode,
         scope,
     })
+}
+
+/// The `file:` of a pinned guest entry: a path relative to the repository root.
+pub(crate) fn pinned_file(
+    map: &Map<String, Value>,
+    at: &dyn Fn(&str) -> String,
+    err: &mut impl FnMut(String, String),
+) -> Option<String> {
+    match map.get("file") {
+        Some(Value::String(f)) if !f.is_empty() => match check_relative(f) {
+            Ok(()) => Some(f.replace('\\', "/")),
+            Err(e) => {
+                err(at("file"), e.to_string());
+                None
+            }
+        },
+        Some(_) => {
+            err(
+                at("file"),
+                "expected the path of a .wasm file, relative to the repository root".into(),
+            );
+            None
+        }
+        None => {
+            err(at("file"), "required field is missing".into());
+            None
+        }
+    }
+}
+
+/// The `sha256:` pin of a guest entry (`what`: "a policy", "a kind"), lower-case hex.
+pub(crate) fn pinned_sha256(
+    map: &Map<String, Value>,
+    at: &dyn Fn(&str) -> String,
+    err: &mut impl FnMut(String, String),
+    what: &str,
+) -> Option<String> {
+    match map.get("sha256") {
+        Some(Value::String(s)) => {
+            let hex = s.trim().strip_prefix("sha256:").unwrap_or(s.trim());
+            if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                Some(hex.to_ascii_lowercase())
+            } else {
+                err(
+                    at("sha256"),
+                    "expected 64 hex digits (run `sha256sum` on the .wasm)".into(),
+                );
+                None
+            }
+        }
+        Some(_) => {
+            err(at("sha256"), "expected 64 hex digits as a string".into());
+            None
+        }
+        None => {
+            err(
+                at("sha256"),
+                format!(
+                    "required field is missing; proxops runs {what} only when its hash is pinned (run `sha256sum` on the .wasm)"
+                ),
+            );
+            None
+        }
+    }
 }
 
 /// The largest policy file proxops reads.

@@ -29,11 +29,10 @@ pub struct Did {
 
 impl Did {
     fn note(&mut self, action: &proxops_runtime::kind::Action) {
-        match action.operation {
+        match &action.operation {
             Operation::Create => self.created = true,
-            Operation::Update | Operation::MarkTemplate => self.updated = true,
             Operation::Delete => self.deleted = true,
-            Operation::Power => {
+            Operation::Step(s) if s == "power" => {
                 let to = action
                     .changes
                     .iter()
@@ -45,6 +44,8 @@ impl Did {
                     self.stopped = true;
                 }
             }
+            // Any other change, kind-specific steps (`mark-template`) included.
+            Operation::Update | Operation::Step(_) => self.updated = true,
         }
     }
 

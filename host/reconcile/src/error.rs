@@ -16,11 +16,12 @@ pub enum PlanError {
     /// `observe` asked for a write.
     #[error("observe() asked for {method} {path}; only GETs may be observed")]
     ObservedWrite { method: &'static str, path: String },
-    /// `observe` asked for a read outside the kind's declared API paths.
-    #[error("observe() asked for GET {0}, outside the kind's declared API paths")]
+    /// `observe` asked for a read outside the kind's declared calls.
+    #[error("observe() asked for GET {0}, outside the kind's declared calls")]
     ObservedOutside(String),
-    /// `plan` proposed calls outside the kind's declared API paths (`METHOD path` each).
-    #[error("the kind proposed calls outside its declared API paths: {}", .0.join(", "))]
+    /// `plan` proposed calls the kind did not declare, or (a third-party kind) that use a
+    /// capability its grant does not name: one message per refused call.
+    #[error("the kind proposed calls it may not make: {}", .0.join("; "))]
     OutsideApiPaths(Vec<String>),
     /// A live guest entry without node or vmid: ownership cannot be proved.
     #[error(

@@ -15,7 +15,7 @@ use tokio::sync::{Semaphore, watch};
 use proxops_core::ObjectId;
 
 use crate::error::ActionError;
-use crate::observe::{resources, to_pve_method, to_pve_params};
+use crate::observe::{listing, to_pve_method, to_pve_params};
 use crate::plan::{ClusterPlan, ObjectRef, method_name};
 
 /// Progress of an apply, for the CLI to render.
@@ -129,42 +129,23 @@ struct Shared {
     reporter: Arc<dyn Reporter>,
 }
 
-/// A stop or shutdown of a guest (`POST …/status/stop|shutdown`).
-fn is_stop(call: &Call) -> bool {
-    call.method == Method::Post
-        && (call.path.ends_with("/status/shutdown") || call.path.ends_with("/status/stop"))
-}
-
-/// The restore step of an action whose call `failed` failed: when a stop ran before it and
-/// the action ends by starting the guest again (the declared power state the kind proposed),
-/// that start. A failed write must not leave a guest down.
-pub fn restore_call(action: &Action, failed: usize) -> Option<&Call> {
-    // The failed call itself counts: a stop whose answer or task timed out on our side may
-    // still stop the guest in PVE (the caller then starts it only if it is stopped).
-    let stopped_before = action.calls[..=failed.min(action.calls.len().saturating_sub(1))]
-        .iter()
-        .any(is_stop);
-    let last = action.calls.last()?;
-    let restarts = last.method == Method::Post && last.path.ends_with("/status/start");
-    (stopped_before && restarts && failed + 1 < action.calls.len()).then_some(last)
+/// The restore calls of an action whose call `failed` failed: the kind's restore step, when
+/// the failure is at or after the call that disturbed availability (that call included: a
+/// stop whose answer timed out on our side may still stop the guest). A failed call that is
+/// itself a restore call is not repeated.
+pub fn restore_calls(action: &Action, failed: usize) -> Option<&[Call]> {
+    let restore = action.restore.as_ref()?;
+    let call = action.calls.get(failed)?;
+    let due = failed >= restore.after as usize
+        && !restore.calls.is_empty()
+        && !restore.calls.contains(call);
+    due.then_some(restore.calls.as_slice())
 }
 
 /// PVE's answer to a write whose `digest` no longer matches the config (a 500 on the sync
 /// form, a failed task on the async one).
 pub fn stale_digest(error: &str) -> bool {
     error.contains("checksum mismatch") || error.contains("config file has been modified")
-}
-
-/// Whether the guest of a `…/status/start` path is stopped now (unknown counts as stopped:
-/// a start of a running guest fails harmlessly, a missed start leaves it down).
-async fn guest_stopped(client: &Client, start_path: &str) -> bool {
-    let Some(base) = start_path.strip_suffix("/status/start") else {
-        return true;
-    };
-    match client.get(&format!("{base}/status/current"), &[]).await {
-        Ok(v) => v.get("status").and_then(Value::as_str) != Some("running"),
-        Err(_) => true,
-    }
 }
 
 /// Cancelled: start no new action (the one in flight finishes, with its restore).
@@ -268,7 +249,7 @@ pub async fn execute(
                     .unwrap_or_default();
                 let skip = failed_ops.iter().any(|(n, op)| {
                     (n == &node || n.is_empty())
-                        && !(action.operation == Operation::Power && *op == Operation::Update)
+                        && !(action.operation.is_power() && *op == Operation::Update)
                 });
                 if skip {
                     continue;
@@ -286,29 +267,16 @@ pub async fn execute(
                 });
                 let mut error = None;
                 for (i, call) in action.calls.iter().enumerate() {
-                    let Err(e) = run_call(&shared, call, action.operation, &object).await else {
+                    let Err(e) = run_call(&shared, call, &action.operation, &object).await else {
                         continue;
                     };
                     let mut e = e;
-                    let restore = restore_call(&action, i);
-                    // When the stop itself failed, the guest may still be running: start it
-                    // only if PVE says it is stopped.
-                    let needed = match restore {
-                        Some(start) if is_stop(call) => {
-                            guest_stopped(&shared.client, &start.path).await
-                        }
-                        Some(_) => true,
-                        None => false,
-                    };
-                    if let Some(restore) = restore.filter(|_| needed) {
-                        e = match run_call(&shared, restore, Operation::Power, &object).await {
-                            Ok(()) => {
-                                format!("{e}; the guest was started again (its declared state)")
-                            }
-                            Err(r) => {
-                                format!("{e}; starting the guest again failed too, it is DOWN: {r}")
-                            }
-                        };
+                    if let Some(restore) = restore_calls(&action, i) {
+                        let disturbing_failed = action
+                            .restore
+                            .as_ref()
+                            .is_some_and(|r| r.after as usize == i);
+                        e = run_restore(&shared, restore, &object, e, disturbing_failed).await;
                     }
                     error = Some(e);
                     break;
@@ -334,12 +302,12 @@ pub async fn execute(
                 match error {
                     Some(e) => {
                         outcome.failed.insert(node.clone());
-                        failed_ops.push((node, action.operation));
+                        failed_ops.push((node, action.operation.clone()));
                         first_error.get_or_insert(ActionError::Call {
                             action: action.summary.clone(),
                             cause: e,
                         });
-                        if action.requires_stop {
+                        if action.disturbs_availability {
                             failed_stops.push(action);
                         }
                     }
@@ -381,10 +349,43 @@ fn publish(tx: &watch::Sender<Option<Finished>>, outcome: Finished) {
     tx.send_replace(Some(outcome));
 }
 
+/// Run an action's restore calls after its call failed with `error`; the error then says
+/// whether availability was restored.
+async fn run_restore(
+    shared: &Shared,
+    calls: &[Call],
+    object: &ObjectRef,
+    error: String,
+    disturbing_failed: bool,
+) -> String {
+    let shown: Vec<String> = calls
+        .iter()
+        .map(|c| format!("{} {}", method_name(c.method), c.path))
+        .collect();
+    for call in calls {
+        if let Err(r) = run_call(shared, call, &Operation::Update, object).await {
+            let state = if disturbing_failed {
+                "the stop itself failed, so it may still be up; check it now"
+            } else {
+                "it may be DOWN, check it now"
+            };
+            return format!(
+                "{error}; restoring failed too ({} {}: {r}): {state}",
+                method_name(call.method),
+                call.path
+            );
+        }
+    }
+    format!(
+        "{error}; restored: {} ran, so it was started again (its declared state)",
+        shown.join(", ")
+    )
+}
+
 async fn run_call(
     shared: &Shared,
     call: &Call,
-    operation: Operation,
+    operation: &Operation,
     object: &ObjectRef,
 ) -> Result<(), String> {
     let params = to_pve_params(call);
@@ -411,7 +412,7 @@ async fn run_call(
         .await;
     if let Err(e) = &result
         && e.is_transient()
-        && operation == Operation::Create
+        && *operation == Operation::Create
         && call.method == Method::Post
     {
         // Did the create land although its answer was lost? Then it is done; the next
@@ -446,21 +447,31 @@ async fn run_call(
     Ok(())
 }
 
-/// Whether the object's `/cluster/resources` entry exists; `None` when that cannot be known
-/// (no resource id, or the read failed).
+/// Whether the object's entry exists in its kind's listings; `None` when that cannot be known
+/// (no resource id, no listing, or a read failed).
 async fn exists(shared: &Shared, object: &ObjectRef) -> Option<bool> {
     let id = object.resource.as_ref()?;
-    let list = resources(&shared.client).await.ok()?;
-    Some(
-        list.iter()
-            .any(|e| e.get("id").and_then(Value::as_str) == Some(id.as_str())),
-    )
+    if object.listings.is_empty() {
+        return None;
+    }
+    for (path, field) in &object.listings {
+        let list = listing(&shared.client, path).await.ok()?;
+        let found = list.iter().any(|e| match e.get(field) {
+            Some(Value::String(s)) => s == id,
+            Some(Value::Number(n)) => n.to_string() == *id,
+            _ => false,
+        });
+        if found {
+            return Some(true);
+        }
+    }
+    Some(false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proxops_runtime::kind::Param;
+    use proxops_runtime::kind::{Param, Restore};
 
     fn action(paths: &[&str]) -> Action {
         Action {
@@ -475,21 +486,39 @@ mod tests {
                 })
                 .collect(),
             changes: Vec::new(),
-            requires_stop: true,
+            disturbs_availability: true,
             destructive: false,
+            restore: None,
         }
     }
 
+    /// An action whose restore step starts the guest again from its call `after` on.
+    fn restoring(paths: &[&str], after: u32, start: &str) -> Action {
+        let mut a = action(paths);
+        a.restore = Some(Restore {
+            after,
+            calls: action(&[start]).calls,
+        });
+        a
+    }
+
     #[test]
-    fn a_failure_after_a_stop_restores_with_the_actions_own_start() {
+    fn a_failure_at_or_after_the_disturbing_call_runs_the_restore_step() {
         let base = "/nodes/pve01/qemu/100";
-        let stop_write_start = action(&[
-            &format!("{base}/status/shutdown"),
-            &format!("{base}/config"),
-            &format!("{base}/resize"),
-            &format!("{base}/status/start"),
-        ]);
-        let start = |a: &Action, failed| restore_call(a, failed).map(|c| c.path.clone());
+        let start_path = format!("{base}/status/start");
+        let stop_write_start = restoring(
+            &[
+                &format!("{base}/status/shutdown"),
+                &format!("{base}/config"),
+                &format!("{base}/resize"),
+                &start_path,
+            ],
+            0,
+            &start_path,
+        );
+        let start = |a: &Action, failed| {
+            restore_calls(a, failed).map(|c| c.iter().map(|c| c.path.clone()).collect::<String>())
+        };
         for (failed, restores) in [(0, true), (1, true), (2, true), (3, false)] {
             assert_eq!(
                 start(&stop_write_start, failed).is_some(),
@@ -501,16 +530,24 @@ mod tests {
             start(&stop_write_start, 1).as_deref(),
             Some("/nodes/pve01/qemu/100/status/start")
         );
-        // Stopped on purpose (declared stopped): nothing to restore.
+        // Stopped on purpose (declared stopped): the kind proposes no restore.
         let stop_then_write = action(&[
             &format!("{base}/status/shutdown"),
             &format!("{base}/config"),
         ]);
         assert_eq!(start(&stop_then_write, 1), None);
-        // No stop before the failure: the guest was never disturbed.
-        let write_then_start =
-            action(&[&format!("{base}/config"), &format!("{base}/status/start")]);
-        assert_eq!(start(&write_then_start, 0), None);
+        // A failure before the disturbing call: the guest was never disturbed.
+        let write_stop_start = restoring(
+            &[
+                &format!("{base}/config"),
+                &format!("{base}/status/shutdown"),
+                &start_path,
+            ],
+            1,
+            &start_path,
+        );
+        assert_eq!(start(&write_stop_start, 0), None);
+        assert!(start(&write_stop_start, 1).is_some());
     }
 
     #[tokio::test]

@@ -191,6 +191,7 @@ mod tests {
                 file: Some(format!("vm/lab/{name}.yaml")),
                 node: Some(node.into()),
                 resource: Some(format!("qemu/{vmid}")),
+                listings: Vec::new(),
             },
             kind_index: 0,
             desired: None,
@@ -218,8 +219,9 @@ mod tests {
                     .collect(),
             }],
             changes: Vec::new(),
-            requires_stop: false,
+            disturbs_availability: false,
             destructive: false,
+            restore: None,
         }
     }
 
@@ -231,6 +233,7 @@ mod tests {
                 .map(|m| Anomaly {
                     path: String::new(),
                     message: m.into(),
+                    locked: false,
                 })
                 .collect(),
             drift: Vec::new(),

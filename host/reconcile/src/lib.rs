@@ -4,6 +4,7 @@
 pub mod apply;
 pub mod error;
 pub mod execute;
+pub mod grant;
 pub mod inflight;
 pub mod memory;
 pub mod observe;

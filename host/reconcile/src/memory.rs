@@ -152,7 +152,7 @@ impl StopMemory {
             let mut kept = Vec::with_capacity(o.proposal.actions.len());
             for a in std::mem::take(&mut o.proposal.actions) {
                 let key = fingerprint(&o.object, &a);
-                if !a.requires_stop || !failures.contains_key(&key) {
+                if !a.disturbs_availability || !failures.contains_key(&key) {
                     kept.push(a);
                     continue;
                 }
@@ -168,6 +168,7 @@ impl StopMemory {
                         "not stopping the guest again: `{}` failed in an earlier run ({}) and nothing has changed since; fix the cause, change the manifest, or run apply with --retry-stop-required",
                         f.summary, f.error
                     ),
+                    locked: false,
                 });
             }
             o.proposal.actions = kept;
@@ -218,8 +219,9 @@ mod tests {
                 }],
             }],
             changes: Vec::new(),
-            requires_stop: true,
+            disturbs_availability: true,
             destructive: false,
+            restore: None,
         }
     }
 
@@ -232,6 +234,7 @@ mod tests {
                     file: Some("vm/lab/web.yaml".into()),
                     node: Some("pve01".into()),
                     resource: Some("qemu/100".into()),
+                    listings: Vec::new(),
                 },
                 kind_index: 0,
                 desired: None,

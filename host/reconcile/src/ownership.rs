@@ -213,6 +213,7 @@ pub fn unowned(guest: &LiveGuest, claim: Option<&AdoptClaim>) -> Proposal {
                 "spec.vmid".into()
             },
             message,
+            locked: false,
         }],
     }
 }
@@ -262,8 +263,9 @@ pub fn adopt_proposal(guest: &LiveGuest) -> Proposal {
                 new: Some(new),
                 sensitive: false,
             }],
-            requires_stop: false,
+            disturbs_availability: false,
             destructive: false,
+            restore: None,
         }],
         drift: Vec::new(),
         pending: Vec::new(),
@@ -478,8 +480,9 @@ mod tests {
                     .collect(),
             }],
             changes: Vec::new(),
-            requires_stop: false,
+            disturbs_availability: false,
             destructive: false,
+            restore: None,
         }
     }
 
@@ -555,7 +558,7 @@ mod tests {
         assert_eq!(c.path, "/nodes/pve01/qemu/6019/config");
         assert_eq!(c.params.len(), 1);
         assert_eq!(c.params[0].value, "prod;web;proxops;proxops-6019");
-        assert!(!p.actions[0].requires_stop);
+        assert!(!p.actions[0].disturbs_availability);
         assert!(claim_matches(
             &AdoptClaim {
                 vmid: 6019,

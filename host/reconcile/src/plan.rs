@@ -17,8 +17,12 @@ pub struct ObjectRef {
     /// Manifest file; `None` for a prune candidate (no manifest).
     pub file: Option<String>,
     pub node: Option<String>,
-    /// `/cluster/resources` id, e.g. `qemu/100`.
+    /// Id of its entry in its kind's listings, e.g. `qemu/100`.
     pub resource: Option<String>,
+    /// The listings (path, id field) its entry is looked up in: how a create whose answer
+    /// was lost is checked.
+    #[serde(skip)]
+    pub listings: Vec<(String, String)>,
 }
 
 impl std::fmt::Display for ObjectRef {
@@ -73,11 +77,11 @@ impl ClusterPlan {
         let mut c = Counts::default();
         for o in &self.objects {
             for a in &o.proposal.actions {
-                match a.operation {
+                match &a.operation {
                     Operation::Create => c.create += 1,
-                    Operation::Update | Operation::MarkTemplate => c.update += 1,
                     Operation::Delete => c.delete += 1,
-                    Operation::Power => c.power += 1,
+                    Operation::Step(s) if s == "power" => c.power += 1,
+                    Operation::Update | Operation::Step(_) => c.update += 1,
                 }
             }
             c.anomalies += o.proposal.anomalies.len();
@@ -126,9 +130,11 @@ pub struct ObjectView {
 
 #[derive(Debug, Serialize)]
 pub struct ActionView {
-    pub operation: &'static str,
+    pub operation: String,
     pub summary: String,
     pub destructive: bool,
+    /// The action stops its object to apply (`disturbs-availability`; named `requires_stop`
+    /// since the first plan format, and kept: `--json` fields are only ever added).
     pub requires_stop: bool,
     pub changes: Vec<ChangeView>,
     pub calls: Vec<CallView>,
@@ -161,13 +167,13 @@ pub struct AnomalyView {
     pub message: String,
 }
 
-pub fn operation_name(op: Operation) -> &'static str {
+/// `create`, `update`, `delete`, or the name of a kind-specific step (`power`, …).
+pub fn operation_name(op: &Operation) -> &str {
     match op {
         Operation::Create => "create",
         Operation::Update => "update",
         Operation::Delete => "delete",
-        Operation::Power => "power",
-        Operation::MarkTemplate => "mark-template",
+        Operation::Step(name) => name,
     }
 }
 
@@ -190,10 +196,10 @@ fn drift_view(d: &Drift) -> DriftView {
 
 pub fn action_view(a: &Action) -> ActionView {
     ActionView {
-        operation: operation_name(a.operation),
+        operation: operation_name(&a.operation).to_string(),
         summary: a.summary.clone(),
         destructive: a.destructive,
-        requires_stop: a.requires_stop,
+        requires_stop: a.disturbs_availability,
         changes: a
             .changes
             .iter()

@@ -1,5 +1,7 @@
 //! The kinds proxops knows: the bundled ones embedded in the binary, loaded once per
-//! process through the runtime, and (tests only) the files `PROXOPS_TEST_KINDS` names.
+//! process through the runtime; the third-party kinds `proxops.yaml` lists, each pinned by
+//! its sha256 and held to its grant ([`KindRegistry::load_granted`]); and (tests only) the
+//! files `PROXOPS_TEST_KINDS` names.
 //!
 //! A registry also holds one [`GuestRun`] per kind: the kind's budget and the first failure
 //! that stopped it. Every instance handed out shares it, so a kind that trapped, timed out,
@@ -8,18 +10,23 @@
 //! reports as that object's error. [`KindRegistry::for_run`] starts a new run (one cycle of
 //! one cluster) with the same compiled kinds.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use proxops_core::Diagnostic;
+use proxops_core::grant::{Grant, KindEntry};
 use proxops_guests::Role;
 use proxops_runtime::{GuestError, GuestRun, KindComponent, Limits, Runtime, RuntimeError};
 
+use crate::grant::{Trust, declared_beyond};
 use crate::workers::{KindCalls, NativeKind};
 
 /// Where a kind came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KindSource {
     Bundled,
+    /// A file: its path (relative to the repository for `proxops.yaml` kinds).
     File(String),
 }
 
@@ -27,6 +34,8 @@ pub enum KindSource {
 #[derive(Clone)]
 pub struct KindRegistry {
     kinds: Vec<(KindComponent, KindSource)>,
+    /// Per kind, how far it is trusted (bundled, or held to a grant).
+    trust: Vec<Trust>,
     /// Per kind, a native backend that replaces the component's calls (benchmarks).
     native: Vec<Option<Arc<dyn NativeKind>>>,
     /// Per kind, this run's state (shared by clones of this registry).
@@ -81,8 +90,10 @@ impl KindRegistry {
                 .collect()
         });
         let mut kinds = Vec::new();
+        let mut trust = Vec::new();
         for component in loaded {
             kinds.push((component?, KindSource::Bundled));
+            trust.push(Trust::Bundled);
         }
         let extra = std::env::var_os(TEST_KINDS_VAR).unwrap_or_default();
         for path in std::env::split_paths(&extra).filter(|p| !p.as_os_str().is_empty()) {
@@ -95,16 +106,149 @@ impl KindRegistry {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
             let component = runtime.load_kind(&name, &wasm, Limits::KIND, false)?;
+            // Granted the calls it declares, never secrets or capabilities.
+            let grant = Grant {
+                calls: component
+                    .info()
+                    .calls
+                    .iter()
+                    .map(|c| proxops_core::grant::CallGrant {
+                        method: crate::plan::method_name(c.method).to_string(),
+                        path: c.path.clone(),
+                    })
+                    .collect(),
+                ..Grant::default()
+            };
             kinds.push((component, KindSource::File(path.display().to_string())));
+            trust.push(Trust::Granted(grant));
         }
         let native = kinds.iter().map(|_| None).collect();
         let runs = kinds.iter().map(|_| GuestRun::new(None)).collect();
         Ok(KindRegistry {
             kinds,
+            trust,
             native,
             runs,
             budget: None,
         })
+    }
+
+    /// Load the third-party kinds `proxops.yaml` lists (`entries`, files below `root`). Each
+    /// must match its sha256 pin, be built for this contract, add a new kind name and folder
+    /// (never shadow a loaded kind), and declare nothing beyond its grant. Every problem is
+    /// reported against its `kinds[i]` field; on any, no kind is added.
+    pub fn load_granted(
+        &mut self,
+        runtime: &Runtime,
+        root: &Path,
+        entries: &[KindEntry],
+    ) -> Result<(), Vec<Diagnostic>> {
+        let file = proxops_core::settings::FILE;
+        let mut diags = Vec::new();
+        let mut added: Vec<(KindComponent, KindSource, Trust)> = Vec::new();
+        for entry in entries {
+            let at = |field: &str| format!("{}.{field}", entry.path());
+            let bytes = match proxops_core::settings::read_repo_file(root, &entry.file) {
+                Ok(b) => b,
+                Err(e) => {
+                    diags.push(Diagnostic::error(file, at("file"), e));
+                    continue;
+                }
+            };
+            let actual = proxops_core::settings::sha256_hex(&bytes);
+            if actual != entry.sha256 {
+                diags.push(Diagnostic::error(
+                    file,
+                    at("sha256"),
+                    format!(
+                        "{} has sha256 {actual}, but proxops.yaml pins {}; the kind is not loaded. If you rebuilt or updated it on purpose, review it and pin the new hash",
+                        entry.file, entry.sha256
+                    ),
+                ));
+                continue;
+            }
+            let limits = granted_limits(&entry.grant);
+            let name = entry.file.rsplit('/').next().unwrap_or(&entry.file);
+            let name = name.strip_suffix(".wasm").unwrap_or(name);
+            let component = match runtime.load_kind(name, &bytes, limits, entry.grant.secrets) {
+                Ok(c) => c,
+                Err(e) => {
+                    diags.push(Diagnostic::error(file, at("file"), e.to_string()));
+                    continue;
+                }
+            };
+            let info = component.info();
+            let taken = self
+                .kinds
+                .iter()
+                .map(|(k, s)| (k.info(), s))
+                .chain(added.iter().map(|(k, s, _)| (k.info(), s)));
+            let mut clash = None;
+            for (other, source) in taken {
+                let whose = match source {
+                    KindSource::Bundled => "the bundled".to_string(),
+                    KindSource::File(f) => format!("{f}'s"),
+                };
+                if other.kind == info.kind {
+                    clash = Some(format!(
+                        "{} declares kind `{}`, which is already {whose} kind; a third-party kind cannot shadow another kind",
+                        entry.file, info.kind
+                    ));
+                } else if other.folder == info.folder {
+                    clash = Some(format!(
+                        "{} (kind `{}`) declares the manifest folder `{}/`, which is {whose} kind `{}`'s; a kind cannot take another kind's folder",
+                        entry.file, info.kind, info.folder, other.kind
+                    ));
+                }
+                if clash.is_some() {
+                    break;
+                }
+            }
+            if let Some(why) = clash {
+                diags.push(Diagnostic::error(file, at("file"), why));
+                continue;
+            }
+            let beyond = declared_beyond(info, &entry.grant);
+            if !beyond.is_empty() {
+                diags.push(Diagnostic::error(
+                    file,
+                    at("grant"),
+                    format!(
+                        "the {} kind ({}) declares more than its grant, so proxops does not start; review it, and if you trust it with this, add to its grant: {}",
+                        info.kind,
+                        entry.file,
+                        beyond.join("; ")
+                    ),
+                ));
+                continue;
+            }
+            added.push((
+                component,
+                KindSource::File(entry.file.clone()),
+                Trust::Granted(entry.grant.clone()),
+            ));
+        }
+        if !diags.is_empty() {
+            return Err(diags);
+        }
+        for (component, source, trust) in added {
+            self.kinds.push((component, source));
+            self.trust.push(trust);
+            self.native.push(None);
+            self.runs.push(GuestRun::new(self.budget));
+        }
+        Ok(())
+    }
+
+    /// How far kind `index` is trusted.
+    pub fn trust(&self, index: usize) -> &Trust {
+        &self.trust[index]
+    }
+
+    /// Whether instances of kind `index` may serve many objects (bundled kinds, and native
+    /// backends); a third-party kind gets a fresh instance per object.
+    pub fn reuses_instances(&self, index: usize) -> bool {
+        self.native[index].is_some() || self.trust[index] == Trust::Bundled
     }
 
     /// The same kinds in a new run (one cycle of one cluster): no kind is stopped, and each
@@ -112,6 +256,7 @@ impl KindRegistry {
     pub fn for_run(&self, budget: Option<Duration>) -> KindRegistry {
         KindRegistry {
             kinds: self.kinds.clone(),
+            trust: self.trust.clone(),
             native: self.native.clone(),
             runs: self.kinds.iter().map(|_| GuestRun::new(budget)).collect(),
             budget,
@@ -206,5 +351,18 @@ impl KindRegistry {
             .map(|(k, _)| k.info().kind.as_str())
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// A third-party kind's limits: its grant's, each defaulting to the host's kind limits (the
+/// grant's parser already refused values above the host's maxima).
+fn granted_limits(grant: &Grant) -> Limits {
+    let l = grant.limits;
+    let base = Limits::KIND;
+    Limits {
+        deadline: l.deadline_ms.map_or(base.deadline, Duration::from_millis),
+        memory: l.memory_mib.map_or(base.memory, |m| (m as usize) << 20),
+        output: l.output_kib.map_or(base.output, |k| (k as usize) << 10),
+        log_lines: l.log_lines.map_or(base.log_lines, |n| n as usize),
     }
 }

@@ -1,5 +1,6 @@
 //! Parallel guest calls: items are split across worker threads, each with its own lazily
-//! created instance per kind (bundled kinds are trusted to be reused within a cycle).
+//! created instance per bundled kind (trusted to be reused within a cycle); third-party kinds
+//! get a fresh instance per object.
 //! The workers are plain threads, never tokio's: wasmtime-wasi's synchronous bindings block
 //! on their own runtime, which a tokio thread must not do (a guest printing or sleeping
 //! would crash the host). Instances share their kind's run (see [`KindRegistry`]), so a kind
@@ -14,7 +15,7 @@
 use std::sync::Arc;
 
 use proxops_runtime::kind::{
-    Call, Diagnostic, ObjectKey, Observation, Proposal, Reference, Resolved, Validated,
+    Action, Call, Diagnostic, ObjectKey, Observation, Proposal, Reference, Resolved, Validated,
 };
 use proxops_runtime::{GuestError, KindInstance, SecretSource};
 
@@ -39,6 +40,7 @@ pub trait KindCalls: Send {
         &mut self,
         desired: Option<&str>,
         live: Option<&str>,
+        resolved: &[Resolved],
         referrers: &[Resolved],
     ) -> Result<Vec<Call>, GuestError>;
     fn plan(
@@ -48,7 +50,8 @@ pub trait KindCalls: Send {
         referrers: &[Resolved],
         observed: &Observation,
     ) -> Result<Result<Proposal, Vec<Diagnostic>>, GuestError>;
-    fn claims(&mut self, live: &str) -> Result<bool, GuestError>;
+    fn claims(&mut self, listing: &str, entry: &str) -> Result<bool, GuestError>;
+    fn finally(&mut self, changed: &[String]) -> Result<Vec<Action>, GuestError>;
 }
 
 impl KindCalls for KindInstance {
@@ -78,9 +81,10 @@ impl KindCalls for KindInstance {
         &mut self,
         desired: Option<&str>,
         live: Option<&str>,
+        resolved: &[Resolved],
         referrers: &[Resolved],
     ) -> Result<Vec<Call>, GuestError> {
-        KindInstance::observe(self, desired, live, referrers)
+        KindInstance::observe(self, desired, live, resolved, referrers)
     }
     fn plan(
         &mut self,
@@ -91,8 +95,11 @@ impl KindCalls for KindInstance {
     ) -> Result<Result<Proposal, Vec<Diagnostic>>, GuestError> {
         KindInstance::plan(self, desired, resolved, referrers, observed)
     }
-    fn claims(&mut self, live: &str) -> Result<bool, GuestError> {
-        KindInstance::claims(self, live)
+    fn claims(&mut self, listing: &str, entry: &str) -> Result<bool, GuestError> {
+        KindInstance::claims(self, listing, entry)
+    }
+    fn finally(&mut self, changed: &[String]) -> Result<Vec<Action>, GuestError> {
+        KindInstance::finally(self, changed)
     }
 }
 
@@ -109,10 +116,12 @@ pub struct Instances<'r> {
 }
 
 impl Instances<'_> {
-    /// The instance of kind `index`, created on first use.
+    /// The instance of kind `index`, created on first use; a third-party kind gets a fresh
+    /// one every time (one per object), so nothing one object's call left in its memory
+    /// reaches another's.
     pub fn get(&mut self, index: usize) -> Result<&mut dyn KindCalls, GuestError> {
         let slot = &mut self.slots[index];
-        if slot.is_none() {
+        if slot.is_none() || !self.registry.reuses_instances(index) {
             *slot = Some(self.registry.instance(index)?);
         }
         Ok(slot.as_deref_mut().expect("just created"))

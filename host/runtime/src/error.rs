@@ -88,6 +88,15 @@ pub enum RuntimeError {
         "guest `{guest}` is not a valid proxops component: {message}. Build it for wasm32-wasip2 against the proxops WIT (wit/)"
     )]
     Compile { guest: String, message: String },
+    #[error(
+        "guest `{guest}` was built for {found}, but this proxops runs {supported}; rebuild it against wit/kind/{} (or use a proxops that supports {found})",
+        supported.trim_start_matches("proxops:kind@")
+    )]
+    Contract {
+        guest: String,
+        found: String,
+        supported: String,
+    },
     #[error("guest `{guest}` does not fit the {world} world: {message}")]
     World {
         guest: String,

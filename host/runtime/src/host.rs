@@ -45,6 +45,10 @@ pub enum SecretError {
 /// Where granted guests get secret values from (the cluster's SOPS document).
 pub trait SecretSource: Send + Sync {
     fn resolve(&self, path: &str) -> Result<String, SecretError>;
+
+    /// The dot-path of the string entry below `prefix` whose value equals `value` (adopt's
+    /// match of a live value against the document; no value is handed out).
+    fn find(&self, prefix: &str, value: &str) -> Result<Option<String>, SecretError>;
 }
 
 /// Log lines one call produced, bounded: `log` imports as `<level>: <text>`, output as

@@ -12,24 +12,42 @@ use crate::{GuestError, GuestLog, Limits, Runtime, RuntimeError};
 
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
-        path: ["../../wit/common", "../../wit/kind"],
+        path: ["../../wit/common/0.1.0", "../../wit/kind/0.2.0"],
         world: "proxops:kind/kind",
         additional_derives: [serde::Serialize, serde::Deserialize, PartialEq, Eq],
     });
 }
 
 pub use bindings::exports::proxops::kind::reconciler::{
-    Anomaly, Drift, KindInfo, ObjectKey, Observation, Proposal, Read, Reference, Resolved,
-    Validated,
+    Adopted, Anomaly, Drift, Gap, KindInfo, ObjectKey, Observation, Proposal, Read, Reference,
+    Resolved, Validated,
 };
-pub use bindings::proxops::common::types::{
-    Action, Call, Change, Diagnostic, Method, Operation, Param, Severity,
+pub use bindings::proxops::common::types::{Call, Change, Diagnostic, Method, Param, Severity};
+pub use bindings::proxops::kind::types::{
+    Action, CallPattern, Capability, Listing, Operation, Restore,
 };
+
+impl Operation {
+    /// Whether this is the kind step `name`.
+    pub fn is_step(&self, name: &str) -> bool {
+        matches!(self, Operation::Step(s) if s == name)
+    }
+
+    /// The `power` step (start, stop, shutdown): it still runs after a failed update of the
+    /// same object, since a failed write never keeps an object from its declared state.
+    pub fn is_power(&self) -> bool {
+        self.is_step("power")
+    }
+}
+
+/// The kind contract this host implements (`proxops:kind@…`).
+pub const CONTRACT: &str = "0.2.0";
 
 use bindings::proxops::common::{log, types};
 use bindings::proxops::kind::secrets;
 
 impl types::Host for HostState {}
+impl bindings::proxops::kind::types::Host for HostState {}
 
 impl log::Host for HostState {
     fn log(&mut self, level: log::Level, message: String) {
@@ -49,11 +67,26 @@ impl secrets::Host for HostState {
         let Some(source) = &self.secrets else {
             return Err(secrets::SecretError::Denied);
         };
-        source.resolve(&path).map_err(|e| match e {
-            HostSecretError::Missing => secrets::SecretError::Missing,
-            HostSecretError::Empty => secrets::SecretError::Empty,
-            HostSecretError::Invalid(why) => secrets::SecretError::Invalid(why),
-        })
+        source.resolve(&path).map_err(secret_error)
+    }
+
+    fn find(
+        &mut self,
+        prefix: String,
+        value: String,
+    ) -> Result<Option<String>, secrets::SecretError> {
+        let Some(source) = &self.secrets else {
+            return Err(secrets::SecretError::Denied);
+        };
+        source.find(&prefix, &value).map_err(secret_error)
+    }
+}
+
+fn secret_error(e: HostSecretError) -> secrets::SecretError {
+    match e {
+        HostSecretError::Missing => secrets::SecretError::Missing,
+        HostSecretError::Empty => secrets::SecretError::Empty,
+        HostSecretError::Invalid(why) => secrets::SecretError::Invalid(why),
     }
 }
 
@@ -77,9 +110,15 @@ output_size!(KindInfo {
     api_version,
     folder,
     schema,
-    api_paths,
+    calls,
+    listings,
     references_kinds
 });
+output_size!(CallPattern { path });
+output_size!(Listing { path, id_field });
+output_size!(Adopted { manifest, gaps });
+output_size!(Gap { path, reason });
+output_size!(Restore { calls });
 output_size!(Validated { desired, warnings });
 output_size!(Diagnostic { path, message });
 output_size!(Reference { kind, name, path });
@@ -98,9 +137,11 @@ output_size!(Proposal {
     anomalies
 });
 output_size!(Action {
+    operation,
     summary,
     calls,
-    changes
+    changes,
+    restore
 });
 output_size!(Change { key, old, new });
 output_size!(Drift {
@@ -109,6 +150,14 @@ output_size!(Drift {
     desired
 });
 output_size!(Anomaly { path, message });
+impl OutputSize for Operation {
+    fn output_size(&self) -> usize {
+        match self {
+            Operation::Step(name) => name.len(),
+            _ => 1,
+        }
+    }
+}
 
 /// A loaded kind: compiled once, pre-instantiated, with its `describe()` answer.
 #[derive(Clone)]
@@ -141,9 +190,10 @@ impl Runtime {
             message,
         })?;
         let (component, cache) = self.compile(name, wasm)?;
+        check_contract(name, &component, &self.engine)?;
         let world_error = |e: wasmtime::Error| RuntimeError::World {
             guest: name.to_string(),
-            world: "proxops:kind/kind@0.1.0",
+            world: "proxops:kind/kind@0.2.0",
             message: format!("{e:#}"),
         };
         let pre = self
@@ -286,11 +336,12 @@ impl KindInstance {
         &mut self,
         desired: Option<&str>,
         live: Option<&str>,
+        resolved: &[Resolved],
         referrers: &[Resolved],
     ) -> Result<Vec<Call>, GuestError> {
         self.call("observe", |k, s| {
             k.proxops_kind_reconciler()
-                .call_observe(s, desired, live, referrers)
+                .call_observe(s, desired, live, resolved, referrers)
         })
     }
 
@@ -307,15 +358,60 @@ impl KindInstance {
         })
     }
 
-    pub fn claims(&mut self, live: &str) -> Result<bool, GuestError> {
+    pub fn claims(&mut self, listing: &str, entry: &str) -> Result<bool, GuestError> {
         self.call("claims", |k, s| {
-            k.proxops_kind_reconciler().call_claims(s, live)
+            k.proxops_kind_reconciler().call_claims(s, listing, entry)
         })
     }
 
-    pub fn adopt(&mut self, observed: &Observation) -> Result<Result<String, String>, GuestError> {
+    pub fn adopt(&mut self, observed: &Observation) -> Result<Result<Adopted, String>, GuestError> {
         self.call("adopt", |k, s| {
             k.proxops_kind_reconciler().call_adopt(s, observed)
         })
     }
+
+    pub fn finally(&mut self, changed: &[String]) -> Result<Vec<Action>, GuestError> {
+        self.call("finally", |k, s| {
+            k.proxops_kind_reconciler().call_finally(s, changed)
+        })
+    }
+}
+
+/// Refuse a component built for another major version of the kind contract before linking
+/// it, naming both versions (for 0.x, the first non-zero component is the major).
+fn check_contract(
+    name: &str,
+    component: &wasmtime::component::Component,
+    engine: &wasmtime::Engine,
+) -> Result<(), RuntimeError> {
+    let ty = component.component_type();
+    let Some(found) = ty.exports(engine).find_map(|(export, _)| {
+        export
+            .strip_prefix("proxops:kind/reconciler@")
+            .map(str::to_string)
+    }) else {
+        // Not a kind at all: the world check names what is missing.
+        return Ok(());
+    };
+    if compatible(&found, CONTRACT) {
+        Ok(())
+    } else {
+        Err(RuntimeError::Contract {
+            guest: name.to_string(),
+            found: format!("proxops:kind@{found}"),
+            supported: format!("proxops:kind@{CONTRACT}"),
+        })
+    }
+}
+
+/// Whether a component built for contract `found` runs on a host of contract `supported`:
+/// same major, or for 0.x the same first non-zero component.
+pub fn compatible(found: &str, supported: &str) -> bool {
+    fn major(v: &str) -> Option<(u64, u64)> {
+        let mut parts = v.split(['.', '-', '+']).map(str::parse::<u64>);
+        let a = parts.next()?.ok()?;
+        let b = parts.next()?.ok()?;
+        Some(if a == 0 { (0, b) } else { (a, 0) })
+    }
+    matches!((major(found), major(supported)), (Some(f), Some(s)) if f == s)
 }

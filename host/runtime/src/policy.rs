@@ -13,7 +13,7 @@ use crate::{GuestError, GuestLog, Limits, Runtime, RuntimeError};
 
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
-        path: ["../../wit/common", "../../wit/policy"],
+        path: ["../../wit/common/0.1.0", "../../wit/policy/0.1.0"],
         world: "proxops:policy/policy",
         with: {
             "proxops:common/types": crate::kind::bindings::proxops::common::types,
@@ -23,6 +23,8 @@ pub(crate) mod bindings {
     });
 }
 
+/// The operation of a planned action as policies (`proxops:policy@0.1.0`) see it.
+pub use crate::kind::bindings::proxops::common::types::Operation as PolicyOperation;
 pub use bindings::exports::proxops::policy::checker::{
     ActionView, ManifestView, PolicyInfo, Verdict, Violation,
 };
@@ -193,5 +195,20 @@ impl PolicyInstance {
             p.proxops_policy_checker()
                 .call_check_plan(s, actions, settings)
         })
+    }
+}
+
+/// The operation a policy built for `proxops:policy@0.1.0` sees for a kind's action: the
+/// 0.1.0 operations were VM-shaped, so the kind steps `power` and `mark-template` keep their
+/// names and every other kind-specific step is shown as an `update`.
+pub fn policy_operation(op: &crate::kind::Operation) -> PolicyOperation {
+    use crate::kind::Operation as K;
+    match op {
+        K::Create => PolicyOperation::Create,
+        K::Update => PolicyOperation::Update,
+        K::Delete => PolicyOperation::Delete,
+        K::Step(s) if s == "power" => PolicyOperation::Power,
+        K::Step(s) if s == "mark-template" => PolicyOperation::MarkTemplate,
+        K::Step(_) => PolicyOperation::Update,
     }
 }

@@ -14,13 +14,14 @@ use crate::{Limits, Runtime, RuntimeError};
 
 mod bindings {
     wasmtime::component::bindgen!({
-        path: ["../../wit/common", "../../wit/kind"],
+        path: ["../../wit/common/0.1.0", "../../wit/kind/0.2.0"],
         world: "proxops:kind/kind",
         exports: { default: async },
         with: {
             "proxops:common/types": crate::kind::bindings::proxops::common::types,
             "proxops:common/log": crate::kind::bindings::proxops::common::log,
             "proxops:kind/secrets": crate::kind::bindings::proxops::kind::secrets,
+            "proxops:kind/types": crate::kind::bindings::proxops::kind::types,
         },
     });
 }

@@ -43,7 +43,7 @@
 pub mod bindings {
     //! Bindings of `proxops:policy/policy`, generated from `wit/`.
     wit_bindgen::generate!({
-        path: ["../../wit/common", "../../wit/policy"],
+        path: ["../../wit/common/0.1.0", "../../wit/policy/0.1.0"],
         world: "proxops:policy/policy",
         pub_export_macro: true,
         export_macro_name: "export_policy",

@@ -86,6 +86,7 @@ mod tests {
                 file: Some(format!("{}/lab/{name}.yaml", kind.to_lowercase())),
                 node: Some(node.into()),
                 resource: None,
+                listings: Vec::new(),
             },
             kind_index: 0,
             desired: None,
@@ -96,8 +97,9 @@ mod tests {
                     summary: format!("create {name}"),
                     calls: Vec::new(),
                     changes: Vec::new(),
-                    requires_stop: false,
+                    disturbs_availability: false,
                     destructive: false,
+                    restore: None,
                 }],
                 drift: Vec::new(),
                 pending: Vec::new(),
@@ -121,6 +123,7 @@ mod tests {
         iso.proposal.anomalies.push(Anomaly {
             path: format!("{UNAVAILABLE_ON}pve02"),
             message: "not placed there".into(),
+            locked: false,
         });
         let mut broken = object("DiskImage", "noble", "", &[]);
         broken.error = Some(PlanError::Kind("storage read failed".into()));

@@ -35,6 +35,7 @@ pub(super) fn gate(
         anomalies: vec![proxops_runtime::kind::Anomaly {
             path: String::new(),
             message,
+            locked: false,
         }],
     };
     let is_guest_entry = item.live.as_ref().is_some_and(|(entry, _)| {

@@ -36,19 +36,6 @@ pub enum ObserveError {
     Listing(String),
 }
 
-/// Does `path` match the template (`{x}` matches one non-empty segment)?
-pub fn path_allowed(templates: &[String], path: &str) -> bool {
-    let segments: Vec<&str> = path.split('/').collect();
-    templates.iter().any(|t| {
-        let parts: Vec<&str> = t.split('/').collect();
-        parts.len() == segments.len()
-            && parts
-                .iter()
-                .zip(&segments)
-                .all(|(p, s)| (p.starts_with('{') && p.ends_with('}') && !s.is_empty()) || p == s)
-    })
-}
-
 pub(crate) fn to_pve_method(m: Method) -> proxops_pve::Method {
     match m {
         Method::Get => proxops_pve::Method::Get,
@@ -79,6 +66,9 @@ pub(super) struct Item<'a> {
     depends_on: Vec<ObjectId>,
     resolved: Vec<Resolved>,
     referrers: Vec<Resolved>,
+    /// A live entry no manifest names that more than one kind claimed, or whose claim
+    /// trapped: nothing is planned for it, the reason is reported instead.
+    refusal: Option<PlanError>,
     /// The manifest's explicit take-over, if any.
     adopt: Option<&'a AdoptClaim>,
     /// The object's own vmid (guest id space).
@@ -90,11 +80,19 @@ pub(super) struct Item<'a> {
 /// Every `/cluster/resources` entry: guests, and the nodes and storages (the node list is
 /// checked before any write, and comes from the same read).
 pub async fn resources(client: &Client) -> Result<Vec<Value>, ObserveError> {
-    let data = client.get("/cluster/resources", &[]).await?;
+    listing(client, CLUSTER_RESOURCES).await
+}
+
+/// The listing every cycle reads: guests, nodes, storages.
+pub const CLUSTER_RESOURCES: &str = "/cluster/resources";
+
+/// The entries of one listing (a GET answered with a list).
+pub async fn listing(client: &Client, path: &str) -> Result<Vec<Value>, ObserveError> {
+    let data = client.get(path, &[]).await?;
     match data {
         Value::Array(entries) => Ok(entries),
         other => Err(ObserveError::Listing(format!(
-            "GET /cluster/resources answered {} instead of a list; nothing is planned from it",
+            "GET {path} answered {} instead of a list; nothing is planned from it",
             match other {
                 Value::Null => "null",
                 Value::Object(_) => "an object",
@@ -143,7 +141,8 @@ pub async fn plan_cluster(
         ref secrets,
     } = cycle;
     let started = std::time::Instant::now();
-    let live = resources(client).await?;
+    let listings = read_listings(registry, client).await?;
+    let live = &listings[CLUSTER_RESOURCES];
     tracing::debug!(
         "{cluster}: listed {} guests in {:?}",
         live.iter()
@@ -151,12 +150,12 @@ pub async fn plan_cluster(
             .count(),
         started.elapsed()
     );
-    check_live_conflicts(objects, &live)?;
-    let nodes = cluster_nodes(&live)?;
+    check_live_conflicts(objects, live)?;
+    let nodes = cluster_nodes(live)?;
 
-    let mut items = manifest_items(objects, &live, only);
+    let mut items = manifest_items(registry, objects, &listings, only);
     if only.is_none() {
-        items.extend(prune_items(registry, cluster, objects, &live));
+        items.extend(prune_items(registry, cluster, objects, &listings));
     }
 
     let wanted = wanted_reads(registry, &items);
@@ -180,9 +179,10 @@ pub async fn plan_cluster(
         objects: Vec::new(),
     };
     for (item, (proposal, error)) in items.into_iter().zip(planned) {
-        let (proposal, error) = match error {
-            Some(e) => (proposal, Some(e)),
-            None => gate(&item, proposal, &nodes),
+        let (proposal, error) = match (error, item.refusal.clone()) {
+            (_, Some(refusal)) => (proposal, Some(refusal)),
+            (Some(e), None) => (proposal, Some(e)),
+            (None, None) => gate(&item, proposal, &nodes),
         };
         let running = item
             .live
@@ -220,17 +220,82 @@ fn cluster_nodes(live: &[Value]) -> Result<HashSet<String>, ObserveError> {
     Ok(nodes)
 }
 
-/// One item per manifest object (or per object in `only`), with its live entry, its
-/// references resolved and the templates it clones from.
+/// Every listing a kind declared (and `/cluster/resources`, which the node list comes from),
+/// each read once.
+async fn read_listings(
+    registry: &KindRegistry,
+    client: &Client,
+) -> Result<HashMap<String, Vec<Value>>, ObserveError> {
+    let mut paths = vec![CLUSTER_RESOURCES.to_string()];
+    for (kind, _) in registry.iter() {
+        for l in &kind.info().listings {
+            if !paths.contains(&l.path) {
+                paths.push(l.path.clone());
+            }
+        }
+    }
+    let mut listings = HashMap::new();
+    for path in paths {
+        let entries = listing(client, &path).await?;
+        listings.insert(path, entries);
+    }
+    Ok(listings)
+}
+
+/// A kind's listings as (path, id field).
+fn kind_listings(registry: &KindRegistry, kind: usize) -> Vec<(String, String)> {
+    registry
+        .get(kind)
+        .info()
+        .listings
+        .iter()
+        .map(|l| (l.path.clone(), l.id_field.clone()))
+        .collect()
+}
+
+/// The id of a listing entry: the value of `field`, a string or a number.
+fn entry_id<'v>(entry: &'v Value, field: &str) -> Option<std::borrow::Cow<'v, str>> {
+    match entry.get(field)? {
+        Value::String(s) => Some(std::borrow::Cow::Borrowed(s.as_str())),
+        Value::Number(n) => Some(std::borrow::Cow::Owned(n.to_string())),
+        _ => None,
+    }
+}
+
+/// One item per manifest object (or per object in `only`), with its live entry (found in
+/// its kind's listings by its resource id), its references resolved and the templates it
+/// clones from.
 fn manifest_items<'a>(
+    registry: &KindRegistry,
     objects: &'a [Object],
-    live: &'a [Value],
+    listings: &'a HashMap<String, Vec<Value>>,
     only: Option<&HashSet<ObjectId>>,
 ) -> Vec<Item<'a>> {
-    let by_id: HashMap<&str, &Value> = live
-        .iter()
-        .filter_map(|e| e.get("id").and_then(Value::as_str).map(|id| (id, e)))
-        .collect();
+    // Per (listing, id field): entries by id.
+    let mut by_id: HashMap<(&str, &str), HashMap<String, &Value>> = HashMap::new();
+    for (kind, _) in registry.iter() {
+        for l in &kind.info().listings {
+            let key = (l.path.as_str(), l.id_field.as_str());
+            if by_id.contains_key(&key) {
+                continue;
+            }
+            let Some((path, entries)) = listings.get_key_value(&l.path) else {
+                continue;
+            };
+            let index = entries
+                .iter()
+                .filter_map(|e| entry_id(e, &l.id_field).map(|id| (id.into_owned(), e)))
+                .collect();
+            by_id.insert((path.as_str(), l.id_field.as_str()), index);
+        }
+    }
+    let find = |kind: usize, id: &str| -> Option<&'a Value> {
+        registry.get(kind).info().listings.iter().find_map(|l| {
+            by_id
+                .get(&(l.path.as_str(), l.id_field.as_str()))
+                .and_then(|m| m.get(id).copied())
+        })
+    };
     let by_name: HashMap<(&str, &str), &Object> = objects
         .iter()
         .map(|o| ((o.id.kind.as_str(), o.id.name.as_str()), o))
@@ -247,17 +312,14 @@ fn manifest_items<'a>(
         if only.is_some_and(|ids| !ids.contains(&o.id)) {
             continue;
         }
-        let entry = o
-            .key
-            .resource_id
-            .as_deref()
-            .and_then(|id| by_id.get(id).copied());
+        let entry = o.key.resource_id.as_deref().and_then(|id| find(o.kind, id));
         items.push(Item {
             object: ObjectRef {
                 id: o.id.clone(),
                 file: Some(o.file.clone()),
                 node: o.key.node.clone(),
                 resource: o.key.resource_id.clone(),
+                listings: kind_listings(registry, o.kind),
             },
             kind: o.kind,
             desired: Some(&o.desired),
@@ -269,6 +331,7 @@ fn manifest_items<'a>(
                 .collect(),
             resolved: refs.resolve(o),
             referrers: refs.referrers(o),
+            refusal: None,
             adopt: o.adopt.as_ref(),
             vmid: guest_vmid(o),
             sources: o
@@ -281,7 +344,7 @@ fn manifest_items<'a>(
                         .key
                         .resource_id
                         .as_deref()
-                        .and_then(|id| by_id.get(id))
+                        .and_then(|id| find(t.kind, id))
                         .and_then(|e| LiveGuest::from_entry(e));
                     Some((format!("{} {}", t.id.kind, t.id.name), vmid, guest))
                 })
@@ -291,70 +354,125 @@ fn manifest_items<'a>(
     items
 }
 
-/// Live guests no manifest names: a kind may claim them for pruning.
+/// Live entries no manifest names, offered to every kind that declared their listing: an
+/// entry exactly one kind claims is a prune candidate of that kind; one that two kinds claim,
+/// or whose claim trapped, is reported and left alone.
 fn prune_items<'a>(
     registry: &KindRegistry,
     cluster: &str,
     objects: &[Object],
-    live: &'a [Value],
+    listings: &'a HashMap<String, Vec<Value>>,
 ) -> Vec<Item<'a>> {
-    let mut items = Vec::new();
     let matched: HashSet<&str> = objects
         .iter()
         .filter_map(|o| o.key.resource_id.as_deref())
         .collect();
-    let unmatched: Vec<&Value> = live
-        .iter()
-        .filter(|e| {
-            e.get("id")
-                .and_then(Value::as_str)
-                .is_some_and(|id| !matched.contains(id))
-        })
-        .collect();
-    let claims = off_runtime(|| {
-        par_map(registry, &unmatched, |instances, entry| {
-            let text = entry.to_string();
-            let kind = (0..registry.len()).find(|&k| {
-                instances
-                    .get(k)
-                    .and_then(|i| i.claims(&text))
-                    .unwrap_or(false)
-            });
-            (kind, text)
-        })
-    });
-    for (entry, (kind, text)) in unmatched.into_iter().zip(claims) {
-        let Some(kind) = kind else { continue };
-        let id = entry
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let name = entry
-            .get("name")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .unwrap_or_else(|| id.clone());
-        items.push(Item {
-            object: ObjectRef {
-                id: ObjectId::new(cluster, registry.get(kind).info().kind.clone(), name),
-                file: None,
-                node: entry
-                    .get("node")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                resource: Some(id),
-            },
-            kind,
-            desired: None,
-            live: Some((entry, text)),
-            depends_on: Vec::new(),
-            resolved: Vec::new(),
-            referrers: Vec::new(),
-            adopt: None,
-            vmid: LiveGuest::from_entry(entry).map(|g| g.vmid),
-            sources: Vec::new(),
+    // (listing, id field) -> the kinds that declared it.
+    let mut claimants: Vec<((&str, &str), Vec<usize>)> = Vec::new();
+    for k in 0..registry.len() {
+        for l in &registry.get(k).info().listings {
+            let key = (l.path.as_str(), l.id_field.as_str());
+            match claimants.iter_mut().find(|(k2, _)| *k2 == key) {
+                Some((_, kinds)) => kinds.push(k),
+                None => claimants.push((key, vec![k])),
+            }
+        }
+    }
+    let mut items = Vec::new();
+    for ((path, id_field), kinds) in claimants {
+        let Some(entries) = listings.get(path) else {
+            continue;
+        };
+        let unmatched: Vec<(&'a Value, String)> = entries
+            .iter()
+            .filter_map(|e| {
+                let id = entry_id(e, id_field)?;
+                (!matched.contains(id.as_ref())).then(|| (e, id.into_owned()))
+            })
+            .collect();
+        let claims = off_runtime(|| {
+            par_map(registry, &unmatched, |instances, (entry, _)| {
+                let text = entry.to_string();
+                let answers: Vec<(usize, Result<bool, String>)> = kinds
+                    .iter()
+                    .map(|&k| {
+                        let answer = instances
+                            .get(k)
+                            .and_then(|i| i.claims(path, &text))
+                            .map_err(|e| e.to_string());
+                        (k, answer)
+                    })
+                    .collect();
+                (answers, text)
+            })
         });
+        for ((entry, id), (answers, text)) in unmatched.into_iter().zip(claims) {
+            let claimed: Vec<usize> = answers
+                .iter()
+                .filter(|(_, a)| matches!(a, Ok(true)))
+                .map(|(k, _)| *k)
+                .collect();
+            let trapped: Vec<String> = answers
+                .iter()
+                .filter_map(|(k, a)| {
+                    a.as_ref()
+                        .err()
+                        .map(|e| format!("{}: {e}", registry.get(*k).info().kind))
+                })
+                .collect();
+            let refusal = if !trapped.is_empty() {
+                Some(PlanError::Kind(format!(
+                    "deciding whether {path} entry `{id}` may be pruned failed, so it is left alone: {}",
+                    trapped.join("; ")
+                )))
+            } else if claimed.len() > 1 {
+                let names: Vec<&str> = claimed
+                    .iter()
+                    .map(|k| registry.get(*k).info().kind.as_str())
+                    .collect();
+                Some(PlanError::Kind(format!(
+                    "{path} entry `{id}` is claimed by {} kinds ({}); exactly one kind may own a live object, so nothing is pruned",
+                    names.len(),
+                    names.join(", ")
+                )))
+            } else {
+                None
+            };
+            let Some(&kind) = claimed.first().or(if refusal.is_some() {
+                kinds.first()
+            } else {
+                None
+            }) else {
+                continue;
+            };
+            let name = entry
+                .get("name")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .unwrap_or_else(|| id.clone());
+            items.push(Item {
+                object: ObjectRef {
+                    id: ObjectId::new(cluster, registry.get(kind).info().kind.clone(), name),
+                    file: None,
+                    node: entry
+                        .get("node")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    resource: Some(id),
+                    listings: kind_listings(registry, kind),
+                },
+                kind,
+                desired: None,
+                live: Some((entry, text)),
+                depends_on: Vec::new(),
+                resolved: Vec::new(),
+                referrers: Vec::new(),
+                refusal,
+                adopt: None,
+                vmid: LiveGuest::from_entry(entry).map(|g| g.vmid),
+                sources: Vec::new(),
+            });
+        }
     }
     items
 }
@@ -368,12 +486,15 @@ fn wanted_reads(
 ) -> Vec<Result<Vec<(String, Call)>, PlanError>> {
     let wanted: Vec<Result<Vec<Call>, PlanError>> = off_runtime(|| {
         par_map(registry, items, |instances, item| {
+            if let Some(refusal) = &item.refusal {
+                return Err(refusal.clone());
+            }
             let live = item.live.as_ref().map(|(_, text)| text.as_str());
             let calls = instances
                 .get(item.kind)
-                .and_then(|i| i.observe(item.desired, live, &item.referrers))
+                .and_then(|i| i.observe(item.desired, live, &item.resolved, &item.referrers))
                 .map_err(|e| PlanError::Kind(e.to_string()))?;
-            let allowed = &registry.get(item.kind).info().api_paths;
+            let declared = &registry.get(item.kind).info().calls;
             for c in &calls {
                 if c.method != Method::Get {
                     return Err(PlanError::ObservedWrite {
@@ -381,7 +502,7 @@ fn wanted_reads(
                         path: c.path.clone(),
                     });
                 }
-                if !path_allowed(allowed, &c.path) {
+                if !crate::grant::call_allowed(declared, c.method, &c.path) {
                     return Err(PlanError::ObservedOutside(c.path.clone()));
                 }
             }
@@ -479,13 +600,17 @@ fn plan_items(
                     (empty(), Some(PlanError::Invalid(text)))
                 }
                 Ok(Ok(proposal)) => {
-                    let allowed = &registry.get(item.kind).info().api_paths;
+                    let info = registry.get(item.kind).info();
+                    let trust = registry.trust(item.kind);
                     let refused: Vec<String> = proposal
                         .actions
                         .iter()
-                        .flat_map(|a| &a.calls)
-                        .filter(|c| !path_allowed(allowed, &c.path))
-                        .map(|c| format!("{} {}", method_name(c.method), c.path))
+                        .flat_map(|a| {
+                            a.calls
+                                .iter()
+                                .chain(a.restore.iter().flat_map(|r| &r.calls))
+                        })
+                        .filter_map(|c| crate::grant::check_call(trust, info, c).err())
                         .collect();
                     if refused.is_empty() {
                         (proposal, None)
@@ -533,28 +658,5 @@ fn check_live_conflicts(objects: &[Object], live: &[Value]) -> Result<(), Observ
         Ok(())
     } else {
         Err(ObserveError::Conflicts(conflicts))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::path_allowed;
-
-    #[test]
-    fn path_templates_match_one_segment_per_placeholder() {
-        let t = vec![
-            "/nodes/{node}/qemu".to_string(),
-            "/nodes/{node}/qemu/{vmid}/config".to_string(),
-        ];
-        for (path, ok) in [
-            ("/nodes/pve01/qemu", true),
-            ("/nodes/pve01/qemu/100/config", true),
-            ("/nodes/pve01/qemu/100", false),
-            ("/nodes//qemu", false),
-            ("/access/users", false),
-            ("/nodes/pve01/qemu/100/config/extra", false),
-        ] {
-            assert_eq!(path_allowed(&t, path), ok, "{path}");
-        }
     }
 }

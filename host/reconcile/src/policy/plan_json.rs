@@ -1,11 +1,10 @@
 //! Reading the `--json` output of `proxops plan` back as planned actions (for `policy test --plan`).
 
 use proxops_runtime::kind::{Change, Operation};
-use proxops_runtime::policy::ActionView;
+use proxops_runtime::policy::{ActionView, PolicyOperation, policy_operation};
 use serde::Deserialize;
 
 use super::check::{ManifestInput, PlannedAction, redact};
-use crate::plan::operation_name;
 
 /// The `--json` output of `proxops plan` as `policy test --plan` reads it: a list of
 /// clusters (or one cluster, or `{"clusters": [...]}`), each with objects and actions.
@@ -59,16 +58,17 @@ struct PlanFileChange {
     new: Option<String>,
 }
 
-fn parse_operation(s: &str) -> Option<Operation> {
-    [
-        Operation::Create,
-        Operation::Update,
-        Operation::Delete,
-        Operation::Power,
-        Operation::MarkTemplate,
-    ]
-    .into_iter()
-    .find(|op| operation_name(*op) == s)
+/// The operation a policy sees for an operation named in a plan file: `create`, `update`,
+/// `delete`, or a kind's step name (see [`policy_operation`]).
+fn parse_operation(s: &str) -> Option<PolicyOperation> {
+    let op = match s {
+        "" => return None,
+        "create" => Operation::Create,
+        "update" => Operation::Update,
+        "delete" => Operation::Delete,
+        step => Operation::Step(step.to_string()),
+    };
+    Some(policy_operation(&op))
 }
 
 /// Planned actions per cluster from a plan JSON file (`proxops plan --json`). Each object's

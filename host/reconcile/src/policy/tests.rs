@@ -180,6 +180,7 @@ fn plan_with(actions: Vec<(&str, Option<&str>, Action, bool)>) -> ClusterPlan {
                     file: file.map(Into::into),
                     node: Some("pve01".into()),
                     resource: None,
+                    listings: Vec::new(),
                 },
                 kind_index: 0,
                 desired: None,
@@ -199,8 +200,8 @@ fn plan_with(actions: Vec<(&str, Option<&str>, Action, bool)>) -> ClusterPlan {
 
 fn action(operation: Operation, destructive: bool, requires_stop: bool) -> Action {
     Action {
+        summary: format!("{} VM", operation_name(&operation)),
         operation,
-        summary: format!("{} VM", operation_name(operation)),
         calls: vec![],
         changes: vec![Change {
             key: "cipassword".into(),
@@ -208,8 +209,9 @@ fn action(operation: Operation, destructive: bool, requires_stop: bool) -> Actio
             new: Some("hunter2".into()),
             sensitive: true,
         }],
-        requires_stop,
+        disturbs_availability: requires_stop,
         destructive,
+        restore: None,
     }
 }
 
@@ -610,7 +612,10 @@ fn reads_plan_json() {
     let (cluster, actions) = &clusters[0];
     assert_eq!(cluster, "lab");
     let a = &actions[0].view;
-    assert_eq!(a.operation, Operation::Update);
+    assert_eq!(
+        a.operation,
+        proxops_runtime::policy::PolicyOperation::Update
+    );
     assert!(a.requires_stop && a.running);
     assert!(!a.changes[0].sensitive && a.changes[1].sensitive);
     assert!(a.document.as_deref().is_some_and(|d| d.contains("web-01")));
