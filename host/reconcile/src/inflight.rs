@@ -22,10 +22,6 @@ use crate::plan::ClusterPlan;
 /// `download`); waited for on a node of interest whatever object they name.
 const CREATING: [&str; 3] = ["qmcreate", "qmclone", "download"];
 
-/// The anomaly the VM kinds report for a locked guest (`… is locked (create); …`). Contract
-/// 0.1.0 has no field for it; 0.2.0 should carry the lock in the observation.
-const LOCKED: &str = " is locked (";
-
 /// What [`settle`] found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Settled {
@@ -52,7 +48,7 @@ fn interest(plan: &ClusterPlan) -> BTreeMap<String, Vec<(usize, BTreeSet<String>
             .proposal
             .anomalies
             .iter()
-            .any(|a| a.message.contains(LOCKED));
+            .any(|a| a.locked);
         if locked && let Some(node) = &o.object.node {
             let id = o
                 .object
@@ -233,7 +229,8 @@ mod tests {
                 .map(|m| Anomaly {
                     path: String::new(),
                     message: m.into(),
-                    locked: false,
+                    // As the kinds say it: the lock is a field, the text is for people.
+                    locked: m.contains(" is locked ("),
                 })
                 .collect(),
             drift: Vec::new(),

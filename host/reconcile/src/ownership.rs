@@ -213,7 +213,7 @@ pub fn unowned(guest: &LiveGuest, claim: Option<&AdoptClaim>) -> Proposal {
                 "spec.vmid".into()
             },
             message,
-            locked: false,
+            locked: claim.is_none() && guest.lock.is_some(),
         }],
     }
 }
@@ -428,8 +428,10 @@ mod tests {
             "{said}"
         );
         assert!(said.contains("qm unlock 400"), "{said}");
-        let unlocked = &unowned(&guest("", 400), None).anomalies[0].message;
-        assert!(!unlocked.contains(" is locked ("), "{unlocked}");
+        assert!(unowned(&placeholder, None).anomalies[0].locked);
+        let unlocked = &unowned(&guest("", 400), None).anomalies[0];
+        assert!(!unlocked.message.contains(" is locked ("), "{}", unlocked.message);
+        assert!(!unlocked.locked);
     }
 
     #[test]
