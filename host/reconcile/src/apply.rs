@@ -10,7 +10,7 @@ use proxops_runtime::kind::Operation;
 
 use proxops_core::ObjectId;
 
-use crate::error::ActionError;
+use crate::error::{ActionError, PlanError};
 use crate::execute::{Cancel, Event, Limits, Outcome, Reporter, Status, execute};
 use crate::memory::StopMemory;
 use crate::observe::{Cycle, ObserveError, plan_cluster};
@@ -271,14 +271,33 @@ pub async fn apply(
             .filter_map(|(i, o)| o.object.resource.clone().map(|r| (i, r)))
             .collect();
         if !gone_this_pass.is_empty() {
-            let listed: HashSet<String> = crate::observe::resources(client)
-                .await?
-                .iter()
-                .filter_map(|e| e.get("id").and_then(serde_json::Value::as_str))
-                .map(str::to_string)
-                .collect();
+            // Each listing the deleted objects appear in, read once.
+            let mut listed: HashMap<(String, String), HashSet<String>> = HashMap::new();
+            for (i, _) in &gone_this_pass {
+                for (path, field) in &outcomes[*i].object.listings {
+                    let key = (path.clone(), field.clone());
+                    if listed.contains_key(&key) {
+                        continue;
+                    }
+                    let ids = crate::observe::listing(client, path)
+                        .await?
+                        .iter()
+                        .filter_map(|e| match e.get(field) {
+                            Some(serde_json::Value::String(s)) => Some(s.clone()),
+                            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+                            _ => None,
+                        })
+                        .collect();
+                    listed.insert(key, ids);
+                }
+            }
             for (i, resource) in gone_this_pass {
-                if listed.contains(&resource) {
+                let still_listed = outcomes[i]
+                    .object
+                    .listings
+                    .iter()
+                    .any(|(p, f)| listed[&(p.clone(), f.clone())].contains(&resource));
+                if still_listed {
                     let o = &mut outcomes[i];
                     let why = ActionError::DeleteNotVerified {
                         resource: resource.clone(),
@@ -325,6 +344,31 @@ pub async fn apply(
             }
         }
     }
+    if stopped.is_none() && !interrupted() {
+        let ran = run_finally(
+            registry,
+            client,
+            &first.cluster,
+            &outcomes,
+            &options,
+            &reporter,
+        )
+        .await;
+        for outcome in ran {
+            if let Status::Failed(_) = &outcome.status {
+                failed.insert(outcome.object.id.clone());
+            }
+            let mut did = Did::default();
+            for a in &outcome.done {
+                did.note(a);
+            }
+            outcomes.push(ObjectOutcome {
+                object: outcome.object,
+                status: outcome.status,
+                did,
+            });
+        }
+    }
     // A pruned object is gone: nothing of it is left to show.
     last.objects.retain(|o| {
         o.object.file.is_some()
@@ -340,4 +384,114 @@ pub async fn apply(
         converged,
         stopped,
     })
+}
+
+/// The `finally` step of every kind whose objects this apply changed: asked once per kind
+/// with the changed objects' names, checked like any proposal (declared calls, grant), and
+/// run as one more object, `Kind/(finally)`.
+async fn run_finally(
+    registry: &KindRegistry,
+    client: &Client,
+    cluster: &str,
+    outcomes: &[ObjectOutcome],
+    options: &ApplyOptions,
+    reporter: &Arc<dyn Reporter>,
+) -> Vec<Outcome> {
+    let mut changed: Vec<(usize, Vec<String>)> = Vec::new();
+    for o in outcomes.iter().filter(|o| o.status == Status::Done) {
+        let d = o.did;
+        if !(d.created || d.updated || d.deleted || d.started || d.stopped) {
+            continue;
+        }
+        let Some(kind) =
+            (0..registry.len()).find(|&k| registry.get(k).info().kind == o.object.id.kind)
+        else {
+            continue;
+        };
+        match changed.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, names)) => names.push(o.object.id.name.clone()),
+            None => changed.push((kind, vec![o.object.id.name.clone()])),
+        }
+    }
+    if changed.is_empty() {
+        return Vec::new();
+    }
+    let answers = crate::workers::par_map(registry, &changed, |instances, (kind, names)| {
+        instances
+            .get(*kind)
+            .and_then(|i| i.finally(names))
+            .map_err(|e| PlanError::Kind(e.to_string()))
+    });
+    let mut plan = ClusterPlan {
+        cluster: cluster.to_string(),
+        objects: Vec::new(),
+    };
+    for ((kind, _), answer) in changed.iter().zip(answers) {
+        let info = registry.get(*kind).info();
+        let (actions, error) = match answer {
+            Ok(actions) => {
+                let refused: Vec<String> = actions
+                    .iter()
+                    .flat_map(|a| {
+                        a.calls
+                            .iter()
+                            .chain(a.restore.iter().flat_map(|r| &r.calls))
+                    })
+                    .filter_map(|c| crate::grant::check_call(registry.trust(*kind), info, c).err())
+                    .collect();
+                if refused.is_empty() {
+                    (actions, None)
+                } else {
+                    (Vec::new(), Some(PlanError::OutsideApiPaths(refused)))
+                }
+            }
+            Err(e) => (Vec::new(), Some(e)),
+        };
+        if actions.is_empty() && error.is_none() {
+            continue;
+        }
+        if let Some(e) = &error {
+            reporter.event(Event::ActionDone {
+                object: finally_ref(cluster, &info.kind),
+                summary: "finally".into(),
+                error: Some(e.to_string()),
+            });
+            continue;
+        }
+        plan.objects.push(ObjectPlan {
+            object: finally_ref(cluster, &info.kind),
+            kind_index: *kind,
+            desired: None,
+            running: false,
+            proposal: proxops_runtime::kind::Proposal {
+                actions,
+                drift: Vec::new(),
+                pending: Vec::new(),
+                anomalies: Vec::new(),
+            },
+            depends_on: Vec::new(),
+            error: None,
+        });
+    }
+    if plan.objects.is_empty() {
+        return Vec::new();
+    }
+    execute(
+        client,
+        &plan,
+        options.limits,
+        reporter.clone(),
+        options.cancel.clone(),
+    )
+    .await
+}
+
+fn finally_ref(cluster: &str, kind: &str) -> ObjectRef {
+    ObjectRef {
+        id: ObjectId::new(cluster, kind, "(finally)"),
+        file: None,
+        node: None,
+        resource: None,
+        listings: Vec::new(),
+    }
 }

@@ -44,11 +44,7 @@ fn interest(plan: &ClusterPlan) -> BTreeMap<String, Vec<(usize, BTreeSet<String>
     let mut nodes: BTreeMap<String, Vec<(usize, BTreeSet<String>)>> = BTreeMap::new();
     for (index, o) in plan.objects.iter().enumerate() {
         let mut per_node: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-        let locked = o
-            .proposal
-            .anomalies
-            .iter()
-            .any(|a| a.locked);
+        let locked = o.proposal.anomalies.iter().any(|a| a.locked);
         if locked && let Some(node) = &o.object.node {
             let id = o
                 .object

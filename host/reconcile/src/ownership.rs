@@ -430,7 +430,11 @@ mod tests {
         assert!(said.contains("qm unlock 400"), "{said}");
         assert!(unowned(&placeholder, None).anomalies[0].locked);
         let unlocked = &unowned(&guest("", 400), None).anomalies[0];
-        assert!(!unlocked.message.contains(" is locked ("), "{}", unlocked.message);
+        assert!(
+            !unlocked.message.contains(" is locked ("),
+            "{}",
+            unlocked.message
+        );
         assert!(!unlocked.locked);
     }
 

@@ -142,6 +142,18 @@ pub fn validate_repo(
                         .map(|d| guest_diag(&m.file, d))
                         .collect::<Vec<_>>()
                 })?;
+            // The desired state crosses back into the kind on every later call: a kind that
+            // hands back something that is not JSON fails here, with its file named.
+            if serde_json::from_str::<serde::de::IgnoredAny>(&validated.desired).is_err() {
+                return Err(vec![Diagnostic::error(
+                    &m.file,
+                    "",
+                    format!(
+                        "the {} kind returned a desired state that is not JSON; the kind is broken (nothing is planned for this manifest)",
+                        registry.get(index).info().kind
+                    ),
+                )]);
+            }
             let references = instance.references(&validated.desired).map_err(internal)?;
             let key = instance.identity(&validated.desired).map_err(internal)?;
             if let Some(claim) = &adopt {
