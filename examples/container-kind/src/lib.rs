@@ -10,6 +10,33 @@
 //! `proxops` tag ([`claims`]). It declares exactly the calls it proposes ([`CALLS`]), no
 //! secrets and no capabilities: a privileged container or a bind mount is proposed as written
 //! and the host checks it against the operator's grant.
+//!
+//! Natively, the functions the host calls are plain Rust (this is how the tests drive them):
+//!
+//! ```
+//! use proxops_kind_container::ContainerKind;
+//! use proxops_kind_sdk::kind::ResourceKind;
+//! use proxops_kind_sdk::model::{Method, Observation, Operation};
+//! use proxops_kind_sdk::secrets::NoSecrets;
+//!
+//! let manifest = serde_json::json!({
+//!     "apiVersion": "proxops/v1alpha1", "kind": "Container", "metadata": {"name": "web"},
+//!     "spec": {"vmid": 201, "node": "pve01", "memory": "512MiB",
+//!              "ostemplate": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+//!              "rootfs": {"storage": "local-lvm", "size": "8GiB"}}
+//! });
+//! let desired = ContainerKind::validate(&manifest, &NoSecrets).unwrap().desired;
+//! assert_eq!(ContainerKind::identity(&desired).resource_id.as_deref(), Some("lxc/201"));
+//!
+//! // No live entry: one create, unprivileged and tagged, started by PVE when it is done.
+//! let p = ContainerKind::plan(Some(&desired), &[], &[], &Observation::default(), &NoSecrets).unwrap();
+//! let create = &p.actions[0];
+//! assert_eq!(create.operation, Operation::Create);
+//! assert_eq!((create.calls[0].method, create.calls[0].path.as_str()), (Method::Post, "/nodes/pve01/lxc"));
+//! assert_eq!(create.calls[0].get("unprivileged"), Some("1"));
+//! assert_eq!(create.calls[0].get("tags"), Some("proxops;proxops-201"));
+//! assert_eq!(create.calls[0].get("start"), Some("1"));
+//! ```
 
 pub mod desired;
 pub mod live;
@@ -23,7 +50,7 @@ pub mod wire;
 mod tests;
 
 use proxops_kind_sdk::check::Diag;
-use proxops_kind_sdk::kind::{KindInfo, Listing, ObjectKey, ResourceKind, Resolved, Validated};
+use proxops_kind_sdk::kind::{KindInfo, Listing, ObjectKey, Resolved, ResourceKind, Validated};
 use proxops_kind_sdk::model::{Call, Method, Observation, Proposal};
 use proxops_kind_sdk::secrets::Secrets;
 use serde_json::Value;

@@ -198,11 +198,20 @@ struct Diff<'a> {
 
 impl Diff<'_> {
     /// Write `key = value` when `same(live)` is false, reporting drift at `path`.
-    fn scalar(&mut self, key: &str, path: &str, value: String, same: impl Fn(Option<&str>) -> bool) {
+    fn scalar(
+        &mut self,
+        key: &str,
+        path: &str,
+        value: String,
+        same: impl Fn(Option<&str>) -> bool,
+    ) {
         let live = self.cfg.get(key);
         if !same(live) {
-            self.drift
-                .push(Drift::new(path, live.map(str::to_string), Some(value.clone())));
+            self.drift.push(Drift::new(
+                path,
+                live.map(str::to_string),
+                Some(value.clone()),
+            ));
             self.sets.push((key.to_string(), value));
         }
     }
@@ -282,7 +291,11 @@ pub fn template_facts(ostemplate: &str) -> (Option<&'static str>, Option<&'stati
 }
 
 fn diff_fixed(d: &Container, x: &mut Diff<'_>) {
-    let live_unpriv = x.cfg.get("unprivileged").and_then(parse_bool).unwrap_or(false);
+    let live_unpriv = x
+        .cfg
+        .get("unprivileged")
+        .and_then(parse_bool)
+        .unwrap_or(false);
     if live_unpriv != d.unprivileged {
         x.anomaly(
             "spec.unprivileged",
@@ -329,7 +342,9 @@ fn diff_scalars(d: &Container, x: &mut Diff<'_>) {
         l == Some(d.hostname.as_str())
     });
     let mem = d.memory_mib.to_string();
-    x.scalar("memory", "spec.memory", mem.clone(), |l| l == Some(mem.as_str()));
+    x.scalar("memory", "spec.memory", mem.clone(), |l| {
+        l == Some(mem.as_str())
+    });
     if let Some(s) = d.swap_mib {
         let s = s.to_string();
         x.scalar("swap", "spec.swap", s.clone(), |l| l == Some(s.as_str()));
@@ -357,7 +372,10 @@ fn diff_scalars(d: &Container, x: &mut Diff<'_>) {
     });
     let owned = d.features.tokens();
     if !owned.is_empty() {
-        let live = x.cfg.get("features").and_then(|f| PropString::parse(f).ok());
+        let live = x
+            .cfg
+            .get("features")
+            .and_then(|f| PropString::parse(f).ok());
         let mut drift = Vec::new();
         for (k, want) in &owned {
             let have = live
@@ -388,7 +406,10 @@ fn diff_rootfs(d: &Container, x: &mut Diff<'_>) {
     else {
         x.anomaly(
             "spec.rootfs",
-            format!("CT {} has no readable rootfs in its config; check it in PVE", d.vmid),
+            format!(
+                "CT {} has no readable rootfs in its config; check it in PVE",
+                d.vmid
+            ),
         );
         return;
     };
@@ -429,7 +450,13 @@ fn diff_mount_points(d: &Container, x: &mut Diff<'_>) {
         let mut next = live.clone();
         let mut drift = Vec::new();
         match (&m.source, volume_storage(&volume)) {
-            (MountSource::Volume { storage, size_bytes }, Some(s)) => {
+            (
+                MountSource::Volume {
+                    storage,
+                    size_bytes,
+                },
+                Some(s),
+            ) => {
                 if s != storage {
                     x.anomaly(
                         format!("{path}.storage"),
@@ -500,7 +527,11 @@ fn diff_mount_points(d: &Container, x: &mut Diff<'_>) {
             x.set(key, wire::print_ordered(&next, "mp"), drift);
         }
     }
-    let owned: Vec<String> = d.mount_points.iter().map(|m| format!("mp{}", m.slot)).collect();
+    let owned: Vec<String> = d
+        .mount_points
+        .iter()
+        .map(|m| format!("mp{}", m.slot))
+        .collect();
     let extra: Vec<(String, String)> = x
         .cfg
         .keys
@@ -526,7 +557,11 @@ fn diff_nics(d: &Container, x: &mut Diff<'_>) {
         let live_text = x.cfg.get(&key).map(str::to_string);
         let Some(live) = live_text.as_deref().and_then(|t| PropString::parse(t).ok()) else {
             let v = wire::new_nic(n);
-            x.set(key, v, vec![Drift::new(&path, live_text, Some(wire::new_nic(n)))]);
+            x.set(
+                key,
+                v,
+                vec![Drift::new(&path, live_text, Some(wire::new_nic(n)))],
+            );
             continue;
         };
         let mut next = live.clone();
@@ -686,7 +721,11 @@ fn update(d: &Container, e: &Entry, obs: &Observation) -> Result<Proposal, Vec<D
                 .param("disk", disk)
                 .param("size", new),
         );
-        changes.push(Change::new(format!("{disk}.size"), old.clone(), Some(new.clone())));
+        changes.push(Change::new(
+            format!("{disk}.size"),
+            old.clone(),
+            Some(new.clone()),
+        ));
     }
 
     let want_running = d.state == PowerState::Running;

@@ -17,9 +17,8 @@ pub fn storage_problem(s: &str) -> Option<String> {
 }
 
 /// Archive suffixes PVE accepts for container templates.
-pub const TEMPLATE_SUFFIXES: &[&str] = &[
-    ".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst", ".tar.bz2",
-];
+pub const TEMPLATE_SUFFIXES: &[&str] =
+    &[".tar", ".tar.gz", ".tgz", ".tar.xz", ".tar.zst", ".tar.bz2"];
 
 /// Why `s` is not a container template volume `<storage>:vztmpl/<file>`.
 pub fn ostemplate_problem(s: &str) -> Option<String> {
@@ -62,7 +61,10 @@ pub fn hostname_problem(s: &str) -> Option<String> {
     }
     for label in s.split('.') {
         if label.is_empty() || label.len() > 63 {
-            return Some(format!("`{s}` has a label of {} characters; each dot-separated part must have 1 to 63", label.len()));
+            return Some(format!(
+                "`{s}` has a label of {} characters; each dot-separated part must have 1 to 63",
+                label.len()
+            ));
         }
         if let Some(c) = label
             .chars()
@@ -171,7 +173,10 @@ mod tests {
             ostemplate_problem,
             &[
                 ("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst", true),
-                ("nfs-tpl:vztmpl/alpine-3.20-default_20240908_amd64.tar.xz", true),
+                (
+                    "nfs-tpl:vztmpl/alpine-3.20-default_20240908_amd64.tar.xz",
+                    true,
+                ),
                 ("local:vztmpl/x.tgz", true),
                 ("local:iso/debian.iso", false),
                 ("debian-12.tar.zst", false),
@@ -210,7 +215,12 @@ mod tests {
         );
         check(
             storage_problem,
-            &[("local-lvm", true), ("zfs.pool_1", true), ("Local", false), ("a", false)],
+            &[
+                ("local-lvm", true),
+                ("zfs.pool_1", true),
+                ("Local", false),
+                ("a", false),
+            ],
         );
     }
 

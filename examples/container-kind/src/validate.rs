@@ -255,7 +255,9 @@ fn mount_points(c: &mut Checker, spec: &Obj) -> Vec<MountPoint> {
             } else if let Some(first) = paths.insert(p.trim_end_matches('/').to_string(), i) {
                 c.error(
                     join(&path, "path"),
-                    format!("`{p}` is already mounted by spec.mount-points[{first}]; use another path"),
+                    format!(
+                        "`{p}` is already mounted by spec.mount-points[{first}]; use another path"
+                    ),
                 );
             }
         }

@@ -140,7 +140,10 @@ mod tests {
             keyctl: Some(true),
             fuse: None,
         };
-        assert_eq!(features(&f, Some(&live)), "keyctl=1,mount=nfs;cifs,nesting=1");
+        assert_eq!(
+            features(&f, Some(&live)),
+            "keyctl=1,mount=nfs;cifs,nesting=1"
+        );
         assert_eq!(features(&f, None), "keyctl=1,nesting=1");
     }
 }
