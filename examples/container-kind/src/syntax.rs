@@ -83,6 +83,17 @@ pub fn hostname_problem(s: &str) -> Option<String> {
     None
 }
 
+/// Whether `s` is a PVE node name (DNS name: labels of letters, digits and inner `-`).
+pub fn is_node_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
 /// Why `s` is not an absolute path PVE accepts for a mount point (no `.`/`..` segments).
 pub fn path_problem(s: &str) -> Option<String> {
     if !s.starts_with('/') {
@@ -254,5 +265,6 @@ mod tests {
         }
         assert!(is_tag("web") && is_tag("_x+y.z") && !is_tag("-x") && !is_tag(""));
         assert!(is_bridge("vmbr0") && !is_bridge("vmbr 0"));
+        assert!(is_node_name("pve01") && is_node_name("PVE-1.lab") && !is_node_name("pve_1"));
     }
 }

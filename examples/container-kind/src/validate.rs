@@ -68,9 +68,12 @@ pub fn validate(doc: &Value) -> Result<(Container, Vec<Diag>), Vec<Diag>> {
         .map(|v| v as u32);
     let node = c.string(spec, "spec", "node", true);
     if let Some(n) = &node
-        && let Some(p) = syntax::hostname_problem(n)
+        && !syntax::is_node_name(n)
     {
-        c.error("spec.node", format!("is not a PVE node name: {p}"));
+        c.error(
+            "spec.node",
+            format!("`{n}` is not a PVE node name; use letters, digits and `-` (e.g. `pve01`)"),
+        );
     }
     let hostname = match c.string(spec, "spec", "hostname", false) {
         Some(h) => match syntax::hostname_problem(&h) {

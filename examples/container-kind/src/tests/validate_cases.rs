@@ -141,6 +141,13 @@ fn envelope_and_required_fields() {
         &[("spec.rootfs", "is required")],
     );
     case(
+        &[("/spec/node", json!("pve_01"))],
+        &[(
+            "spec.node",
+            "`pve_01` is not a PVE node name; use letters, digits and `-` (e.g. `pve01`)",
+        )],
+    );
+    case(
         &[("/spec/vmid", json!(99))],
         &[("spec.vmid", "must be from 100 to 999999999, got 99")],
     );
