@@ -565,3 +565,102 @@ fn create_then_converged() {
         &[],
     );
 }
+
+#[test]
+fn small_nic_and_scalar_edges() {
+    // firewall turned on; a live lower-case MAC equals a pinned upper-case one.
+    case(
+        &[(
+            "/spec/nics/0",
+            json!({"bridge": "vmbr0", "ip": "dhcp", "firewall": true, "mac": "BC:24:11:5E:7A:01"}),
+        )],
+        &[(
+            "net0",
+            json!("name=eth0,bridge=vmbr0,hwaddr=bc:24:11:5e:7a:01,ip=dhcp,type=veth"),
+        )],
+        "running",
+        &[
+            "update: update CT 101 on pve01: net0",
+            "  PUT /nodes/pve01/lxc/101/config digest=0f3c9a1e net0=name=eth0,bridge=vmbr0,firewall=1,hwaddr=bc:24:11:5e:7a:01,ip=dhcp,type=veth",
+            "drift spec.nics[0].firewall: - -> 1",
+        ],
+    );
+    // firewall: false is satisfied by an absent token; keys PVE left unset are written.
+    case(
+        &[(
+            "/spec/nics/0",
+            json!({"bridge": "vmbr0", "ip": "dhcp", "firewall": false}),
+        )],
+        &[("memory", Value::Null), ("swap", Value::Null)],
+        "running",
+        &[
+            "update: update CT 101 on pve01: memory, swap",
+            "  PUT /nodes/pve01/lxc/101/config digest=0f3c9a1e memory=1024 swap=512",
+            "drift spec.memory: - -> 1024",
+            "drift spec.swap: - -> 512",
+        ],
+    );
+    // A renamed interface and a config without a digest (the write then carries none).
+    case(
+        &[("/spec/nics/0/name", json!("lan0"))],
+        &[("digest", Value::Null)],
+        "running",
+        &[
+            "update: update CT 101 on pve01: net0",
+            "  PUT /nodes/pve01/lxc/101/config net0=name=lan0,bridge=vmbr0,hwaddr=BC:24:11:5E:7A:01,ip=dhcp,type=veth",
+            "drift spec.nics[0].name: eth0 -> lan0",
+        ],
+    );
+}
+
+#[test]
+fn template_facts_from_file_names() {
+    use crate::plan::template_facts;
+    for (t, ostype, arch) in [
+        (
+            "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+            Some("debian"),
+            Some("amd64"),
+        ),
+        (
+            "local:vztmpl/ubuntu-24.04-standard_24.04-2_amd64.tar.zst",
+            Some("ubuntu"),
+            Some("amd64"),
+        ),
+        (
+            "local:vztmpl/alpine-3.20-default_20240908_amd64.tar.xz",
+            Some("alpine"),
+            Some("amd64"),
+        ),
+        (
+            "local:vztmpl/rockylinux-9-default_20240912_amd64.tar.xz",
+            Some("centos"),
+            Some("amd64"),
+        ),
+        ("local:vztmpl/custom-image.tar.gz", None, None),
+    ] {
+        assert_eq!(template_facts(t), (ostype, arch), "{t}");
+    }
+    // An unknown distribution is never an anomaly.
+    case(
+        &[(
+            "/spec/ostemplate",
+            json!("local:vztmpl/golden-2025.tar.zst"),
+        )],
+        &[],
+        "running",
+        &[],
+    );
+    // Another architecture is.
+    case(
+        &[(
+            "/spec/ostemplate",
+            json!("local:vztmpl/debian-12-standard_12.7-1_arm64.tar.zst"),
+        )],
+        &[],
+        "running",
+        &[
+            "anomaly spec.ostemplate: CT 101 is an `amd64` container but spec.ostemplate is an `arm64` template; the template is used only at create and cannot change in place. Set spec.ostemplate back, or recreate the container",
+        ],
+    );
+}
