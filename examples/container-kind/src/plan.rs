@@ -5,7 +5,8 @@
 //!   `unprivileged` always (PVE's API default is a privileged container), the tags with the
 //!   ownership marks, and `start=1` when the container should run.
 //! * Present -> one Update action: a single `PUT .../config` carrying the `digest` of the
-//!   config read (a concurrent edit makes PVE refuse the write; the next cycle plans again),
+//!   config read (a concurrent edit makes PVE refuse the write; the next cycle plans again;
+//!   so does a shutdown that applied pending changes before the write),
 //!   with `delete=` for undeclared NICs, then grow-only `PUT .../resize` calls (no digest).
 //! * What PVE cannot change in place is an anomaly, never a write: `unprivileged`, the
 //!   template a container was created from (detected through `ostype`/`arch` where the
