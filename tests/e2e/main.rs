@@ -3,6 +3,7 @@
 
 mod canary;
 mod concurrency;
+mod containers;
 mod crash;
 mod dataloss;
 mod examples;
@@ -12,6 +13,7 @@ mod gitops;
 mod guests;
 mod images;
 mod inputs;
+mod kinds;
 mod ownership_gate;
 mod policies;
 mod provision;

@@ -5,6 +5,7 @@ mod connect;
 mod context;
 mod graph;
 mod inspect;
+mod kind_cmd;
 mod markdown;
 mod metrics;
 mod output;
@@ -187,6 +188,11 @@ enum Command {
         repo: PathBuf,
         #[arg(long, value_enum, default_value = "dot")]
         format: graph::GraphFormat,
+    },
+    /// Third-party kinds: scaffold a new kind crate.
+    Kind {
+        #[command(subcommand)]
+        command: kind_cmd::KindCommand,
     },
     /// Site policies: test a policy on a manifest or a plan, or scaffold a new one.
     Policy {
@@ -380,6 +386,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         .build()?;
     match &cli.command {
         Command::Completions { shell } => return Ok(completions::completions(*shell)),
+        Command::Kind { command } => return kind_cmd::run(command),
         Command::Man { subcommand } => return completions::man(subcommand.as_deref()),
         _ => {}
     }
@@ -515,7 +522,10 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         )),
         Command::Graph { repo, format } => graph::graph(&ctx, &repo, format),
         Command::Policy { command } => policy_cmd::run(&ctx.runtime, command),
-        Command::Sim { .. } | Command::Completions { .. } | Command::Man { .. } => {
+        Command::Sim { .. }
+        | Command::Completions { .. }
+        | Command::Man { .. }
+        | Command::Kind { .. } => {
             unreachable!("handled above")
         }
     }

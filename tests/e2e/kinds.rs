@@ -1,0 +1,305 @@
+//! Third-party kinds end to end: loaded from a `.wasm` through `proxops.yaml`, pinned by
+//! sha256 and held to their grant. Each hostile kind is contained in its own case: the host
+//! stays up (a proxops exit code, never a panic), the bundled kinds plan as before, and the
+//! simulator saw no mutating request unless the case applies on purpose.
+
+use crate::support::{Lab, Run, sha256_hex, vm};
+
+const MISBEHAVE: &str = "proxops-kind-misbehave";
+
+fn artifact(package: &str) -> Vec<u8> {
+    let path = proxops_guests::artifact_path(package).expect("guest is built");
+    std::fs::read(path).expect("read the built guest")
+}
+
+/// The calls the test-only misbehave kind declares, as a grant.
+const MISBEHAVE_CALLS: &str = "[GET /cluster/resources, \"POST /nodes/{node}/lxc\"]";
+
+/// Put `wasm` into the lab repository as `kinds/<file>` and list it in proxops.yaml with
+/// `grant` (YAML flow mapping) and the pin `sha256` (the file's own when `None`).
+fn install_kind(lab: &Lab, file: &str, wasm: &[u8], grant: &str, sha256: Option<&str>) {
+    lab.write_bytes(&format!("kinds/{file}"), wasm);
+    let pin = sha256.map_or_else(|| sha256_hex(wasm), str::to_string);
+    lab.write(
+        "proxops.yaml",
+        &format!("kinds:\n  - file: kinds/{file}\n    sha256: {pin}\n    grant: {grant}\n"),
+    );
+}
+
+fn misbehave(name: &str, spec: &str) -> String {
+    format!("apiVersion: proxops/test\nkind: Misbehave\nmetadata: {{name: {name}}}\nspec: {spec}\n")
+}
+
+/// Host alive, output bounded, nothing sent.
+fn contained(what: &str, run: &Run, lab: &Lab) {
+    let context = format!(
+        "{what}:\n--- stdout\n{}\n--- stderr\n{}",
+        run.stdout, run.stderr
+    );
+    assert!(
+        (0..=3).contains(&run.code),
+        "a proxops exit code: {context}"
+    );
+    assert!(
+        !run.stderr.lines().any(|l| l.starts_with("thread '")),
+        "the host panicked: {context}"
+    );
+    assert!(
+        run.stdout.len() + run.stderr.len() < 200 << 10,
+        "bounded: {context}"
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "{context}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn every_hostile_third_party_kind_is_contained_and_the_bundled_kinds_plan_on() {
+    let grant = |extra: &str| format!("{{calls: {MISBEHAVE_CALLS}{extra}}}");
+    // (spec of the misbehave object, grant, exit code, what stdout says)
+    let cases: &[(&str, String, i32, &str)] = &[
+        (
+            "{plan: outside}",
+            grant(""),
+            1,
+            "POST /access/users is not among the calls the Misbehave kind declared; nothing was sent",
+        ),
+        (
+            "{plan: privileged}",
+            grant(""),
+            1,
+            "needs the capability privileged",
+        ),
+        ("{plan: secret}", grant(""), 3, "Denied"),
+        (
+            "{plan: loop}",
+            grant(", limits: {deadline-ms: 300}"),
+            1,
+            "exceeded its deadline of 300ms",
+        ),
+        (
+            "{plan: alloc}",
+            grant(", limits: {memory-mib: 16}"),
+            1,
+            "exceeded its memory limit",
+        ),
+        (
+            "{plan: big}",
+            grant(", limits: {output-kib: 64}"),
+            1,
+            "more than its output limit of 65536",
+        ),
+        (
+            "{validate: badjson}",
+            grant(""),
+            1,
+            "the Misbehave kind returned a desired state that is not JSON",
+        ),
+    ];
+    let lab = Lab::start().await;
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 150, ""));
+    let wasm = artifact(MISBEHAVE);
+    for (spec, grant, code, says) in cases {
+        install_kind(&lab, "misbehave.wasm", &wasm, grant, None);
+        lab.write("misbehave/lab/m.yaml", &misbehave("m", spec));
+        lab.clear();
+        let run = lab.run(&["plan"]).await;
+        let what = format!("spec {spec}");
+        contained(&what, &run, &lab);
+        assert_eq!(run.code, *code, "{what}:\n{}\n{}", run.stdout, run.stderr);
+        assert!(
+            run.stdout.contains(says),
+            "{what}: expected {says:?} in:\n{}\n{}",
+            run.stdout,
+            run.stderr
+        );
+        // The bundled VM kind is not affected by its neighbour.
+        assert!(
+            run.stdout.contains("create VM 150"),
+            "{what}:\n{}",
+            run.stdout
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kind_is_refused_at_load_when_its_pin_version_name_or_declaration_is_wrong() {
+    let misbehave = artifact(MISBEHAVE);
+    let calls = format!("{{calls: {MISBEHAVE_CALLS}}}");
+    // A build for another contract version: the same component, its export renamed.
+    let old = {
+        let mut bytes = misbehave.clone();
+        let from = b"proxops:kind/reconciler@0.2.0";
+        let to = b"proxops:kind/reconciler@0.1.0";
+        let mut found = 0;
+        let mut i = 0;
+        while i + from.len() <= bytes.len() {
+            if &bytes[i..i + from.len()] == from {
+                bytes[i..i + from.len()].copy_from_slice(to);
+                found += 1;
+            }
+            i += 1;
+        }
+        assert!(found > 0, "the export name is in the component");
+        bytes
+    };
+    let vm_kind = artifact("proxops-kind-vm");
+    let wrong_pin = "0".repeat(64);
+    // (bytes, grant, pin, field in proxops.yaml, what the error says)
+    let cases: Vec<(&[u8], String, Option<&str>, &str, &str)> = vec![
+        (
+            &misbehave,
+            calls.clone(),
+            Some(&wrong_pin),
+            "kinds[0].sha256",
+            "but proxops.yaml pins 0000",
+        ),
+        (
+            &old,
+            calls.clone(),
+            None,
+            "kinds[0].file",
+            "was built for proxops:kind@0.1.0, but this proxops runs proxops:kind@0.2.0",
+        ),
+        (
+            &vm_kind,
+            "{secrets: true, capabilities: [devices]}".into(),
+            None,
+            "kinds[0].file",
+            "declares kind `VM`, which is already the bundled kind; a third-party kind cannot shadow another kind",
+        ),
+        (
+            &misbehave,
+            "{calls: [GET /cluster/resources]}".into(),
+            None,
+            "kinds[0].grant",
+            "declares more than its grant, so proxops does not start; review it, and if you trust it with this, add to its grant: call POST /nodes/{node}/lxc",
+        ),
+    ];
+    let lab = Lab::start().await;
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 150, ""));
+    for (bytes, grant, pin, field, says) in cases {
+        install_kind(&lab, "k.wasm", bytes, &grant, pin);
+        lab.clear();
+        for command in ["plan", "apply", "validate"] {
+            let run = lab.run(&[command]).await;
+            let what = format!("{command} with {field}");
+            contained(&what, &run, &lab);
+            assert_eq!(run.code, 1, "{what}:\n{}\n{}", run.stdout, run.stderr);
+            assert!(
+                run.stderr.contains(field) && run.stderr.contains(says),
+                "{what}: expected {field} and {says:?} in:\n{}",
+                run.stderr
+            );
+            assert!(
+                run.stderr
+                    .contains("cannot be loaded (no cluster was contacted)"),
+                "{}",
+                run.stderr
+            );
+        }
+        assert!(
+            lab.sim.requests().is_empty(),
+            "nothing was read from PVE either: {:?}",
+            lab.sim.requests()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_live_guest_two_kinds_claim_is_reported_and_never_pruned() {
+    let lab = Lab::start().await;
+    lab.write(
+        "vm/lab/web.yaml",
+        &vm("web", "pve01", 150, "  tags: [misbehave-claim]\n"),
+    );
+    lab.apply().await;
+    let wasm = artifact(MISBEHAVE);
+    install_kind(
+        &lab,
+        "misbehave.wasm",
+        &wasm,
+        &format!("{{calls: {MISBEHAVE_CALLS}}}"),
+        None,
+    );
+    // The manifest goes: the VM kind would prune the guest, but the misbehave kind claims it too.
+    lab.remove("vm/lab/web.yaml");
+    lab.write("vm/lab/other.yaml", &vm("other", "pve01", 151, ""));
+    lab.apply().await;
+    lab.clear();
+    let run = lab.run(&["plan"]).await;
+    assert!(
+        run.stdout.contains("is claimed by 2 kinds (VM, Misbehave); exactly one kind may own a live object, so nothing is pruned"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let run = lab.run(&["apply"]).await;
+    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert!(
+        lab.sim.vm_config(150).is_some(),
+        "the contested guest is still there"
+    );
+    assert!(
+        lab.mutations().iter().all(|m| !m.contains("/150")),
+        "nothing was sent for it: {:?}",
+        lab.mutations()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn proxops_kinds_shows_a_granted_kind_with_its_source_pin_contract_and_grant() {
+    let lab = Lab::start().await;
+    let wasm = artifact(MISBEHAVE);
+    install_kind(
+        &lab,
+        "misbehave.wasm",
+        &wasm,
+        &format!("{{calls: {MISBEHAVE_CALLS}, limits: {{deadline-ms: 700}}}}"),
+        None,
+    );
+    let repo = lab.repo.path().to_str().unwrap().to_string();
+    let run = crate::support::proxops(&["kinds", "--json", "--repo", &repo]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let rows: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    let row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "Misbehave")
+        .expect("the granted kind is listed");
+    assert_eq!(row["source"], "file kinds/misbehave.wasm");
+    assert_eq!(row["sha256"], sha256_hex(&wasm));
+    assert_eq!(row["wit"], "proxops:kind@0.2.0");
+    assert_eq!(row["grant"]["calls"][1], "POST /nodes/{node}/lxc");
+    assert_eq!(row["grant"]["secrets"], false);
+    assert_eq!(row["grant"]["limits"]["deadline-ms"], 700);
+    let vm_row = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "VM")
+        .unwrap();
+    assert_eq!(vm_row["source"], "bundled");
+    assert!(vm_row["grant"].is_null());
+    let table = crate::support::proxops(&["kinds", "--repo", &repo]);
+    assert!(
+        table
+            .stdout
+            .contains("Misbehave (file kinds/misbehave.wasm, sha256 "),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table
+            .stdout
+            .contains("calls:        GET /cluster/resources, POST /nodes/{node}/lxc"),
+        "{}",
+        table.stdout
+    );
+    let schema = crate::support::proxops(&["schema", "Misbehave", "--repo", &repo]);
+    assert_eq!(schema.code, 0, "{}", schema.stderr);
+    let unknown = crate::support::proxops(&["schema", "Misbehave"]);
+    assert_eq!(
+        unknown.code, 1,
+        "without the repository the kind is unknown"
+    );
+}
