@@ -1,5 +1,6 @@
 //! `proxops`: plan and apply Proxmox VE clusters from a git repository of YAML manifests.
 
+mod adopt;
 mod completions;
 mod connect;
 mod context;
@@ -182,6 +183,28 @@ enum Command {
     Man {
         /// A subcommand, e.g. plan.
         subcommand: Option<String>,
+    },
+    /// Write manifests for guests that already run (through the kinds' adopt), with a gap report per guest; only reads PVE.
+    #[command(
+        after_help = "Examples:\n  proxops adopt . --cluster lab --vmid 100 --vmid 101\n  proxops adopt . --cluster lab --all\n\nEach manifest carries metadata.adopt (the vmid and PVE name it took over): the next apply may add the ownership tags to that guest and nothing else. Existing files are kept unless --force is given."
+    )]
+    Adopt {
+        repo: PathBuf,
+        /// The cluster (its cluster file's name) to adopt from.
+        #[arg(long)]
+        cluster: String,
+        /// A guest to adopt, by vmid (repeatable).
+        #[arg(long = "vmid", value_name = "N")]
+        vmids: Vec<u64>,
+        /// Adopt every guest no manifest names (guests proxops already owns are listed, not adopted).
+        #[arg(long, conflicts_with = "vmids")]
+        all: bool,
+        /// Import SSH keys that match no SOPS entry into the cluster's SOPS file (not built yet).
+        #[arg(long)]
+        adopt_secrets: bool,
+        /// Replace manifest files that already exist.
+        #[arg(long)]
+        force: bool,
     },
     /// Print the dependency graph of the manifests (clone sources, images, ISOs).
     Graph {
@@ -425,6 +448,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     | Command::Plan { repo, .. }
     | Command::Apply { repo, .. }
     | Command::Watch { repo, .. }
+    | Command::Adopt { repo, .. }
     | Command::Graph { repo, .. } = &cli.command
     {
         validate::ensure_repository(repo, "")?;
@@ -450,6 +474,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         | Command::Plan { repo, .. }
         | Command::Apply { repo, .. }
         | Command::Watch { repo, .. }
+        | Command::Adopt { repo, .. }
         | Command::Graph { repo, .. } => Some(repo.clone()),
         Command::Kinds { repo, .. } | Command::Schema { repo, .. } => repo.clone(),
         _ => None,
@@ -521,6 +546,24 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             run.into(),
         )),
         Command::Graph { repo, format } => graph::graph(&ctx, &repo, format),
+        Command::Adopt {
+            repo,
+            cluster,
+            vmids,
+            all,
+            adopt_secrets,
+            force,
+        } => runtime.block_on(adopt::adopt(
+            &ctx,
+            &repo,
+            &adopt::AdoptOptions {
+                cluster,
+                vmids,
+                all,
+                adopt_secrets,
+                force,
+            },
+        )),
         Command::Policy { command } => policy_cmd::run(&ctx.runtime, command),
         Command::Sim { .. }
         | Command::Completions { .. }

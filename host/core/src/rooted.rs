@@ -190,6 +190,74 @@ impl RepoDir {
     }
 }
 
+/// Why a file could not be written into the repository.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    #[error(transparent)]
+    Path(#[from] ReadError),
+    #[error("`{0}` exists; nothing was written (give --force to replace it)")]
+    Exists(String),
+    #[error("refused: `{0}` is a symlink; proxops never writes through a symlink")]
+    Symlink(String),
+    #[error("cannot write `{path}`: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl RepoDir {
+    /// Write `bytes` to `rel` atomically: into a temporary file in the same folder, then
+    /// renamed over the target, so a reader sees the old file or the new one, never half.
+    /// Folders are created as needed (inside the repository only); an existing file is
+    /// replaced only with `replace`, and a symlink at `rel` is never written through.
+    pub fn write_atomic(&self, rel: &str, bytes: &[u8], replace: bool) -> Result<(), WriteError> {
+        use std::io::Write as _;
+        check_relative(rel)?;
+        let shown = || quote(rel);
+        let io = |source: io::Error| WriteError::Io {
+            path: shown(),
+            source,
+        };
+        match self.dir.symlink_metadata(rel) {
+            Ok(m) if m.file_type().is_symlink() => return Err(WriteError::Symlink(shown())),
+            Ok(m) if !m.is_file() => return Err(WriteError::Path(not_regular(rel, m.file_type()))),
+            Ok(_) if !replace => return Err(WriteError::Exists(shown())),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(WriteError::Path(classify(rel, e))),
+        }
+        let path = Path::new(rel);
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        if let Some(parent) = parent {
+            self.dir
+                .create_dir_all(parent)
+                .map_err(|e| WriteError::Path(classify(&parent.display().to_string(), e)))?;
+        }
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let tmp = match parent {
+            Some(p) => p.join(format!(".{name}.proxops-{}.tmp", std::process::id())),
+            None => PathBuf::from(format!(".{name}.proxops-{}.tmp", std::process::id())),
+        };
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        let mut file = self.dir.open_with(&tmp, &options).map_err(io)?;
+        let written = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| self.dir.rename(&tmp, &self.dir, rel));
+        if let Err(e) = written {
+            let _ = self.dir.remove_file(&tmp);
+            return Err(io(e));
+        }
+        Ok(())
+    }
+}
+
 fn join(rel: &str, name: &str) -> String {
     if rel.is_empty() {
         name.to_string()
@@ -258,6 +326,61 @@ pub fn check_relative(rel: &str) -> Result<(), ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writes_are_atomic_inside_the_repository_and_never_through_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = RepoDir::open(dir.path()).unwrap();
+        repo.write_atomic("vm/lab/web.yaml", b"a: 1\n", false)
+            .unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("vm/lab/web.yaml")).unwrap(),
+            b"a: 1\n"
+        );
+        let again = repo.write_atomic("vm/lab/web.yaml", b"a: 2\n", false);
+        assert!(matches!(again, Err(WriteError::Exists(_))), "{again:?}");
+        repo.write_atomic("vm/lab/web.yaml", b"a: 2\n", true)
+            .unwrap();
+        assert_eq!(
+            std::fs::read(dir.path().join("vm/lab/web.yaml")).unwrap(),
+            b"a: 2\n"
+        );
+        let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("vm/lab"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            leftovers.len(),
+            1,
+            "no temporary file is left: {leftovers:?}"
+        );
+        assert!(matches!(
+            repo.write_atomic("../x.yaml", b"", false),
+            Err(WriteError::Path(ReadError::Parent(_)))
+        ));
+        assert!(matches!(
+            repo.write_atomic("/tmp/x.yaml", b"", false),
+            Err(WriteError::Path(ReadError::Absolute(_)))
+        ));
+        #[cfg(unix)]
+        {
+            let outside = tempfile::tempdir().unwrap();
+            std::os::unix::fs::symlink(
+                outside.path().join("t.yaml"),
+                dir.path().join("vm/lab/link.yaml"),
+            )
+            .unwrap();
+            let through = repo.write_atomic("vm/lab/link.yaml", b"x", true);
+            assert!(
+                matches!(through, Err(WriteError::Symlink(_))),
+                "{through:?}"
+            );
+            assert!(!outside.path().join("t.yaml").exists());
+            std::os::unix::fs::symlink(outside.path(), dir.path().join("out")).unwrap();
+            assert!(repo.write_atomic("out/x.yaml", b"x", true).is_err());
+            assert!(!outside.path().join("x.yaml").exists());
+        }
+    }
 
     /// A repository with `web.yaml`, `shared/base.yaml`, a folder, in-repo and escaping
     /// symlinks and a FIFO, plus a file outside it.

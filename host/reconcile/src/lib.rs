@@ -1,6 +1,7 @@
 //! The reconcile engine: route manifests to kinds, validate them, resolve references and
 //! identities, observe PVE, plan, and execute.
 
+pub mod adopt;
 pub mod apply;
 pub mod error;
 pub mod execute;

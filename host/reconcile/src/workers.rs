@@ -15,7 +15,8 @@
 use std::sync::Arc;
 
 use proxops_runtime::kind::{
-    Action, Call, Diagnostic, ObjectKey, Observation, Proposal, Reference, Resolved, Validated,
+    Action, Adopted, Call, Diagnostic, ObjectKey, Observation, Proposal, Reference, Resolved,
+    Validated,
 };
 use proxops_runtime::{GuestError, KindInstance, SecretSource};
 
@@ -52,6 +53,7 @@ pub trait KindCalls: Send {
     ) -> Result<Result<Proposal, Vec<Diagnostic>>, GuestError>;
     fn claims(&mut self, listing: &str, entry: &str) -> Result<bool, GuestError>;
     fn finally(&mut self, changed: &[String]) -> Result<Vec<Action>, GuestError>;
+    fn adopt(&mut self, observed: &Observation) -> Result<Result<Adopted, String>, GuestError>;
 }
 
 impl KindCalls for KindInstance {
@@ -100,6 +102,9 @@ impl KindCalls for KindInstance {
     }
     fn finally(&mut self, changed: &[String]) -> Result<Vec<Action>, GuestError> {
         KindInstance::finally(self, changed)
+    }
+    fn adopt(&mut self, observed: &Observation) -> Result<Result<Adopted, String>, GuestError> {
+        KindInstance::adopt(self, observed)
     }
 }
 

@@ -1,0 +1,250 @@
+//! `proxops adopt`: write manifests for guests that already run, through the kinds' own
+//! `adopt()`, and report per guest what the manifest does not carry. Adopt reads PVE and
+//! writes only into the repository: each manifest atomically, never over an existing file
+//! without `--force`, never through a symlink. Each manifest names the guest it takes over in
+//! `metadata.adopt`, the one write the next apply may make to it (the ownership tags).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use anyhow::Context as _;
+use proxops_reconcile::adopt::{Adoption, adopt_entries};
+use serde_json::{Value, json};
+
+use crate::context::Context;
+use crate::exit;
+use crate::output::{self, errln, outln};
+
+/// What to adopt.
+#[derive(Debug, Clone)]
+pub struct AdoptOptions {
+    pub cluster: String,
+    /// Guests by vmid; empty with `all`.
+    pub vmids: Vec<u64>,
+    /// Every guest no manifest names.
+    pub all: bool,
+    pub adopt_secrets: bool,
+    /// Replace existing manifest files.
+    pub force: bool,
+}
+
+pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Result<u8> {
+    if o.adopt_secrets {
+        errln!(
+            "error: --adopt-secrets (importing unmatched SSH keys into the SOPS file) is not built yet; run without it: keys that match a SOPS entry become ssh-key-refs, the others are redacted (GAPS.md)"
+        );
+        return Ok(exit::ERROR);
+    }
+    if o.vmids.is_empty() && !o.all {
+        errln!("error: say which guests: --vmid N (repeatable) or --all");
+        return Ok(exit::ERROR);
+    }
+    let checked = crate::validate::check(ctx, repo);
+    let errors: Vec<_> = checked
+        .diags
+        .iter()
+        .filter(|d| d.severity == proxops_core::Severity::Error)
+        .collect();
+    if !errors.is_empty() {
+        errln!(
+            "not adopted: the repository does not validate; fix it first (`proxops validate`), so that new manifests cannot collide with broken ones:"
+        );
+        for d in errors {
+            errln!("  {}", output::inline(&d.to_string()));
+        }
+        return Ok(exit::ERROR);
+    }
+    let Some(cluster) = checked.repo.clusters.get(&o.cluster) else {
+        errln!(
+            "error: no cluster `{}` in {} (clusters: {})",
+            output::inline(&o.cluster),
+            repo.display(),
+            checked
+                .repo
+                .clusters
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        return Ok(exit::ERROR);
+    };
+    let sops = checked.sops.get(&o.cluster).cloned();
+    let conn = crate::connect::connect(repo, ctx.config_root(repo), cluster, sops.as_deref())
+        .await
+        .with_context(|| format!("connecting to cluster {}", o.cluster))?;
+    let listing = proxops_reconcile::observe::CLUSTER_RESOURCES;
+    let live = proxops_reconcile::observe::listing(&conn.client, listing).await?;
+    let guests: Vec<&Value> = live
+        .iter()
+        .filter(|e| matches!(e.get("type").and_then(Value::as_str), Some("qemu" | "lxc")))
+        .collect();
+    // The guests the repository's manifests already name (in this cluster).
+    let named: BTreeSet<&str> = checked
+        .catalog
+        .objects
+        .iter()
+        .filter(|obj| obj.id.cluster == o.cluster)
+        .filter_map(|obj| obj.key.resource_id.as_deref())
+        .collect();
+    let vmid = |e: &Value| e.get("vmid").and_then(Value::as_u64);
+    let id = |e: &Value| {
+        e.get("id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let mut chosen = Vec::new();
+    let mut code = exit::OK;
+    if o.all {
+        let mut owned_unnamed = Vec::new();
+        for e in &guests {
+            if named.contains(id(e).as_str()) {
+                continue;
+            }
+            if proxops_reconcile::ownership::LiveGuest::from_entry(e).is_some_and(|g| g.tagged()) {
+                owned_unnamed.push(id(e));
+                continue;
+            }
+            chosen.push((*e).clone());
+        }
+        if !owned_unnamed.is_empty() {
+            outln!(
+                "Not adopted: proxops already owns {} (the `proxops` tag) and no manifest names them; they are prune candidates, adopt them one by one with --vmid if you mean to keep them",
+                owned_unnamed.join(", ")
+            );
+        }
+    } else {
+        for v in &o.vmids {
+            match guests.iter().find(|e| vmid(e) == Some(*v)) {
+                Some(e) if named.contains(id(e).as_str()) => {
+                    errln!(
+                        "not adopted: vmid {v} ({}) is already named by a manifest",
+                        id(e)
+                    );
+                    code = exit::ERROR;
+                }
+                Some(e) => chosen.push((*e).clone()),
+                None => {
+                    errln!(
+                        "not adopted: no guest with vmid {v} in cluster {}",
+                        o.cluster
+                    );
+                    code = exit::ERROR;
+                }
+            }
+        }
+    }
+    if chosen.is_empty() {
+        outln!("Nothing to adopt in cluster {}.", o.cluster);
+        return Ok(code);
+    }
+    let secrets = sops.map(|s| s as std::sync::Arc<dyn proxops_runtime::SecretSource>);
+    let results = adopt_entries(&ctx.kinds, &conn.client, listing, &chosen, secrets).await;
+
+    let dir = proxops_core::RepoDir::open(repo)?;
+    let mut taken: BTreeSet<(String, String)> = checked
+        .catalog
+        .objects
+        .iter()
+        .filter(|obj| obj.id.cluster == o.cluster)
+        .map(|obj| (obj.id.kind.clone(), obj.id.name.clone()))
+        .collect();
+    let (mut adopted, mut gaps_total) = (0, 0);
+    for (entry, result) in chosen.iter().zip(results) {
+        match result {
+            Adoption::NotAdopted { resource, reasons } => {
+                outln!("! {resource}: not adopted");
+                for r in reasons {
+                    outln!("    {}", output::inline(&r));
+                }
+            }
+            Adoption::Adopted {
+                kind,
+                resource,
+                mut manifest,
+                gaps,
+            } => {
+                let info = ctx.kinds.get(kind).info();
+                let name = unique_name(&manifest, entry, &info.kind, &mut taken);
+                let pve_name = entry
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                if let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("name".into(), json!(name));
+                    if let Some(v) = vmid(entry).filter(|_| !pve_name.is_empty()) {
+                        meta.insert("adopt".into(), json!({"vmid": v, "name": pve_name}));
+                    }
+                }
+                let rel = format!("{}/{}/{name}.yaml", info.folder, o.cluster);
+                let yaml = format!(
+                    "# Adopted from {resource} by `proxops adopt`; metadata.adopt lets the next apply add\n# the ownership tags to this guest (and nothing else) while its vmid and PVE name match.\n{}",
+                    serde_yaml::to_string(&manifest)?
+                );
+                match dir.write_atomic(&rel, yaml.as_bytes(), o.force) {
+                    Ok(()) => {
+                        adopted += 1;
+                        outln!("+ {} {name} ({resource}) -> {rel}", info.kind);
+                    }
+                    Err(e) => {
+                        code = exit::ERROR;
+                        outln!(
+                            "! {} {name} ({resource}): {}",
+                            info.kind,
+                            output::inline(&e.to_string())
+                        );
+                    }
+                }
+                for g in &gaps {
+                    gaps_total += 1;
+                    outln!(
+                        "    gap {}: {}",
+                        output::inline(&g.path),
+                        output::inline(&g.reason)
+                    );
+                }
+            }
+        }
+    }
+    outln!(
+        "Adopted {adopted} of {} guests in cluster {} ({gaps_total} gaps listed); nothing was sent to PVE but reads. Run `proxops plan` next: the only change it should show for them is the ownership tags.",
+        chosen.len(),
+        o.cluster
+    );
+    Ok(code)
+}
+
+/// `metadata.name` the kind chose (or `<kind>-<vmid>`), made unique among the cluster's
+/// manifests of that kind by appending the vmid.
+fn unique_name(
+    manifest: &Value,
+    entry: &Value,
+    kind: &str,
+    taken: &mut BTreeSet<(String, String)>,
+) -> String {
+    let vmid = entry
+        .get("vmid")
+        .and_then(Value::as_u64)
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    let base = manifest
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}-{vmid}", kind.to_ascii_lowercase()));
+    let mut name = base.clone();
+    let mut n = 1;
+    while taken.contains(&(kind.to_string(), name.clone())) {
+        name = if n == 1 {
+            format!("{base}-{vmid}")
+        } else {
+            format!("{base}-{vmid}-{n}")
+        };
+        n += 1;
+    }
+    taken.insert((kind.to_string(), name.clone()));
+    name
+}

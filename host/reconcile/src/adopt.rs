@@ -1,0 +1,165 @@
+//! `proxops adopt`, the engine side: for each chosen live entry, ask the kinds that list it
+//! for the reads they need (`observe(none, entry)`), read them, and let each kind try
+//! `adopt()` until one writes a manifest. Only GETs are sent; the host never builds a
+//! manifest itself, so a third-party kind adopts the same way.
+
+use std::sync::Arc;
+
+use proxops_pve::Client;
+use proxops_runtime::SecretSource;
+use proxops_runtime::kind::{Gap, Method, Observation, Read};
+use serde_json::Value;
+
+use crate::KindRegistry;
+use crate::observe::to_pve_params;
+use crate::plan::method_name;
+use crate::workers::par_map;
+
+/// What adopt made of one live entry.
+#[derive(Debug, Clone)]
+pub enum Adoption {
+    /// A kind wrote a manifest for it.
+    Adopted {
+        /// Index of the kind in the registry.
+        kind: usize,
+        /// The entry's id in its listing (`qemu/100`).
+        resource: String,
+        /// The manifest (JSON) as the kind wrote it.
+        manifest: Value,
+        /// What the manifest does not carry, and why.
+        gaps: Vec<Gap>,
+    },
+    /// No kind could write a manifest for it: each kind's reason.
+    NotAdopted {
+        resource: String,
+        reasons: Vec<String>,
+    },
+}
+
+/// Adopt the live `entries` of listing `listing`, trying the kinds that declare that listing
+/// in registry order. `secrets` is what kinds granted secrets may match live values against.
+pub async fn adopt_entries(
+    registry: &KindRegistry,
+    client: &Client,
+    listing: &str,
+    entries: &[Value],
+    secrets: Option<Arc<dyn SecretSource>>,
+) -> Vec<Adoption> {
+    let kinds: Vec<usize> = (0..registry.len())
+        .filter(|&k| {
+            registry
+                .get(k)
+                .info()
+                .listings
+                .iter()
+                .any(|l| l.path == listing)
+        })
+        .collect();
+    let mut out = Vec::with_capacity(entries.len());
+    for entry in entries {
+        let resource = kinds
+            .first()
+            .and_then(|&k| {
+                let field = &registry
+                    .get(k)
+                    .info()
+                    .listings
+                    .iter()
+                    .find(|l| l.path == listing)?
+                    .id_field;
+                entry.get(field).map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+            })
+            .unwrap_or_default();
+        let text = entry.to_string();
+        let mut reasons = Vec::new();
+        let mut adopted = None;
+        for &kind in &kinds {
+            let name = registry.get(kind).info().kind.clone();
+            let observation = match observe(registry, client, kind, &text).await {
+                Ok(o) => o,
+                Err(why) => {
+                    reasons.push(format!("{name}: {why}"));
+                    continue;
+                }
+            };
+            let secrets = secrets.clone();
+            let answer = par_map(registry, &[observation], |instances, observation| {
+                instances.get(kind).and_then(|i| {
+                    i.set_secrets(secrets.clone());
+                    i.adopt(observation)
+                })
+            })
+            .pop()
+            .expect("one answer");
+            match answer {
+                Ok(Ok(a)) => match serde_json::from_str::<Value>(&a.manifest) {
+                    Ok(manifest) if manifest.is_object() => {
+                        adopted = Some(Adoption::Adopted {
+                            kind,
+                            resource: resource.clone(),
+                            manifest,
+                            gaps: a.gaps,
+                        });
+                        break;
+                    }
+                    _ => reasons.push(format!(
+                        "{name}: the kind returned a manifest that is not a JSON object"
+                    )),
+                },
+                Ok(Err(why)) => reasons.push(format!("{name}: {why}")),
+                Err(e) => reasons.push(format!("{name}: {e}")),
+            }
+        }
+        out.push(adopted.unwrap_or(Adoption::NotAdopted {
+            resource: resource.clone(),
+            reasons,
+        }));
+    }
+    out
+}
+
+/// The reads kind `kind` asks for to adopt `entry` (GETs among its declared calls only),
+/// performed one by one.
+async fn observe(
+    registry: &KindRegistry,
+    client: &Client,
+    kind: usize,
+    entry: &str,
+) -> Result<Observation, String> {
+    let calls = par_map(registry, &[entry], |instances, entry| {
+        instances
+            .get(kind)
+            .and_then(|i| i.observe(None, Some(entry), &[], &[]))
+    })
+    .pop()
+    .expect("one answer")
+    .map_err(|e| e.to_string())?;
+    let declared = &registry.get(kind).info().calls;
+    let mut reads = Vec::with_capacity(calls.len());
+    for call in calls {
+        if call.method != Method::Get
+            || !crate::grant::call_allowed(declared, call.method, &call.path)
+        {
+            return Err(format!(
+                "observe() asked for {} {}, which is not a declared GET; nothing was read",
+                method_name(call.method),
+                call.path
+            ));
+        }
+        let (status, body) = match client.get_text(&call.path, &to_pve_params(&call)).await {
+            Ok(data) => (200, data),
+            Err(e) => (
+                e.status().unwrap_or(0),
+                serde_json::json!({ "error": e.to_string() }).to_string(),
+            ),
+        };
+        reads.push(Read { call, status, body });
+    }
+    Ok(Observation {
+        live: Some(entry.to_string()),
+        reads,
+    })
+}
