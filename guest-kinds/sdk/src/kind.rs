@@ -217,8 +217,10 @@ pub trait ResourceKind {
     fn describe() -> KindInfo;
 
     /// Check a manifest (as JSON) and normalise it.
-    fn validate(manifest: &Value, secrets: &dyn Secrets)
-    -> Result<Validated<Self::Desired>, Vec<Diag>>;
+    fn validate(
+        manifest: &Value,
+        secrets: &dyn Secrets,
+    ) -> Result<Validated<Self::Desired>, Vec<Diag>>;
 
     /// The other objects this desired state names.
     fn references(_desired: &Self::Desired) -> Vec<Reference> {

@@ -21,7 +21,6 @@ pub use bindings::proxops::kind::types as kind_types;
 
 pub mod check;
 pub mod kind;
-pub mod download;
 pub mod manifest;
 pub mod model;
 pub mod propstring;
