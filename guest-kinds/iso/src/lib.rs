@@ -7,7 +7,9 @@
 // Export names contain `:`, which a native cdylib's linker rejects: native builds exist for
 // the unit tests only.
 #[cfg(target_arch = "wasm32")]
-proxops_kind_sdk::export_kind!(proxops_kind_download::Iso);
+use proxops_kind_download::Iso;
+#[cfg(target_arch = "wasm32")]
+proxops_kind_sdk::export_kind!(Iso);
 
 #[cfg(test)]
 mod tests;

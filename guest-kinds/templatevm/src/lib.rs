@@ -4,7 +4,9 @@
 // Export names contain `:`, which a native cdylib's linker rejects: native builds exist for
 // the unit tests only.
 #[cfg(target_arch = "wasm32")]
-proxops_kind_sdk::export_kind!(proxops_kind_qemu::TemplateVm);
+use proxops_kind_qemu::TemplateVm;
+#[cfg(target_arch = "wasm32")]
+proxops_kind_sdk::export_kind!(TemplateVm);
 
 #[cfg(test)]
 mod tests {

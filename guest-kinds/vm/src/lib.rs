@@ -4,7 +4,9 @@
 // Export names contain `:`, which a native cdylib's linker rejects: native builds exist for
 // the unit tests only.
 #[cfg(target_arch = "wasm32")]
-proxops_kind_sdk::export_kind!(proxops_kind_qemu::Vm);
+use proxops_kind_qemu::Vm;
+#[cfg(target_arch = "wasm32")]
+proxops_kind_sdk::export_kind!(Vm);
 
 #[cfg(test)]
 mod tests {
