@@ -68,31 +68,15 @@ fn entry(status: &str, template: bool) -> Value {
     e
 }
 
-/// Whether `path` matches the template `pattern` (`{name}` matches one non-empty segment), as
-/// the host matches a proposed call against the kind's declared calls.
-fn matches_pattern(pattern: &str, path: &str) -> bool {
-    let (p, c): (Vec<&str>, Vec<&str>) = (pattern.split('/').collect(), path.split('/').collect());
-    p.len() == c.len()
-        && p.iter().zip(&c).all(|(p, c)| {
-            if p.starts_with('{') && p.ends_with('}') {
-                !c.is_empty()
-            } else {
-                p == c
-            }
-        })
-}
-
 /// Fail unless every call of the proposal (restore calls too) is one `flavour` declares: the
 /// host refuses any other.
 fn assert_declared(flavour: Flavour, p: &Proposal) {
-    let declared = crate::describe(flavour).calls;
+    let info = crate::describe(flavour);
     for a in &p.actions {
         let restore = a.restore.iter().flat_map(|r| &r.calls);
         for c in a.calls.iter().chain(restore) {
             assert!(
-                declared
-                    .iter()
-                    .any(|(m, pattern)| *m == c.method && matches_pattern(pattern, &c.path)),
+                info.declares(c.method, &c.path),
                 "{flavour:?} proposes {:?} {}, which it does not declare",
                 c.method,
                 c.path
