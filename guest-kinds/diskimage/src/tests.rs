@@ -127,7 +127,12 @@ impl World {
     }
 }
 
+/// A call as a line; it must be one the kind declares (the host refuses any other).
 fn render_call(c: &Call) -> String {
+    assert!(
+        <Kind as proxops_kind_sdk::kind::ResourceKind>::describe().declares(c.method, &c.path),
+        "undeclared call {c:?}"
+    );
     let params: Vec<String> = c
         .params
         .iter()
