@@ -1,13 +1,15 @@
 //! Observe and plan of the download logic, driven by a small fake of PVE's storage answers.
-//! The ISO crate tests what differs for ISOs; validation is tested in the SDK.
+//! The ISO crate tests what differs for ISOs; validation is tested in proxops-kind-download.
 
-use proxops_kind_sdk::download::{self, DISK_IMAGE, DownloadDesired, Referrer};
+use proxops_kind_download::{self as download, DISK_IMAGE, DownloadDesired, Referrer};
 use proxops_kind_sdk::model::{Call, Method, Observation, Proposal, Read};
 use proxops_kind_sdk::wit;
 use serde_json::{Value, json};
 
-use super::*;
 use proxops_kind_sdk::wit::Guest;
+
+/// The exported component type.
+type Kind = proxops_kind_download::DiskImage;
 
 const URL: &str = "https://images.example/noble.qcow2";
 const SUM: &str = "5c3ddb00f60bc455dac0862fabe9d8bacec46c33ac1751143c5c3683404b110d";
@@ -125,7 +127,12 @@ impl World {
     }
 }
 
+/// A call as a line; it must be one the kind declares (the host refuses any other).
 fn render_call(c: &Call) -> String {
+    assert!(
+        <Kind as proxops_kind_sdk::kind::ResourceKind>::describe().declares(c.method, &c.path),
+        "undeclared call {c:?}"
+    );
     let params: Vec<String> = c
         .params
         .iter()
@@ -149,7 +156,10 @@ fn render(result: Result<Proposal, Vec<proxops_kind_sdk::check::Diag>>) -> Vec<S
         Ok(p) => {
             let mut out = Vec::new();
             for a in &p.actions {
-                assert!(!a.destructive && !a.requires_stop, "{a:?}");
+                assert!(
+                    !a.destructive && !a.disturbs_availability && a.restore.is_none(),
+                    "{a:?}"
+                );
                 out.push(format!("{:?}: {}", a.operation, a.summary));
                 out.extend(a.calls.iter().map(|c| format!("  {}", render_call(c))));
             }
@@ -545,14 +555,20 @@ fn download_parameters() {
 fn component_functions() {
     let info = Kind::describe();
     assert_eq!(info.kind, "DiskImage");
+    let calls: Vec<String> = info
+        .calls
+        .iter()
+        .map(|c| format!("{:?} {}", c.method, c.path))
+        .collect();
     assert_eq!(
-        info.api_paths,
+        calls,
         [
-            "/nodes/{node}/storage",
-            "/nodes/{node}/storage/{storage}/content",
-            "/nodes/{node}/storage/{storage}/download-url"
+            "Method::Get /nodes/{node}/storage",
+            "Method::Get /nodes/{node}/storage/{storage}/content",
+            "Method::Post /nodes/{node}/storage/{storage}/download-url"
         ]
     );
+    assert!(info.listings.is_empty() && !info.secrets && info.capabilities.is_empty());
     let schema: Value = serde_json::from_str(&info.schema).unwrap();
     assert!(schema["$schema"].as_str().unwrap().contains("2020-12"));
     let manifest = json!({"apiVersion": "proxops/v1alpha1", "kind": "DiskImage", "metadata": {"name": "noble"},
@@ -583,7 +599,7 @@ fn component_functions() {
             desired: r.desired.clone(),
         }]
     };
-    let calls = Kind::observe(Some(v.desired.clone()), None, resolved());
+    let calls = Kind::observe(Some(v.desired.clone()), None, vec![], resolved());
     let calls: Vec<Call> = calls.into_iter().map(Call::from_wit).collect();
     assert_eq!(calls.len(), 2);
     let obs = World::default()
@@ -618,8 +634,9 @@ fn component_functions() {
             .actions
             .is_empty()
     );
-    assert!(Kind::observe(None, None, vec![]).is_empty());
+    assert!(Kind::observe(None, None, vec![], vec![]).is_empty());
     assert!(!Kind::claims(
+        "/cluster/resources".into(),
         json!({"id": "storage/pve01/local", "type": "storage"}).to_string()
     ));
     assert!(

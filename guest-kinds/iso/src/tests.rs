@@ -1,12 +1,14 @@
 //! What differs for ISOs: `content=iso`, decompression, `.iso`/`.img` names and CD-ROM
 //! referrers. The shared observe/plan rules are tested in the DiskImage crate.
 
-use proxops_kind_sdk::download::{self, Referrer};
+use proxops_kind_download::{self as download, Referrer};
 use proxops_kind_sdk::model::{Call, Observation, Read};
 use serde_json::{Value, json};
 
-use super::*;
 use proxops_kind_sdk::wit::Guest;
+
+/// The exported component type.
+type Kind = proxops_kind_download::Iso;
 
 fn manifest(spec: Value) -> String {
     json!({"apiVersion": "proxops/v1alpha1", "kind": "ISO", "metadata": {"name": "debian-13"}, "spec": spec}).to_string()
@@ -146,5 +148,5 @@ fn component_functions() {
         ))
         .is_err()
     );
-    assert!(!Kind::claims("{}".into()));
+    assert!(!Kind::claims("/cluster/resources".into(), "{}".into()));
 }

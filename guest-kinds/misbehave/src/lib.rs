@@ -25,17 +25,96 @@
 //! - anything else: echoes the input back.
 //!
 //! What a behaving call reports goes into its log (`-v`) and, for `validate`, into a warning.
-// Natively nothing calls into the kind (it is only ever run as a component).
+//!
+//! Words that shape the answer itself, for the containment tests of third-party kinds (only in
+//! manifest mode):
+//! - `spec.validate: badjson`: `validate` returns a desired state that is not JSON;
+//! - `spec.plan: outside`: `plan` proposes an Update action calling `POST /access/users`, a
+//!   call outside anything the kind declares or any grant;
+//! - `spec.plan: secret`: `plan` resolves the secret `x.y` (the kind declares no secrets) and
+//!   puts the outcome in an anomaly message;
+//! - `spec.plan: privileged`: `plan` proposes a Create action `POST /nodes/{node}/lxc` with
+//!   `vmid=999`, `ostemplate=local:vztmpl/x.tar.zst` and `unprivileged=0`, a declared path with
+//!   a parameter only the `privileged` capability allows (`{node}` is `spec.node`, else
+//!   `pve01`).
+//!
+//! `claims` takes every listing entry whose JSON holds the text `misbehave-claim` (a tag), so
+//! a test can make it claim another kind's guest.
+// Natively only the unit tests call into the kind (it is otherwise only ever run as a component).
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
 use proxops_kind_sdk::bindings::proxops::common::log;
+use proxops_kind_sdk::kind::{KindInfo, Listing};
+use proxops_kind_sdk::kind_types as kt;
+use proxops_kind_sdk::model::{self, Anomaly, Call, Method, Operation};
+use proxops_kind_sdk::secrets::{HostSecrets, Secrets};
 use proxops_kind_sdk::types::{Diagnostic, Severity};
 use proxops_kind_sdk::wit::{
-    Guest, KindInfo, ObjectKey, Observation, Proposal, Reference, Resolved, Validated,
+    Adopted, Guest, ObjectKey, Observation, Proposal, Reference, Resolved, Validated,
 };
 use serde_json::Value;
 
-struct Misbehave;
+/// The kind. It implements the WIT `Guest` directly, not `ResourceKind`, so that it can also
+/// answer what no typed kind can (a desired state that is not JSON).
+pub struct Misbehave;
+
+/// The calls it declares: the listing, and creating a container (so that a privileged create
+/// is refused by the parameter check, not the path check).
+pub const CALLS: &[(Method, &str)] = &[
+    (Method::Get, "/cluster/resources"),
+    (Method::Post, "/nodes/{node}/lxc"),
+];
+
+/// The text in a listing entry (a tag) that makes `claims` take it.
+pub const CLAIM_MARK: &str = "misbehave-claim";
+
+/// The proposal `spec.plan` asks for with one of the answer-shaping words.
+fn proposal_for(desired: &str, word: &str) -> model::Proposal {
+    let mut out = model::Proposal::default();
+    match word {
+        "outside" => out.actions.push(model::Action {
+            operation: Operation::Update,
+            summary: "misbehave: create a PVE user".into(),
+            calls: vec![Call::new(Method::Post, "/access/users").param("userid", "misbehave@pve")],
+            changes: Vec::new(),
+            disturbs_availability: false,
+            destructive: false,
+            restore: None,
+        }),
+        "secret" => {
+            let said = match HostSecrets.resolve("x.y") {
+                Ok(s) => format!("resolved: {}", s.expose()),
+                Err(e) => format!("{e:?}: {}", e.message("x.y")),
+            };
+            out.anomalies.push(Anomaly::new(
+                "spec.plan",
+                format!("misbehave: secret x.y: {said}"),
+            ));
+        }
+        "privileged" => {
+            let node = serde_json::from_str::<Value>(desired)
+                .ok()
+                .and_then(|d| d.get("node")?.as_str().map(str::to_string))
+                .unwrap_or_else(|| "pve01".into());
+            out.actions.push(model::Action {
+                operation: Operation::Create,
+                summary: format!("misbehave: create privileged container 999 on {node}"),
+                calls: vec![
+                    Call::new(Method::Post, format!("/nodes/{node}/lxc"))
+                        .param("vmid", "999")
+                        .param("ostemplate", "local:vztmpl/x.tar.zst")
+                        .param("unprivileged", "0"),
+                ],
+                changes: Vec::new(),
+                disturbs_availability: false,
+                destructive: false,
+                restore: None,
+            });
+        }
+        _ => {}
+    }
+    out
+}
 
 fn outcome<T, E: std::fmt::Display>(r: Result<T, E>) -> String {
     match r {
@@ -159,15 +238,14 @@ fn behave(desired: Option<&str>, call: &str) {
 }
 
 impl Guest for Misbehave {
-    fn describe() -> KindInfo {
+    fn describe() -> proxops_kind_sdk::wit::KindInfo {
         KindInfo {
-            kind: "Misbehave".into(),
             api_version: "proxops/test".into(),
-            folder: "misbehave".into(),
-            schema: "{}".into(),
-            api_paths: vec!["/version".into()],
-            references_kinds: Vec::new(),
+            calls: CALLS.iter().map(|(m, p)| (*m, (*p).to_string())).collect(),
+            listings: vec![Listing::cluster_resources()],
+            ..KindInfo::new("Misbehave", "misbehave", serde_json::json!({}))
         }
+        .into_wit()
     }
 
     fn validate(input: String) -> Result<Validated, Vec<Diagnostic>> {
@@ -188,8 +266,16 @@ impl Guest for Misbehave {
         };
         let name = manifest.pointer("/metadata/name").cloned();
         desired.insert("name".into(), name.unwrap_or(Value::Null));
-        let desired = Value::Object(desired).to_string();
+        let mut desired = Value::Object(desired).to_string();
         let mut warnings = Vec::new();
+        if word_for(&desired, "validate").as_deref() == Some("badjson") {
+            log::log(
+                log::Level::Info,
+                "validate: a desired state that is not JSON",
+            );
+            desired = format!("not JSON {{{desired}");
+            return Ok(Validated { desired, warnings });
+        }
         if let Some(word) = word_for(&desired, "validate") {
             let said = act(&word);
             log::log(log::Level::Info, &format!("validate: {said}"));
@@ -226,6 +312,7 @@ impl Guest for Misbehave {
     fn observe(
         desired: Option<String>,
         _live: Option<String>,
+        _resolved: Vec<Resolved>,
         _referrers: Vec<Resolved>,
     ) -> Vec<proxops_kind_sdk::types::Call> {
         behave(desired.as_deref(), "observe");
@@ -239,20 +326,26 @@ impl Guest for Misbehave {
         _observed: Observation,
     ) -> Result<Proposal, Vec<Diagnostic>> {
         behave(desired.as_deref(), "plan");
-        Ok(Proposal {
-            actions: Vec::new(),
-            drift: Vec::new(),
-            pending: Vec::new(),
-            anomalies: Vec::new(),
-        })
+        let word = desired
+            .as_deref()
+            .and_then(|d| Some((d, word_for(d, "plan")?)));
+        Ok(match word {
+            Some((d, word)) => proposal_for(d, &word),
+            None => model::Proposal::default(),
+        }
+        .into_wit())
     }
 
-    fn claims(_live: String) -> bool {
-        false
+    fn claims(_listing: String, entry: String) -> bool {
+        entry.contains(CLAIM_MARK)
     }
 
-    fn adopt(_observed: Observation) -> Result<String, String> {
+    fn adopt(_observed: Observation) -> Result<Adopted, String> {
         Err("the misbehave kind adopts nothing".into())
+    }
+
+    fn finally(_changed: Vec<String>) -> Vec<kt::Action> {
+        Vec::new()
     }
 }
 
@@ -260,3 +353,76 @@ impl Guest for Misbehave {
 // run as a component.
 #[cfg(target_arch = "wasm32")]
 proxops_kind_sdk::export_kind!(Misbehave);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn calls(p: &model::Proposal) -> Vec<String> {
+        p.actions
+            .iter()
+            .flat_map(|a| &a.calls)
+            .map(|c| format!("{:?} {} {:?}", c.method, c.path, c.params))
+            .collect()
+    }
+
+    #[test]
+    fn describes_calls_and_listing_but_no_secrets() {
+        let info = Misbehave::describe();
+        let calls: Vec<String> = info
+            .calls
+            .iter()
+            .map(|c| format!("{:?} {}", c.method, c.path))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                "Method::Get /cluster/resources",
+                "Method::Post /nodes/{node}/lxc"
+            ]
+        );
+        assert_eq!(info.listings[0].path, "/cluster/resources");
+        assert!(!info.secrets && info.capabilities.is_empty());
+        assert_eq!(info.api_version, "proxops/test");
+    }
+
+    #[test]
+    fn answer_shaping_words() {
+        let outside = proposal_for("{}", "outside");
+        assert_eq!(
+            calls(&outside),
+            [r#"Post /access/users [("userid", "misbehave@pve", false)]"#]
+        );
+        assert_eq!(outside.actions[0].operation, Operation::Update);
+        let privileged = proposal_for(r#"{"node": "pve02"}"#, "privileged");
+        assert_eq!(
+            calls(&privileged),
+            [
+                r#"Post /nodes/pve02/lxc [("vmid", "999", false), ("ostemplate", "local:vztmpl/x.tar.zst", false), ("unprivileged", "0", false)]"#
+            ]
+        );
+        assert!(calls(&proposal_for("{}", "privileged"))[0].contains("/nodes/pve01/lxc"));
+        // Natively there is no host: the lookup fails, and the anomaly says how.
+        let secret = proposal_for("{}", "secret");
+        assert!(secret.actions.is_empty());
+        assert!(
+            secret.anomalies[0]
+                .message
+                .starts_with("misbehave: secret x.y: Other(")
+        );
+        assert_eq!(proposal_for("{}", "echo"), model::Proposal::default());
+    }
+
+    #[test]
+    fn claims_entries_tagged_misbehave_claim() {
+        let tagged = r#"{"id": "lxc/101", "type": "lxc", "tags": "proxops;misbehave-claim"}"#;
+        assert!(Misbehave::claims(
+            "/cluster/resources".into(),
+            tagged.into()
+        ));
+        assert!(!Misbehave::claims(
+            "/cluster/resources".into(),
+            r#"{"id": "qemu/100", "tags": "proxops"}"#.into()
+        ));
+    }
+}

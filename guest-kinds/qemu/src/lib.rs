@@ -1,7 +1,8 @@
 //! Shared logic of the VM and TemplateVM kinds: validation, JSON Schema, identity, ownership,
 //! observation and planning, as plain Rust functions over plain types (usable natively, e.g. by
-//! benchmarks), plus a thin [`glue`] layer in WIT types that the `vm` and `templatevm` crates
-//! export with a [`Flavour`].
+//! benchmarks). [`Vm`] and [`TemplateVm`] implement the SDK's
+//! [`ResourceKind`](proxops_kind_sdk::kind::ResourceKind) with them (the SDK converts at the
+//! WIT boundary); the `vm` and `templatevm` crates export those as components.
 //!
 //! Planned here: fresh creates, provisioning from a TemplateVM (`spec.clone`: one full clone,
 //! then the VM's own configuration through the normal update path, see [`mod@plan`]), cloud-init
@@ -12,23 +13,26 @@
 
 pub mod cloudinit;
 pub mod desired;
-pub mod glue;
 pub mod keys;
+mod kind;
 pub mod live;
 pub mod plan;
 pub mod refs;
 pub mod schema;
-pub mod secrets;
+pub use proxops_kind_sdk::secrets;
 pub mod syntax;
 pub mod validate;
 pub mod wire;
 
 pub use desired::{Desired, Flavour, PowerState};
+pub use kind::{Qemu, TemplateVm, Vm};
 pub use plan::plan;
 pub use secrets::{HostSecrets, MapSecrets, NoSecrets, Secret, SecretError, Secrets};
 pub use validate::{Validated, validate, validate_json};
 
-use proxops_kind_sdk::manifest::API_VERSION;
+pub use proxops_kind_sdk::kind::{KindInfo, ObjectKey, Reference};
+
+use proxops_kind_sdk::kind::{Capability, Listing};
 use proxops_kind_sdk::model::{Call, Method};
 use serde_json::Value;
 
@@ -42,60 +46,47 @@ pub fn ownership_mark(vmid: u32) -> String {
     format!("{OWNERSHIP_TAG}-{vmid}")
 }
 
-/// API path templates this kind calls (below `/api2/json`).
-pub const API_PATHS: &[&str] = &[
-    "/nodes/{node}/qemu",
-    "/nodes/{node}/qemu/{vmid}",
-    "/nodes/{node}/qemu/{vmid}/config",
-    "/nodes/{node}/qemu/{vmid}/pending",
-    "/nodes/{node}/qemu/{vmid}/resize",
-    "/nodes/{node}/qemu/{vmid}/template",
-    "/nodes/{node}/qemu/{vmid}/clone",
-    "/nodes/{node}/qemu/{vmid}/status/start",
-    "/nodes/{node}/qemu/{vmid}/status/shutdown",
-    "/nodes/{node}/qemu/{vmid}/status/stop",
+/// The calls the VM kinds make or ask the host to read, by method and path template (below
+/// `/api2/json`): create, clone, config read and write, pending read, resize, power, delete and
+/// the listing. A TemplateVM also marks a VM as a template ([`TEMPLATE_CALL`]). PVE answers
+/// the writes with tasks, which the host itself polls: the kind reads no task.
+pub const CALLS: &[(Method, &str)] = &[
+    (Method::Get, "/cluster/resources"),
+    (Method::Post, "/nodes/{node}/qemu"),
+    (Method::Delete, "/nodes/{node}/qemu/{vmid}"),
+    (Method::Get, "/nodes/{node}/qemu/{vmid}/config"),
+    (Method::Post, "/nodes/{node}/qemu/{vmid}/config"),
+    (Method::Get, "/nodes/{node}/qemu/{vmid}/pending"),
+    (Method::Put, "/nodes/{node}/qemu/{vmid}/resize"),
+    (Method::Post, "/nodes/{node}/qemu/{vmid}/clone"),
+    (Method::Post, "/nodes/{node}/qemu/{vmid}/status/start"),
+    (Method::Post, "/nodes/{node}/qemu/{vmid}/status/shutdown"),
+    (Method::Post, "/nodes/{node}/qemu/{vmid}/status/stop"),
 ];
 
-/// Static facts about a kind (the plain form of WIT `kind-info`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct KindInfo {
-    /// `kind:` value.
-    pub kind: String,
-    /// `apiVersion:` value.
-    pub api_version: String,
-    /// Repository folder.
-    pub folder: String,
-    /// JSON Schema of the manifest.
-    pub schema: Value,
-    /// API path templates.
-    pub api_paths: Vec<String>,
-    /// Kinds this kind may reference.
-    pub references_kinds: Vec<String>,
-}
+/// Marking a VM as a template: only the TemplateVM kind calls it.
+pub const TEMPLATE_CALL: (Method, &str) = (Method::Post, "/nodes/{node}/qemu/{vmid}/template");
 
-/// Describe the kind.
+/// Describe the kind: its calls, the `/cluster/resources` listing, secrets (cloud-init data
+/// references SOPS values) and the `devices` capability (raw `hostpciN` passthrough).
 pub fn describe(flavour: Flavour) -> KindInfo {
-    KindInfo {
-        kind: flavour.kind().into(),
-        api_version: API_VERSION.into(),
-        folder: flavour.folder().into(),
-        schema: schema::manifest_schema(flavour),
-        api_paths: API_PATHS.iter().map(|s| s.to_string()).collect(),
-        references_kinds: vec!["TemplateVM".into(), "DiskImage".into(), "ISO".into()],
+    let mut calls: Vec<(Method, String)> =
+        CALLS.iter().map(|(m, p)| (*m, (*p).to_string())).collect();
+    if flavour == Flavour::Template {
+        calls.push((TEMPLATE_CALL.0, TEMPLATE_CALL.1.to_string()));
     }
-}
-
-/// Where an object lives (plain form of WIT `object-key`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectKey {
-    /// PVE node.
-    pub node: Option<String>,
-    /// Collision domain.
-    pub space: String,
-    /// Key within the space.
-    pub key: String,
-    /// `/cluster/resources` id.
-    pub resource_id: Option<String>,
+    KindInfo {
+        calls,
+        listings: vec![Listing::cluster_resources()],
+        references_kinds: vec!["TemplateVM".into(), "DiskImage".into(), "ISO".into()],
+        secrets: true,
+        capabilities: vec![Capability::Devices],
+        ..KindInfo::new(
+            flavour.kind(),
+            flavour.folder(),
+            schema::manifest_schema(flavour),
+        )
+    }
 }
 
 /// The identity of a desired VM: `(node, guest-id, vmid)`.
@@ -106,17 +97,6 @@ pub fn identity(d: &Desired) -> ObjectKey {
         key: d.vmid.to_string(),
         resource_id: Some(format!("qemu/{}", d.vmid)),
     }
-}
-
-/// A reference to another object (plain form of WIT `reference`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reference {
-    /// Target kind.
-    pub kind: String,
-    /// Target `metadata.name`.
-    pub name: String,
-    /// Field holding the reference.
-    pub path: String,
 }
 
 /// The objects a desired VM names: clone source, disk images, ISO.
@@ -163,8 +143,8 @@ pub fn check_references(
 }
 
 /// Whether a live `/cluster/resources` entry belongs to this kind and carries the ownership tag.
-pub fn claims(flavour: Flavour, entry: &str) -> bool {
-    let Ok(Some(e)) = live::Resource::from_json(entry) else {
+pub fn claims(flavour: Flavour, entry: &Value) -> bool {
+    let Some(e) = live::Resource::from_value(entry) else {
         return false;
     };
     e.kind == "qemu"
@@ -186,8 +166,8 @@ pub fn claims(flavour: Flavour, entry: &str) -> bool {
 ///   change at once (no pending state), and a prune needs only the `protection` flag.
 ///
 /// Paths use the LIVE node (where the object is), not the desired one.
-pub fn observe(desired: Option<&Desired>, entry: Option<&str>) -> Vec<Call> {
-    let Some(e) = entry.and_then(|text| live::Resource::from_json(text).ok().flatten()) else {
+pub fn observe(desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
+    let Some(e) = entry.and_then(live::Resource::from_value) else {
         return Vec::new();
     };
     let base = format!("/nodes/{}/qemu/{}", e.node, e.vmid);

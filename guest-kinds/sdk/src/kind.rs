@@ -99,6 +99,32 @@ impl KindInfo {
     }
 }
 
+impl KindInfo {
+    /// Whether the kind declares a call with `method` on `path`, by the rule of WIT
+    /// `call-pattern`: a declared `{name}` segment matches one non-empty segment, every other
+    /// segment itself. The host refuses an undeclared call; a kind's tests can check its plans
+    /// with this.
+    pub fn declares(&self, method: Method, path: &str) -> bool {
+        self.calls
+            .iter()
+            .any(|(m, pattern)| *m == method && path_matches(pattern, path))
+    }
+}
+
+/// Whether `path` matches the template `pattern` (`{name}` is one non-empty segment).
+fn path_matches(pattern: &str, path: &str) -> bool {
+    let mut p = pattern.split('/');
+    let mut c = path.split('/');
+    loop {
+        match (p.next(), c.next()) {
+            (None, None) => return true,
+            (Some(p), Some(c)) if p.starts_with('{') && p.ends_with('}') && !c.is_empty() => {}
+            (Some(p), Some(c)) if p == c => {}
+            _ => return false,
+        }
+    }
+}
+
 /// A live listing (GET path) and the field of its entries that holds their id.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listing {
@@ -217,8 +243,10 @@ pub trait ResourceKind {
     fn describe() -> KindInfo;
 
     /// Check a manifest (as JSON) and normalise it.
-    fn validate(manifest: &Value, secrets: &dyn Secrets)
-    -> Result<Validated<Self::Desired>, Vec<Diag>>;
+    fn validate(
+        manifest: &Value,
+        secrets: &dyn Secrets,
+    ) -> Result<Validated<Self::Desired>, Vec<Diag>>;
 
     /// The other objects this desired state names.
     fn references(_desired: &Self::Desired) -> Vec<Reference> {
@@ -485,5 +513,32 @@ impl<K: ResourceKind> wit::Guest for K {
             .into_iter()
             .map(Action::into_wit)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_calls_match_by_method_and_template() {
+        let info = KindInfo {
+            calls: vec![
+                (Method::Post, "/nodes/{node}/qemu/{vmid}/config".into()),
+                (Method::Delete, "/nodes/{node}/qemu/{vmid}".into()),
+            ],
+            ..KindInfo::new("VM", "vm", Value::Null)
+        };
+        assert!(info.declares(Method::Post, "/nodes/pve01/qemu/100/config"));
+        assert!(info.declares(Method::Delete, "/nodes/pve01/qemu/100"));
+        for (m, path) in [
+            (Method::Get, "/nodes/pve01/qemu/100/config"),
+            (Method::Post, "/nodes/pve01/qemu/100"),
+            (Method::Post, "/nodes//qemu/100/config"),
+            (Method::Post, "/nodes/pve01/qemu/100/config/x"),
+            (Method::Delete, "/nodes/pve01/lxc/100"),
+        ] {
+            assert!(!info.declares(m, path), "{m:?} {path}");
+        }
     }
 }

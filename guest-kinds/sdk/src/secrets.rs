@@ -132,8 +132,9 @@ impl Secrets for NoSecrets {
     }
 }
 
-/// The host's secrets (the WIT import). Outside the component there is no host: every lookup
-/// fails with `Other`.
+/// The host's secrets (the WIT import). Outside the component there is no host: a lookup goes
+/// to the source [`with_native`] set for the current thread, and fails with `Other` when none
+/// is set.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct HostSecrets;
 
@@ -151,13 +152,63 @@ impl Secrets for HostSecrets {
     }
 
     #[cfg(not(target_arch = "wasm32"))]
-    fn resolve(&self, _path: &str) -> Result<Secret, SecretError> {
-        Err(outside())
+    fn resolve(&self, path: &str) -> Result<Secret, SecretError> {
+        native::with(|s| s.map_or_else(|| Err(outside()), |s| s.resolve(path)))
     }
 
     #[cfg(not(target_arch = "wasm32"))]
-    fn find(&self, _prefix: &str, _value: &str) -> Result<Option<String>, SecretError> {
-        Err(outside())
+    fn find(&self, prefix: &str, value: &str) -> Result<Option<String>, SecretError> {
+        native::with(|s| s.map_or_else(|| Err(outside()), |s| s.find(prefix, value)))
+    }
+}
+
+/// Run `f` with `secrets` standing in for the host's on this thread: what [`HostSecrets`]
+/// answers outside a component, so that a kind's `wit::Guest` functions can run natively
+/// (benchmarks, a host that links a kind as a library) with the secrets the host would grant.
+/// The previous source, if any, is back when `f` returns or panics. Inside a component the
+/// WIT import answers and this only runs `f`.
+pub fn with_native<R>(secrets: Box<dyn Secrets>, f: impl FnOnce() -> R) -> R {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let _restore = native::Swap::install(secrets);
+        f()
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        drop(secrets);
+        f()
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod native {
+    use std::cell::RefCell;
+
+    use super::Secrets;
+
+    thread_local! {
+        static SOURCE: RefCell<Option<Box<dyn Secrets>>> = const { RefCell::new(None) };
+    }
+
+    /// Call `f` with the current thread's source.
+    pub(super) fn with<R>(f: impl FnOnce(Option<&dyn Secrets>) -> R) -> R {
+        SOURCE.with(|s| f(s.borrow().as_deref()))
+    }
+
+    /// Puts the previous source back when dropped.
+    pub(super) struct Swap(Option<Box<dyn Secrets>>);
+
+    impl Swap {
+        pub(super) fn install(secrets: Box<dyn Secrets>) -> Swap {
+            Swap(SOURCE.with(|s| s.replace(Some(secrets))))
+        }
+    }
+
+    impl Drop for Swap {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            SOURCE.with(|s| *s.borrow_mut() = previous);
+        }
     }
 }
 
@@ -176,4 +227,29 @@ fn from_host(e: crate::bindings::proxops::kind::secrets::SecretError) -> SecretE
 #[cfg(not(target_arch = "wasm32"))]
 fn outside() -> SecretError {
     SecretError::Other("secrets are only available inside the component".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_secrets_natively_answer_from_the_thread_source() {
+        assert!(matches!(
+            HostSecrets.resolve("a.b"),
+            Err(SecretError::Other(_))
+        ));
+        let map = MapSecrets::from_pairs(&[("a.b", "v"), ("keys.k", "line")]);
+        let inner = with_native(Box::new(map), || {
+            assert_eq!(HostSecrets.resolve("a.b").unwrap().expose(), "v");
+            assert_eq!(HostSecrets.find("keys", "line"), Ok(Some("keys.k".into())));
+            // Nested: the inner source answers, and the outer one is back after it.
+            with_native(Box::new(NoSecrets), || HostSecrets.resolve("a.b"))
+        });
+        assert_eq!(inner, Err(SecretError::Denied));
+        assert!(matches!(
+            HostSecrets.resolve("a.b"),
+            Err(SecretError::Other(_))
+        ));
+    }
 }

@@ -158,8 +158,9 @@ fn push_create(
         ),
         calls,
         changes,
-        requires_stop: false,
+        disturbs_availability: false,
         destructive: false,
+        restore: None,
     });
 }
 

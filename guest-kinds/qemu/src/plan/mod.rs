@@ -167,6 +167,11 @@ fn config_of(
     Ok((Config::from_pending(&rows), Some(rows)))
 }
 
+/// The step of power transitions (the host maps it to the policy operation `power`).
+pub const POWER: &str = "power";
+/// The step that promotes a VM to a template (policy operation `mark-template`).
+pub const MARK_TEMPLATE: &str = "mark-template";
+
 fn power_call(node: &str, vmid: u32, verb: &str) -> Call {
     let c = Call::new(
         Method::Post,
@@ -186,12 +191,14 @@ fn power_action(d: &Desired, node: &str, start: bool) -> Action {
         ("shutdown", "running", "stopped", "shut down")
     };
     Action {
-        operation: Operation::Power,
+        operation: Operation::step(POWER),
         summary: format!("{word} {} {} on {node}", d.kind.noun(), d.vmid),
         calls: vec![power_call(node, d.vmid, verb)],
         changes: vec![Change::new("status", Some(old.into()), Some(new.into()))],
-        requires_stop: !start,
+        disturbs_availability: !start,
         destructive: false,
+        // A lone shutdown is the change itself; a lone start disturbs nothing.
+        restore: None,
     }
 }
 

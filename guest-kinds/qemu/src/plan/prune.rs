@@ -43,7 +43,7 @@ pub(super) fn prune(
         return Ok(out);
     }
     if let Some(lock) = r.lock.as_deref().or(cfg.get("lock")) {
-        out.anomalies.push(Anomaly::new(
+        out.anomalies.push(Anomaly::locked(
             "",
             format!(
                 "{what} is locked ({lock}); not deleting it this cycle. {}",
@@ -63,8 +63,10 @@ pub(super) fn prune(
         summary: format!("delete {what} (no manifest)"),
         calls,
         changes: vec![Change::new("vmid", Some(r.vmid.to_string()), None)],
-        requires_stop: r.running,
+        disturbs_availability: r.running,
         destructive: true,
+        // The guest is stopped to be destroyed: there is nothing to start again.
+        restore: None,
     });
     Ok(out)
 }

@@ -4,12 +4,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::model::{
-    Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Proposal,
+    Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Proposal, Restore,
 };
 
 use super::config::diff_config;
 use super::prune::unlock_hint;
-use super::{Ctx, Diff, base_path, config_of, power_action, power_call};
+use super::{Ctx, Diff, MARK_TEMPLATE, base_path, config_of, power_action, power_call};
 use crate::desired::*;
 use crate::live::{Resource, pending_entries};
 
@@ -47,7 +47,7 @@ pub(super) fn update(
     }
     let (cfg, rows) = config_of(obs, r.running)?;
     if let Some(lock) = r.lock.as_deref().or(cfg.get("lock")) {
-        out.anomalies.push(Anomaly::new(
+        out.anomalies.push(Anomaly::locked(
             "",
             format!(
                 "{what} is locked ({lock}); not changing it this cycle. {}",
@@ -178,10 +178,12 @@ pub(super) fn update(
     }
 
     if r.running && want_running && stop_required && has_work {
-        // One action: shut down, write, start again.
+        // One action: shut down, write, start again. Should the shutdown or a write fail,
+        // the host starts the guest again (restore), so a failed write never leaves it down.
+        let start = power_call(node, r.vmid, "start");
         let mut all = vec![power_call(node, r.vmid, "shutdown")];
         all.extend(calls);
-        all.push(power_call(node, r.vmid, "start"));
+        all.push(start.clone());
         out.actions.push(Action {
             operation: Operation::Update,
             summary: format!(
@@ -190,8 +192,12 @@ pub(super) fn update(
             ),
             calls: all,
             changes,
-            requires_stop: true,
+            disturbs_availability: true,
             destructive: false,
+            restore: Some(Restore {
+                after: 0,
+                calls: vec![start],
+            }),
         });
         return Ok(out);
     }
@@ -204,8 +210,9 @@ pub(super) fn update(
             summary: format!("update {what}: {}", keys.join(", ")),
             calls,
             changes,
-            requires_stop: false,
+            disturbs_availability: false,
             destructive: false,
+            restore: None,
         });
     }
     if d.kind == Flavour::Template && !r.template {
@@ -215,12 +222,13 @@ pub(super) fn update(
             Some("TemplateVM (template=1)".into()),
         ));
         out.actions.push(Action {
-            operation: Operation::MarkTemplate,
+            operation: Operation::step(MARK_TEMPLATE),
             summary: format!("mark VM {} on {node} as a template", r.vmid),
             calls: vec![Call::new(Method::Post, format!("{base}/template"))],
             changes: vec![Change::new("template", Some("0".into()), Some("1".into()))],
-            requires_stop: r.running,
+            disturbs_availability: r.running,
             destructive: false,
+            restore: None,
         });
     } else if !r.running && want_running {
         let start = power_action(d, node, true);

@@ -2,7 +2,8 @@
 //! forms PVE prints: `/config` values as strings, `/pending` rows with `value`/`pending`/
 //! `delete`) -> the proposal rendered as text lines.
 
-use proxops_kind_sdk::model::{Call, Method, Observation, Proposal, Read};
+use proxops_kind_sdk::kind::ResourceKind;
+use proxops_kind_sdk::model::{Call, Method, Observation, Operation, Proposal, Read};
 use serde_json::{Value, json};
 
 use crate::Reference;
@@ -67,14 +68,46 @@ fn entry(status: &str, template: bool) -> Value {
     e
 }
 
-/// Render a proposal as compact lines.
+/// Fail unless every call of the proposal (restore calls too) is one `flavour` declares: the
+/// host refuses any other.
+fn assert_declared(flavour: Flavour, p: &Proposal) {
+    let info = crate::describe(flavour);
+    for a in &p.actions {
+        let restore = a.restore.iter().flat_map(|r| &r.calls);
+        for c in a.calls.iter().chain(restore) {
+            assert!(
+                info.declares(c.method, &c.path),
+                "{flavour:?} proposes {:?} {}, which it does not declare",
+                c.method,
+                c.path
+            );
+        }
+    }
+}
+
+/// An operation as the test lines name it.
+fn operation_name(o: &Operation) -> String {
+    match o {
+        Operation::Step(s) if s == crate::plan::POWER => "Power".into(),
+        Operation::Step(s) if s == crate::plan::MARK_TEMPLATE => "MarkTemplate".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Render a proposal as compact lines. Every call must be one the kinds declare.
 fn render(p: &Proposal) -> Vec<String> {
+    // The TemplateVM declares every call the VM does, and marks templates.
+    assert_declared(Flavour::Template, p);
     let mut out = Vec::new();
     for a in &p.actions {
         out.push(format!(
-            "{:?}{}{}: {}",
-            a.operation,
-            if a.requires_stop { " [stop]" } else { "" },
+            "{}{}{}: {}",
+            operation_name(&a.operation),
+            if a.disturbs_availability {
+                " [stop]"
+            } else {
+                ""
+            },
             if a.destructive { " [destructive]" } else { "" },
             a.summary
         ));
@@ -177,14 +210,36 @@ fn run(c: Case<'_>) -> Proposal {
         reads,
     };
     let resolved = resolve_all(&desired);
-    crate::plan(
+    let p = crate::plan(
         c.flavour,
         c.manifest.then_some(&desired),
         &resolved,
         &secrets(),
         &obs,
     )
-    .expect("plan succeeds")
+    .expect("plan succeeds");
+    assert_declared(c.flavour, &p);
+    let live = obs
+        .live
+        .as_deref()
+        .map(|l| serde_json::from_str(l).unwrap());
+    let reads = crate::observe(c.manifest.then_some(&desired), live.as_ref());
+    assert_declared(
+        c.flavour,
+        &Proposal {
+            actions: vec![proxops_kind_sdk::model::Action {
+                operation: Operation::Update,
+                summary: "the reads observe asks for".into(),
+                calls: reads,
+                changes: vec![],
+                disturbs_availability: false,
+                destructive: false,
+                restore: None,
+            }],
+            ..Proposal::default()
+        },
+    );
+    p
 }
 
 fn check(c: Case<'_>, expected: &[&str]) {

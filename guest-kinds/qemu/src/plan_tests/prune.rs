@@ -81,19 +81,16 @@ fn observe_reads() {
     };
     assert!(crate::observe(Some(&d), None).is_empty());
     assert_eq!(
-        show(crate::observe(
-            Some(&d),
-            Some(&entry("stopped", false).to_string())
-        )),
+        show(crate::observe(Some(&d), Some(&entry("stopped", false)))),
         vec!["Get /nodes/pve01/qemu/100/config [(\"current\", \"1\", false)]"]
     );
     let mut running = entry("running", false);
     running["node"] = json!("pve02");
     assert_eq!(
-        show(crate::observe(Some(&d), Some(&running.to_string()))),
+        show(crate::observe(Some(&d), Some(&running))),
         vec!["Get /nodes/pve02/qemu/100/pending []",]
     );
-    assert_eq!(crate::observe(None, Some(&running.to_string())).len(), 1);
+    assert_eq!(crate::observe(None, Some(&running)).len(), 1);
 }
 
 #[test]
@@ -122,8 +119,16 @@ fn claims_and_identity() {
             false,
         ),
     ] {
-        assert_eq!(crate::claims(Flavour::Vm, &e.to_string()), vm, "{e}");
-        assert_eq!(crate::claims(Flavour::Template, &e.to_string()), tpl, "{e}");
+        assert_eq!(crate::claims(Flavour::Vm, &e), vm, "{e}");
+        assert_eq!(crate::claims(Flavour::Template, &e), tpl, "{e}");
+        // Through the kind: only entries of `/cluster/resources` are ever claimed.
+        assert_eq!(crate::Vm::claims("/cluster/resources", &e), vm, "{e}");
+        assert_eq!(
+            crate::TemplateVm::claims("/cluster/resources", &e),
+            tpl,
+            "{e}"
+        );
+        assert!(!crate::Vm::claims("/pools", &e) && !crate::TemplateVm::claims("/pools", &e));
     }
     let d = crate::validate(Flavour::Vm, &base(), &secrets())
         .unwrap()
@@ -137,5 +142,24 @@ fn claims_and_identity() {
             k.resource_id.as_deref()
         ),
         (Some("pve01"), "guest-id", "100", Some("qemu/100"))
+    );
+}
+
+/// A claimed guest locked by a task is not deleted, and the anomaly says it is locked.
+#[test]
+fn locked_prune_candidate_is_a_locked_anomaly() {
+    let mut live = entry("stopped", false);
+    live["lock"] = json!("backup");
+    let p = run(Case {
+        manifest: false,
+        live: Some(live),
+        ..Case::default()
+    });
+    assert!(p.actions.is_empty(), "{p:?}");
+    assert!(p.anomalies.len() == 1 && p.anomalies[0].locked, "{p:?}");
+    assert!(
+        p.anomalies[0]
+            .message
+            .contains("is locked (backup); not deleting it")
     );
 }

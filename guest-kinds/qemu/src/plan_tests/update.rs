@@ -281,3 +281,64 @@ fn a_running_vm_is_planned_from_its_pending_read_alone() {
         ]
     );
 }
+
+/// The restart action restores availability: should the shutdown (call 0) or any write after
+/// it fail, the host starts the guest again. No other action carries a restore.
+#[test]
+fn restart_restores_the_guest() {
+    let p = run(Case {
+        live: Some(entry("running", false)),
+        pending: Some(json!([])),
+        patches: &[
+            ("spec/state", json!("started")),
+            ("spec/hardware/machine", json!("q35")),
+        ],
+        ..Case::default()
+    });
+    let [a] = &p.actions[..] else {
+        panic!("one action: {p:?}")
+    };
+    let r = a.restore.as_ref().expect("a restore");
+    assert_eq!(r.after, 0);
+    assert!(a.calls[0].path.ends_with("/status/shutdown"));
+    assert_eq!(r.calls, [a.calls.last().unwrap().clone()]);
+    assert!(r.calls[0].path.ends_with("/status/start") && a.disturbs_availability);
+
+    // A shut down for `state: stopped` is the change itself: nothing to restore.
+    let p = run(Case {
+        live: Some(entry("running", false)),
+        pending: Some(json!([])),
+        patches: &[("spec/state", json!("stopped"))],
+        ..Case::default()
+    });
+    assert!(p.actions[0].operation.is_step("power"));
+    assert!(p.actions.iter().all(|a| a.restore.is_none()), "{p:?}");
+}
+
+/// A guest locked by a task in flight (a clone being copied) is a locked anomaly, so the host
+/// waits for the task; the message is unchanged.
+#[test]
+fn locked_guest_is_a_locked_anomaly() {
+    let mut live = entry("stopped", false);
+    live["lock"] = json!("clone");
+    let p = run(Case {
+        live: Some(live),
+        ..Case::default()
+    });
+    let [a] = &p.anomalies[..] else {
+        panic!("one anomaly: {p:?}")
+    };
+    assert!(a.locked, "{a:?}");
+    assert!(
+        a.message
+            .starts_with("VM 100 on pve01 is locked (clone); not changing it this cycle."),
+        "{}",
+        a.message
+    );
+    // Other anomalies are not locks.
+    let p = run(Case {
+        live: Some(entry("stopped", true)),
+        ..Case::default()
+    });
+    assert!(p.anomalies.iter().all(|a| !a.locked), "{p:?}");
+}

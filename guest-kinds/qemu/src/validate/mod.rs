@@ -20,14 +20,8 @@ use devices::{check_disks, check_hardware, check_networks};
 
 type Obj = Map<String, Value>;
 
-/// The successful result: desired state and warnings.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Validated {
-    /// Normalised desired state.
-    pub desired: Desired,
-    /// Non-fatal findings.
-    pub warnings: Vec<Diag>,
-}
+/// A validated manifest: the desired state and non-fatal findings (the SDK's form).
+pub type Validated = proxops_kind_sdk::kind::Validated<Desired>;
 
 /// Validate a manifest given as JSON text.
 pub fn validate_json(

@@ -1,7 +1,9 @@
 //! The two download kinds, DiskImage (`content=import`, PVE 9's import content type) and ISO
 //! (`content=iso`): a file PVE itself fetches with `POST /nodes/{node}/storage/{storage}/download-url`
 //! onto a storage of the nodes that need it. Schema, validation, observe and plan live here
-//! as plain Rust; `glue` converts at the WIT boundary.
+//! as plain Rust; [`DiskImage`] and [`Iso`] implement the SDK's
+//! [`ResourceKind`](proxops_kind_sdk::kind::ResourceKind) with them (the SDK converts at the WIT
+//! boundary), and the `diskimage` and `iso` crates export those as components.
 //!
 //! # Desired state (the JSON `validate` returns; other kinds read it from `resolved`)
 //!
@@ -52,7 +54,7 @@
 //! proxops never deletes an image or ISO file. Nothing proves it created a file: PVE keeps
 //! no tag, note or owner on `import`/`iso` volumes, and `claims` only ever sees
 //! `/cluster/resources` entries, which list no volumes, so no file without a manifest reaches
-//! this kind. Hence `api-paths` holds no DELETE path.
+//! this kind. Hence the declared calls hold no DELETE.
 //!
 //! # File names
 //!
@@ -70,9 +72,9 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::check::{Checker, Diag};
-use crate::manifest;
-use crate::model::{
+use proxops_kind_sdk::check::{Checker, Diag};
+use proxops_kind_sdk::manifest;
+use proxops_kind_sdk::model::{
     Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Proposal, Read,
 };
 
@@ -128,12 +130,14 @@ pub const CHECKSUM_ALGORITHMS: &[(&str, usize)] = &[
 ];
 /// Compression algorithms PVE decompresses (ISO only); each is also the file suffix.
 pub const COMPRESSIONS: &[&str] = &["gz", "lzo", "zst", "bz2"];
-/// API path templates the download kinds call: the storage list (shared flag, content types),
-/// the content listing and the download. Never a DELETE: proxops does not delete these files.
-pub const API_PATHS: &[&str] = &[
-    "/nodes/{node}/storage",
-    "/nodes/{node}/storage/{storage}/content",
-    "/nodes/{node}/storage/{storage}/download-url",
+/// The calls the download kinds make, by method and path template: the storage list (shared
+/// flag, content types), the content listing and the download. Never a DELETE: proxops does
+/// not delete these files. PVE's answer to the download is a task, which the host itself
+/// polls: the kind reads no task.
+pub const CALLS: &[(Method, &str)] = &[
+    (Method::Get, "/nodes/{node}/storage"),
+    (Method::Get, "/nodes/{node}/storage/{storage}/content"),
+    (Method::Post, "/nodes/{node}/storage/{storage}/download-url"),
 ];
 
 /// Normalised desired state of a download (see the module documentation).
@@ -193,6 +197,17 @@ pub struct Referrer {
     pub path: String,
     /// The referrer's desired state (JSON).
     pub desired: String,
+}
+
+impl From<&proxops_kind_sdk::kind::Resolved> for Referrer {
+    fn from(r: &proxops_kind_sdk::kind::Resolved) -> Self {
+        Referrer {
+            kind: r.reference.kind.clone(),
+            name: r.reference.name.clone(),
+            path: r.reference.path.clone(),
+            desired: r.desired.clone(),
+        }
+    }
 }
 
 impl Referrer {
@@ -533,8 +548,9 @@ pub fn plan(
                     summary,
                     calls: vec![call],
                     changes,
-                    requires_stop: false,
+                    disturbs_availability: false,
                     destructive: false,
+                    restore: None,
                 });
             }
             Some((seen_on, Some(live))) => {
@@ -586,7 +602,8 @@ pub fn plan(
     Ok(out)
 }
 
-pub mod glue;
+mod kind;
+pub use kind::{DiskImage, Download, Iso};
 
 #[cfg(test)]
 mod tests;
