@@ -86,6 +86,8 @@ pub(crate) fn power(sim: &Arc<Sim>, req: &Req, kind: &'static str) -> ApiResult 
                         ct.started_at = 0;
                         ct.pid = 0;
                     }
+                    // lxc-pve-poststop-hook applies what is pending.
+                    apply_all_pending(&sim2, st, vmid);
                     log.line(format!("CT {vmid} stopped"));
                 }
             }
