@@ -69,7 +69,7 @@ impl StorageConfig {
 }
 
 /// A container present from the start: the simulator gives it PVE's defaults (hostname = `name` or `CT<vmid>`,
-/// 512 MiB memory and swap, unprivileged, debian) and an 8 GiB root disk on the first `rootdir` storage.
+/// one core, 512 MiB memory and swap, unprivileged, debian) and an 8 GiB root disk on the first `rootdir` storage.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LxcConfig {
     pub vmid: u32,
@@ -101,6 +101,15 @@ fn default_seed_size() -> u64 {
 }
 
 impl VolumeSeed {
+    /// A 128 MiB volume on every node its storage is on, e.g. `VolumeSeed::new("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst")`.
+    pub fn new(volid: &str) -> VolumeSeed {
+        VolumeSeed {
+            volid: volid.to_string(),
+            node: None,
+            size: default_seed_size(),
+        }
+    }
+
     /// The content type named by the volume's directory, `None` for a name without one.
     pub(crate) fn content(&self) -> Option<&'static str> {
         let (_, name) = crate::formats::parse_volume_id(&self.volid)?;

@@ -231,13 +231,25 @@ impl Simulator {
 
     /// `running` or `stopped`.
     pub fn vm_status(&self, vmid: u32) -> Option<String> {
-        self.sim.read().vms.get(&vmid).map(|vm| {
-            if vm.running {
-                "running".to_string()
-            } else {
-                "stopped".to_string()
-            }
-        })
+        self.sim
+            .read()
+            .vms
+            .get(&vmid)
+            .map(|vm| vm.status().to_string())
+    }
+
+    /// The current (applied) config of a container as PVE's config file holds it, `digest` excluded.
+    pub fn ct_config(&self, vmid: u32) -> Option<BTreeMap<String, String>> {
+        self.sim.read().lxc.get(&vmid).map(|ct| ct.conf.clone())
+    }
+
+    /// A container's `running` or `stopped`.
+    pub fn ct_status(&self, vmid: u32) -> Option<String> {
+        self.sim
+            .read()
+            .lxc
+            .get(&vmid)
+            .map(|ct| ct.status().to_string())
     }
 
     /// The whole simulated state as `GET /_sim/state` and the state file hold it.

@@ -59,6 +59,11 @@ impl Vm {
         }
     }
 
+    /// `running` or `stopped`, as PVE's status reports it.
+    pub(crate) fn status(&self) -> &'static str {
+        if self.running { "running" } else { "stopped" }
+    }
+
     /// Drops pending values equal to the applied ones (PVE's `cleanup_pending`).
     pub(crate) fn drop_unchanged_pending(&mut self) {
         let conf = &self.conf;
@@ -222,6 +227,7 @@ pub(crate) fn seeded_ct(
     let mut conf = BTreeMap::new();
     for (k, v) in [
         ("arch", "amd64"),
+        ("cores", "1"),
         ("hostname", name),
         ("memory", "512"),
         ("ostype", "debian"),

@@ -76,10 +76,7 @@ fn status_fields(vmid: u32, ct: &Vm) -> Map<String, Value> {
     let mut m = Map::new();
     m.insert("vmid".into(), json!(vmid));
     m.insert("type".into(), json!("lxc"));
-    m.insert(
-        "status".into(),
-        json!(if ct.running { "running" } else { "stopped" }),
-    );
+    m.insert("status".into(), json!(ct.status()));
     m.insert("name".into(), json!(name(vmid, ct)));
     m.insert("cpus".into(), json!(cpus(ct)));
     m.insert("maxmem".into(), json!(mib(&ct.conf, "memory")));
@@ -161,10 +158,7 @@ pub(crate) fn resource_entry(vmid: u32, ct: &Vm) -> Value {
     m.insert("type".into(), json!("lxc"));
     m.insert("vmid".into(), json!(vmid));
     m.insert("node".into(), json!(ct.node));
-    m.insert(
-        "status".into(),
-        json!(if ct.running { "running" } else { "stopped" }),
-    );
+    m.insert("status".into(), json!(ct.status()));
     m.insert("name".into(), json!(name(vmid, ct)));
     m.insert(
         "template".into(),

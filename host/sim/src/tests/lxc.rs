@@ -133,6 +133,10 @@ async fn create_stores_pve_defaults_allocates_volumes_and_never_stores_the_passw
         ]
     );
     assert_eq!(t.ct_state(200)["running"], json!(false));
+    assert_eq!(t.sim.ct_status(200).as_deref(), Some("stopped"));
+    let applied = t.sim.ct_config(200).expect("config");
+    assert_eq!(applied["rootfs"], "local-lvm:vm-200-disk-0,size=8G");
+    assert!(!applied.contains_key("password"));
     // The request log holds the create as sent.
     let log = t.sim.requests();
     let create = log
@@ -882,6 +886,7 @@ async fn seeded_containers_and_volumes_come_from_the_cluster_yaml() {
     let t = T::with(config).await;
     let c = t.get("/nodes/pve02/lxc/300/config", &[]).await;
     assert_eq!(c["hostname"], "legacy");
+    assert_eq!(c["cores"], 1);
     assert_eq!(c["rootfs"], "local-lvm:vm-300-disk-0,size=8G");
     let vztmpl = t
         .get(
