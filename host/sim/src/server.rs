@@ -251,6 +251,7 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
         ["nodes", n, "lxc", v, sub] => {
             let t = match *sub {
                 "config" => "/nodes/{node}/lxc/{vmid}/config",
+                "pending" => "/nodes/{node}/lxc/{vmid}/pending",
                 "status" => "/nodes/{node}/lxc/{vmid}/status",
                 _ => return None,
             };
@@ -615,6 +616,7 @@ async fn call(
         ("DELETE", "/nodes/{node}/lxc/{vmid}") => lxc::destroy(sim, &req),
         ("GET", "/nodes/{node}/lxc/{vmid}/config") => lxc::get_config(sim, &req),
         ("PUT", "/nodes/{node}/lxc/{vmid}/config") => lxc::update_config(sim, &req).await,
+        ("GET", "/nodes/{node}/lxc/{vmid}/pending") => lxc::pending(sim, &req),
         ("GET", "/nodes/{node}/lxc/{vmid}/status") => lxc::status_index(sim, &req),
         ("GET", "/nodes/{node}/lxc/{vmid}/status/current") => lxc::status_current(sim, &req),
         ("POST", "/nodes/{node}/lxc/{vmid}/status/start") => lxc::power(sim, &req, "vzstart"),

@@ -1,4 +1,4 @@
-//! LXC containers: create, config (GET/PUT with pending and hotplug), power, destroy and the listings, with the
+//! LXC containers: create, config (GET/PUT with pending and hotplug), pending, power, destroy and the listings, with the
 //! messages, defaults, locks and tasks of PVE's pve-container (`PVE/API2/LXC.pm`, `PVE/LXC/Config.pm`).
 
 mod config;
@@ -11,7 +11,9 @@ pub(crate) use config::update_config;
 pub(crate) use create::create;
 pub(crate) use destroy::destroy;
 pub(crate) use power::power;
-pub(crate) use read::{get_config, index, list, resource_entry, status_current, status_index};
+pub(crate) use read::{
+    get_config, index, list, pending, resource_entry, status_current, status_index,
+};
 
 use std::collections::BTreeMap;
 

@@ -136,6 +136,12 @@ pub(crate) fn list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     Ok(Reply::data(Value::Array(out)))
 }
 
+/// `GET .../pending`: the config keys with their current and pending values and pending deletes.
+pub(crate) fn pending(sim: &Arc<Sim>, req: &Req) -> ApiResult {
+    let st = sim.read();
+    crate::qemu::pending_rows(get_ct(&st, req.node(), req.vmid())?)
+}
+
 pub(crate) fn index(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let st = sim.read();
     get_ct(&st, req.node(), req.vmid())?;

@@ -77,7 +77,11 @@ struct PendingRow<'a> {
 
 pub(crate) fn pending(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let st = sim.read();
-    let vm = get_vm(&st, req.node(), req.vmid())?;
+    pending_rows(get_vm(&st, req.node(), req.vmid())?)
+}
+
+/// GET `.../pending` of a guest (a VM or a container): every key with its value, pending value and delete flag.
+pub(crate) fn pending_rows(vm: &Vm) -> ApiResult {
     let mut keys: std::collections::BTreeSet<&str> = vm.conf.keys().map(String::as_str).collect();
     keys.extend(vm.pending.keys().map(String::as_str));
     keys.extend(vm.pending_delete.keys().map(String::as_str));

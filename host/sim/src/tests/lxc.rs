@@ -249,6 +249,18 @@ async fn lifecycle_digest_pending_power_and_destroy() {
     assert_eq!(current["arch"], "amd64");
     assert_eq!(t.ct_config(200, &[]).await["arch"], "arm64");
     assert_eq!(t.ct_state(200)["pending"]["arch"], "arm64");
+    let pending = t.get(&format!("{CT}/pending"), &[]).await;
+    let arch = pending
+        .as_array()
+        .expect("pending rows")
+        .iter()
+        .find(|r| r["key"] == "arch")
+        .expect("arch row")
+        .clone();
+    assert_eq!(
+        arch,
+        json!({"key": "arch", "value": "amd64", "pending": "arm64"})
+    );
     // A stale digest is refused here too, and a revert drops the pending value.
     t.check(
         "PUT",
@@ -870,7 +882,10 @@ async fn indexes_list_served_children() {
             .map(|e| e["subdir"].as_str().unwrap_or("").to_string())
             .collect()
     };
-    assert_eq!(subdirs(t.get(CT, &[]).await), vec!["config", "status"]);
+    assert_eq!(
+        subdirs(t.get(CT, &[]).await),
+        vec!["config", "pending", "status"]
+    );
     assert_eq!(
         subdirs(t.get(&format!("{CT}/status"), &[]).await),
         vec!["current", "start", "stop", "shutdown", "reboot"]
