@@ -1,5 +1,4 @@
-//! Cluster-wide read endpoints: /version, /cluster/resources, /cluster/nextid, /cluster/mapping/pci, /nodes and the
-//! read-only LXC list.
+//! Cluster-wide read endpoints: /version, /cluster/resources, /cluster/nextid, /cluster/mapping/pci and /nodes.
 
 use std::sync::Arc;
 
@@ -129,13 +128,7 @@ pub(crate) fn resources(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             raw.push_str(&entry);
         }
         for (vmid, ct) in &st.lxc {
-            out.push(json!({
-                "id": format!("lxc/{vmid}"), "type": "lxc", "vmid": vmid, "node": ct.node,
-                "status": if ct.running { "running" } else { "stopped" }, "name": ct.name,
-                "template": 0, "maxcpu": 1, "maxmem": 536870912u64, "maxdisk": 8589934592u64,
-                "cpu": 0, "mem": 0, "disk": 0, "uptime": 0, "netin": 0, "netout": 0,
-                "diskread": 0, "diskwrite": 0,
-            }));
+            out.push(crate::lxc::resource_entry(*vmid, ct));
         }
     }
     if filter.is_none() || filter == Some("node") {
@@ -211,25 +204,6 @@ pub(crate) fn nodes(sim: &Arc<Sim>) -> ApiResult {
                 "uptime": now().saturating_sub(sim.boot_time), "level": "",
                 "ssl_fingerprint": fp, "id": format!("node/{n}"), "type": "node",
                 "disk": 10737418240u64, "maxdisk": 107374182400u64,
-            })
-        })
-        .collect();
-    Ok(Reply::data(Value::Array(out)))
-}
-
-pub(crate) fn lxc_list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
-    let st = sim.read();
-    let out: Vec<Value> = st
-        .lxc
-        .iter()
-        .filter(|(_, c)| c.node == req.node())
-        .map(|(vmid, c)| {
-            json!({
-                "vmid": vmid, "name": c.name, "type": "lxc",
-                "status": if c.running { "running" } else { "stopped" },
-                "cpus": 1, "maxmem": 536870912u64, "maxdisk": 8589934592u64, "maxswap": 536870912u64,
-                "cpu": 0, "mem": 0, "disk": 0, "swap": 0, "uptime": 0, "netin": 0, "netout": 0,
-                "diskread": 0, "diskwrite": 0,
             })
         })
         .collect();

@@ -68,7 +68,8 @@ impl StorageConfig {
     }
 }
 
-/// A container that occupies a VMID (the simulator serves LXC read-only).
+/// A container present from the start: the simulator gives it PVE's defaults (hostname = `name` or `CT<vmid>`,
+/// one core, 512 MiB memory and swap, unprivileged, debian) and an 8 GiB root disk on the first `rootdir` storage.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct LxcConfig {
     pub vmid: u32,
@@ -77,6 +78,46 @@ pub struct LxcConfig {
     pub name: Option<String>,
     #[serde(default)]
     pub running: bool,
+}
+
+/// A volume present from the start, such as a container template (`local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst`)
+/// or an ISO (`local:iso/debian-12.iso`). The content type follows from the volume name's directory (`vztmpl/`,
+/// `iso/`, `import/`, `snippets/`) and must be one the storage holds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeSeed {
+    /// `<storage>:<dir>/<file>`.
+    pub volid: String,
+    /// The node holding it; every node the storage is on when absent (a shared storage holds one copy).
+    #[serde(default)]
+    pub node: Option<String>,
+    /// Size in bytes.
+    #[serde(default = "default_seed_size")]
+    pub size: u64,
+}
+
+fn default_seed_size() -> u64 {
+    128 * 1024 * 1024
+}
+
+impl VolumeSeed {
+    /// A 128 MiB volume on every node its storage is on, e.g. `VolumeSeed::new("local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst")`.
+    pub fn new(volid: &str) -> VolumeSeed {
+        VolumeSeed {
+            volid: volid.to_string(),
+            node: None,
+            size: default_seed_size(),
+        }
+    }
+
+    /// The content type named by the volume's directory, `None` for a name without one.
+    pub(crate) fn content(&self) -> Option<&'static str> {
+        let (_, name) = crate::formats::parse_volume_id(&self.volid)?;
+        let dir = name.split_once('/')?.0;
+        ["vztmpl", "iso", "import", "snippets"]
+            .into_iter()
+            .find(|c| *c == dir)
+    }
 }
 
 /// A PCI resource mapping as `/etc/pve/mapping/pci.cfg` holds it, served by `GET /cluster/mapping/pci`.
@@ -106,6 +147,8 @@ pub struct SimConfig {
     pub nodes: Vec<String>,
     pub storages: Vec<StorageConfig>,
     pub lxc: Vec<LxcConfig>,
+    /// Volumes present from the start (container templates, ISOs).
+    pub volumes: Vec<VolumeSeed>,
     /// Full `USER@REALM!ID=SECRET`; generated (user root@pam, id proxops) when absent.
     pub token: Option<String>,
     pub tls: bool,
@@ -130,6 +173,7 @@ impl Default for SimConfig {
             nodes: vec!["pve01".to_string(), "pve02".to_string()],
             storages: default_storages(),
             lxc: Vec::new(),
+            volumes: Vec::new(),
             token: None,
             tls: true,
             task_duration: Duration::ZERO,
@@ -162,6 +206,8 @@ struct ClusterYaml {
     #[serde(default)]
     lxc: Vec<LxcConfig>,
     #[serde(default)]
+    volumes: Vec<VolumeSeed>,
+    #[serde(default)]
     seed: Option<u64>,
     #[serde(default)]
     task_duration_ms: Option<u64>,
@@ -183,6 +229,9 @@ impl SimConfig {
     ///   - {name: local-lvm, type: lvmthin, content: [images, rootdir]}
     /// lxc:
     ///   - {vmid: 200, node: pve01, name: ct200}
+    /// volumes:
+    ///   - {volid: "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"}
+    ///   - {volid: "local:iso/debian-12.iso", node: pve01, size: 658505728}
     /// seed: 7
     /// task_duration_ms: 50
     /// lock_timeout_ms: 10000
@@ -213,6 +262,8 @@ impl SimConfig {
             }
         }
         c.lxc = y.lxc;
+        c.volumes = y.volumes;
+        c.check_volumes()?;
         if let Some(seed) = y.seed {
             c.seed = seed;
         }
@@ -225,5 +276,43 @@ impl SimConfig {
         c.pci_mappings = y.pci_mappings;
         c.faults = y.faults;
         Ok(c)
+    }
+}
+
+impl SimConfig {
+    /// Checks the declared volumes: a storage that exists, holds their content type and is file based (where PVE
+    /// keeps templates and ISOs), on a known node.
+    pub(crate) fn check_volumes(&self) -> Result<(), SimError> {
+        for v in &self.volumes {
+            let what = format!("volume '{}'", v.volid);
+            let Some((storage, _)) = crate::formats::parse_volume_id(&v.volid) else {
+                return Err(SimError::Config(format!(
+                    "{what}: not a volume id; write <storage>:<dir>/<file>, e.g. local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst"
+                )));
+            };
+            let Some(content) = v.content() else {
+                return Err(SimError::Config(format!(
+                    "{what}: the name must start with vztmpl/, iso/, import/ or snippets/"
+                )));
+            };
+            let Some(s) = self.storages.iter().find(|s| s.name == storage) else {
+                return Err(SimError::Config(format!(
+                    "{what}: no storage '{storage}' in the cluster; declare it under storages:"
+                )));
+            };
+            if !s.file_based() || !s.has_content(content) {
+                return Err(SimError::Config(format!(
+                    "{what}: storage '{storage}' does not hold content type '{content}'; add it to its content list (a file based storage)"
+                )));
+            }
+            if let Some(node) = &v.node
+                && (!self.nodes.contains(node) || !s.on_node(node))
+            {
+                return Err(SimError::Config(format!(
+                    "{what}: storage '{storage}' is not on node '{node}'"
+                )));
+            }
+        }
+        Ok(())
     }
 }

@@ -32,6 +32,7 @@ mod config;
 mod faults;
 mod formats;
 mod hashes;
+mod lxc;
 mod qemu;
 mod schema;
 mod server;
@@ -52,7 +53,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-pub use config::{LxcConfig, PciMapping, SimConfig, StorageConfig, default_storages};
+pub use config::{LxcConfig, PciMapping, SimConfig, StorageConfig, VolumeSeed, default_storages};
 pub use faults::{FaultKind, FaultPlan, FaultPlanError, FaultRule, INJECTED_TASK_FAILURE};
 
 use crate::faults::FaultEngine;
@@ -108,18 +109,23 @@ pub fn trimmed_schema(full_schema: &str) -> Result<String, SimError> {
     schema::trimmed(&full).map_err(SimError::Config)
 }
 
-/// True when the simulator state in `state_file` holds VM `vmid`.
+/// True when the simulator state in `state_file` holds guest `vmid`, a VM or a container.
 pub fn state_has_vm(state_file: &std::path::Path, vmid: u32) -> Result<bool, SimError> {
-    Ok(State::load(state_file, 0)?.vms.contains_key(&vmid))
+    let state = State::load(state_file, 0)?;
+    Ok(state.vms.contains_key(&vmid) || state.lxc.contains_key(&vmid))
 }
 
-/// Clears VM `vmid`'s config lock (`lock: create|clone|destroyed|...`) in a simulator state file, as
-/// `qm unlock <vmid>` does on PVE: the repair for a lock left by a task that never finished (a simulator
+/// Clears guest `vmid`'s config lock (`lock: create|clone|destroyed|...`) in a simulator state file, as
+/// `qm unlock <vmid>` (or `pct unlock` for a container) does on PVE: the repair for a lock left by a task that never finished (a simulator
 /// stopped mid-task). Returns the lock removed, `None` when the VM was not locked (nothing is written).
 /// The state must not be in use by a running simulator, which would overwrite the change.
 pub fn unlock(state_file: &std::path::Path, vmid: u32) -> Result<Option<String>, SimError> {
     let mut state = State::load(state_file, 0)?;
-    let Some(vm) = state.vms.get_mut(&vmid) else {
+    let guest = match state.vms.get_mut(&vmid) {
+        Some(vm) => Some(vm),
+        None => state.lxc.get_mut(&vmid),
+    };
+    let Some(vm) = guest else {
         return Err(SimError::NoSuchGuest {
             file: state_file.display().to_string(),
             vmid,
@@ -225,13 +231,25 @@ impl Simulator {
 
     /// `running` or `stopped`.
     pub fn vm_status(&self, vmid: u32) -> Option<String> {
-        self.sim.read().vms.get(&vmid).map(|vm| {
-            if vm.running {
-                "running".to_string()
-            } else {
-                "stopped".to_string()
-            }
-        })
+        self.sim
+            .read()
+            .vms
+            .get(&vmid)
+            .map(|vm| vm.status().to_string())
+    }
+
+    /// The current (applied) config of a container as PVE's config file holds it, `digest` excluded.
+    pub fn ct_config(&self, vmid: u32) -> Option<BTreeMap<String, String>> {
+        self.sim.read().lxc.get(&vmid).map(|ct| ct.conf.clone())
+    }
+
+    /// A container's `running` or `stopped`.
+    pub fn ct_status(&self, vmid: u32) -> Option<String> {
+        self.sim
+            .read()
+            .lxc
+            .get(&vmid)
+            .map(|ct| ct.status().to_string())
     }
 
     /// The whole simulated state as `GET /_sim/state` and the state file hold it.
@@ -395,11 +413,13 @@ async fn start_here(config: SimConfig) -> Result<Simulator, SimError> {
     let (token_id, token_secret) = parse_token(&token)?;
     let mut state = match &config.state_file {
         Some(path) if path.exists() => State::load(path, config.seed)?,
-        _ => State::new(&[], config.seed),
+        _ => State::new(config.seed),
     };
+    config.check_volumes()?;
+    state.add_volumes(&config.volumes, &config.storages, &config.nodes);
     for ct in &config.lxc {
         if !state.lxc.contains_key(&ct.vmid) && !state.vms.contains_key(&ct.vmid) {
-            state.add_lxc(std::slice::from_ref(ct));
+            state.add_lxc(std::slice::from_ref(ct), &config.storages);
         }
     }
     let (acceptor, fingerprint) = if config.tls {

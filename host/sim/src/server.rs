@@ -16,7 +16,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::faults::{Drawn, FaultRule};
 use crate::sim::Sim;
-use crate::{RequestRecord, cluster, qemu, storage, tasks};
+use crate::{RequestRecord, cluster, lxc, qemu, storage, tasks};
 
 /// Returned by the service to make hyper drop the connection without answering (the `reset` fault).
 #[derive(Debug)]
@@ -247,6 +247,27 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
             "/nodes/{node}/qemu/{vmid}",
             vec![p("node", n), p("vmid", v)],
         ),
+        ["nodes", n, "lxc", v] => ("/nodes/{node}/lxc/{vmid}", vec![p("node", n), p("vmid", v)]),
+        ["nodes", n, "lxc", v, sub] => {
+            let t = match *sub {
+                "config" => "/nodes/{node}/lxc/{vmid}/config",
+                "pending" => "/nodes/{node}/lxc/{vmid}/pending",
+                "status" => "/nodes/{node}/lxc/{vmid}/status",
+                _ => return None,
+            };
+            (t, vec![p("node", n), p("vmid", v)])
+        }
+        ["nodes", n, "lxc", v, "status", action] => {
+            let t = match *action {
+                "current" => "/nodes/{node}/lxc/{vmid}/status/current",
+                "start" => "/nodes/{node}/lxc/{vmid}/status/start",
+                "stop" => "/nodes/{node}/lxc/{vmid}/status/stop",
+                "shutdown" => "/nodes/{node}/lxc/{vmid}/status/shutdown",
+                "reboot" => "/nodes/{node}/lxc/{vmid}/status/reboot",
+                _ => return None,
+            };
+            (t, vec![p("node", n), p("vmid", v)])
+        }
         ["nodes", n, "qemu", v, sub] => {
             let t = match *sub {
                 "config" => "/nodes/{node}/qemu/{vmid}/config",
@@ -589,7 +610,19 @@ async fn call(
         ("GET", "/nodes") => cluster::nodes(sim),
         ("GET", "/nodes/{node}") => Ok(index(template, "name")),
         ("GET", "/nodes/{node}/tasks") => tasks::node_list(sim, &req),
-        ("GET", "/nodes/{node}/lxc") => cluster::lxc_list(sim, &req),
+        ("GET", "/nodes/{node}/lxc") => lxc::list(sim, &req),
+        ("POST", "/nodes/{node}/lxc") => lxc::create(sim, &req),
+        ("GET", "/nodes/{node}/lxc/{vmid}") => lxc::index(sim, &req),
+        ("DELETE", "/nodes/{node}/lxc/{vmid}") => lxc::destroy(sim, &req),
+        ("GET", "/nodes/{node}/lxc/{vmid}/config") => lxc::get_config(sim, &req),
+        ("PUT", "/nodes/{node}/lxc/{vmid}/config") => lxc::update_config(sim, &req).await,
+        ("GET", "/nodes/{node}/lxc/{vmid}/pending") => lxc::pending(sim, &req),
+        ("GET", "/nodes/{node}/lxc/{vmid}/status") => lxc::status_index(sim, &req),
+        ("GET", "/nodes/{node}/lxc/{vmid}/status/current") => lxc::status_current(sim, &req),
+        ("POST", "/nodes/{node}/lxc/{vmid}/status/start") => lxc::power(sim, &req, "vzstart"),
+        ("POST", "/nodes/{node}/lxc/{vmid}/status/stop") => lxc::power(sim, &req, "vzstop"),
+        ("POST", "/nodes/{node}/lxc/{vmid}/status/shutdown") => lxc::power(sim, &req, "vzshutdown"),
+        ("POST", "/nodes/{node}/lxc/{vmid}/status/reboot") => lxc::power(sim, &req, "vzreboot"),
         ("GET", "/nodes/{node}/qemu") => qemu::list(sim, &req),
         ("POST", "/nodes/{node}/qemu") => qemu::create(sim, &req),
         ("GET", "/nodes/{node}/qemu/{vmid}") => qemu::index(sim, &req),

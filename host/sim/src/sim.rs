@@ -253,6 +253,30 @@ impl Sim {
         upid
     }
 
+    /// [`Sim::start_task`] for the request's guest (`node`, `vmid`, the auth id and a failure a fault rule asked
+    /// for) under one config lock.
+    pub(crate) fn guest_task(
+        self: &Arc<Self>,
+        st: &mut State,
+        req: &crate::api::Req,
+        kind: &str,
+        flock: Flock,
+        job: Job,
+    ) -> String {
+        let vmid = req.vmid();
+        let injected = crate::storage::injected_failure(req, Some(vmid));
+        self.start_task(
+            st,
+            req.node(),
+            kind,
+            &vmid.to_string(),
+            &req.user,
+            injected,
+            &[flock],
+            job,
+        )
+    }
+
     /// Adds a running task to the table and returns its UPID.
     pub(crate) fn register_task(
         &self,

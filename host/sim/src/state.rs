@@ -10,7 +10,7 @@ use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 
 use crate::SimError;
-use crate::config::{LxcConfig, StorageConfig};
+use crate::config::{LxcConfig, StorageConfig, VolumeSeed};
 use crate::hashes::sha1_hex;
 
 /// Seconds since the epoch.
@@ -21,7 +21,7 @@ pub(crate) fn now() -> u64 {
         .unwrap_or(0)
 }
 
-/// One qemu guest: its config file (current section, `[PENDING]` section) and power state.
+/// One guest, a qemu VM or a container: its config file (current section, `[PENDING]` section) and power state.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Vm {
     pub node: String,
@@ -45,6 +45,31 @@ pub(crate) struct Vm {
 }
 
 impl Vm {
+    /// A stopped guest on `node` with config `conf` and nothing pending.
+    pub(crate) fn stopped(node: &str, conf: BTreeMap<String, String>) -> Vm {
+        Vm {
+            node: node.to_string(),
+            conf,
+            pending: BTreeMap::new(),
+            pending_delete: BTreeMap::new(),
+            running: false,
+            started_at: 0,
+            pid: 0,
+            paused: false,
+        }
+    }
+
+    /// `running` or `stopped`, as PVE's status reports it.
+    pub(crate) fn status(&self) -> &'static str {
+        if self.running { "running" } else { "stopped" }
+    }
+
+    /// Drops pending values equal to the applied ones (PVE's `cleanup_pending`).
+    pub(crate) fn drop_unchanged_pending(&mut self) {
+        let conf = &self.conf;
+        self.pending.retain(|k, v| conf.get(k) != Some(v));
+    }
+
     /// The config file text (description as comments, sorted keys, then `[PENDING]`), whose SHA-1 is the digest.
     pub(crate) fn config_text(&self) -> String {
         let mut out = String::new();
@@ -158,12 +183,68 @@ pub(crate) struct Volume {
     pub virtual_size: Option<u64>,
 }
 
-/// A read-only container occupying a VMID.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub(crate) struct Lxc {
-    pub node: String,
-    pub name: String,
-    pub running: bool,
+/// A container as an older state file held it (before containers had a config): name and power state only.
+#[derive(Debug, Clone, Deserialize)]
+struct LegacyLxc {
+    node: String,
+    name: String,
+    #[serde(default)]
+    running: bool,
+}
+
+/// A container entry of a state file: a full config, or the legacy stub.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum LxcEntry {
+    Full(Vm),
+    Legacy(LegacyLxc),
+}
+
+/// Reads the `lxc` map, turning legacy stubs into containers with a default config.
+fn lxc_compat<'de, D>(de: D) -> Result<BTreeMap<u32, Vm>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let entries: BTreeMap<u32, LxcEntry> = Deserialize::deserialize(de)?;
+    Ok(entries
+        .into_iter()
+        .map(|(vmid, e)| match e {
+            LxcEntry::Full(ct) => (vmid, ct),
+            LxcEntry::Legacy(l) => (vmid, seeded_ct(vmid, &l.node, &l.name, l.running, None)),
+        })
+        .collect())
+}
+
+/// A container as the cluster YAML (or an older state file) declares it: PVE's defaults for what a template
+/// would have set, with an 8 GiB root disk on `rootfs_storage` when one is given.
+pub(crate) fn seeded_ct(
+    vmid: u32,
+    node: &str,
+    name: &str,
+    running: bool,
+    rootfs_storage: Option<&str>,
+) -> Vm {
+    let mut conf = BTreeMap::new();
+    for (k, v) in [
+        ("arch", "amd64"),
+        ("cores", "1"),
+        ("hostname", name),
+        ("memory", "512"),
+        ("ostype", "debian"),
+        ("swap", "512"),
+        ("unprivileged", "1"),
+    ] {
+        conf.insert(k.to_string(), v.to_string());
+    }
+    if let Some(s) = rootfs_storage {
+        conf.insert("rootfs".into(), format!("{s}:vm-{vmid}-disk-0,size=8G"));
+    }
+    let mut ct = Vm::stopped(node, conf);
+    if running {
+        ct.running = true;
+        ct.started_at = now();
+    }
+    ct
 }
 
 /// One worker task.
@@ -191,7 +272,9 @@ pub(crate) struct Task {
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct State {
     pub vms: BTreeMap<u32, Vm>,
-    pub lxc: BTreeMap<u32, Lxc>,
+    /// Containers; their configs use PVE's LXC keys (`hostname`, `rootfs`, `mpN`, ...).
+    #[serde(default, deserialize_with = "lxc_compat")]
+    pub lxc: BTreeMap<u32, Vm>,
     /// Keyed by `node\tvolid` (`*` for shared storages).
     pub volumes: BTreeMap<String, Volume>,
     #[serde(default)]
@@ -215,8 +298,8 @@ fn default_rng() -> ChaCha8Rng {
 }
 
 impl State {
-    pub(crate) fn new(lxc: &[LxcConfig], seed: u64) -> State {
-        let mut s = State {
+    pub(crate) fn new(seed: u64) -> State {
+        State {
             vms: BTreeMap::new(),
             lxc: BTreeMap::new(),
             volumes: BTreeMap::new(),
@@ -226,21 +309,95 @@ impl State {
             tasks_ended: 0,
             rng: ChaCha8Rng::seed_from_u64(seed),
             generation: 0,
-        };
-        s.add_lxc(lxc);
-        s
+        }
     }
 
-    pub(crate) fn add_lxc(&mut self, lxc: &[LxcConfig]) {
+    /// Adds the declared containers, each with its root disk on the first storage holding `rootdir` content on its
+    /// node (no disk when there is none).
+    pub(crate) fn add_lxc(&mut self, lxc: &[LxcConfig], storages: &[StorageConfig]) {
         for ct in lxc {
-            self.lxc.insert(
+            let name = ct.name.clone().unwrap_or_else(|| format!("CT{}", ct.vmid));
+            let storage = storages
+                .iter()
+                .find(|s| s.has_content("rootdir") && s.on_node(&ct.node));
+            let seeded = seeded_ct(
                 ct.vmid,
-                Lxc {
-                    node: ct.node.clone(),
-                    name: ct.name.clone().unwrap_or_else(|| format!("CT{}", ct.vmid)),
-                    running: ct.running,
-                },
+                &ct.node,
+                &name,
+                ct.running,
+                storage.map(|s| s.name.as_str()),
             );
+            if let Some(s) = storage {
+                let volid = format!("{}:vm-{}-disk-0", s.name, ct.vmid);
+                self.volumes.insert(
+                    volume_key(s, &ct.node, &volid),
+                    Volume {
+                        volid,
+                        storage: s.name.clone(),
+                        node: if s.shared {
+                            "*".into()
+                        } else {
+                            ct.node.clone()
+                        },
+                        size: 8 * 1024 * 1024 * 1024,
+                        format: "raw".into(),
+                        content: "rootdir".into(),
+                        vmid: Some(ct.vmid),
+                        ctime: now(),
+                        parent: None,
+                        virtual_size: None,
+                    },
+                );
+            }
+            self.lxc.insert(ct.vmid, seeded);
+        }
+    }
+
+    /// Adds the declared volumes (`volumes:` in the cluster YAML) that are not there yet, on every node the
+    /// storage is on (once for a shared storage).
+    pub(crate) fn add_volumes(
+        &mut self,
+        seeds: &[VolumeSeed],
+        storages: &[StorageConfig],
+        nodes: &[String],
+    ) {
+        for seed in seeds {
+            let Some((storage, name)) = crate::formats::parse_volume_id(&seed.volid) else {
+                continue;
+            };
+            let Some(s) = storages.iter().find(|s| s.name == storage) else {
+                continue;
+            };
+            let content = seed.content().unwrap_or("images").to_string();
+            let format = match content.as_str() {
+                "vztmpl" => "tgz".to_string(),
+                _ => name.rsplit('.').next().unwrap_or("raw").to_string(),
+            };
+            let on: Vec<String> = match &seed.node {
+                Some(n) => vec![n.clone()],
+                None => nodes.iter().filter(|n| s.on_node(n)).cloned().collect(),
+            };
+            for node in on {
+                let key = volume_key(s, &node, &seed.volid);
+                if self.volumes.contains_key(&key) {
+                    continue;
+                }
+                self.volumes.insert(
+                    key,
+                    Volume {
+                        volid: seed.volid.clone(),
+                        storage: s.name.clone(),
+                        node: if s.shared { "*".into() } else { node.clone() },
+                        size: seed.size,
+                        format: format.clone(),
+                        content: content.clone(),
+                        vmid: None,
+                        ctime: now(),
+                        parent: None,
+                        virtual_size: None,
+                    },
+                );
+            }
         }
     }
 

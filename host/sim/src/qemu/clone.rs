@@ -166,16 +166,7 @@ fn placeholder(target: &str) -> Vm {
         "qmclone temporary file".to_string(),
     );
     placeholder.insert("lock".to_string(), "clone".to_string());
-    Vm {
-        node: target.to_string(),
-        conf: placeholder,
-        pending: BTreeMap::new(),
-        pending_delete: BTreeMap::new(),
-        running: false,
-        started_at: 0,
-        pid: 0,
-        paused: false,
-    }
+    Vm::stopped(target, placeholder)
 }
 
 /// The source's config as the clone gets it: state keys dropped, its own name and

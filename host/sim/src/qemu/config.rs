@@ -17,7 +17,7 @@ use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::schema::{find_property, parameters, split_indexed};
 use crate::sim::{Sim, TaskLog};
 use crate::state::{State, Vm};
-use crate::storage::{free_volume, injected_failure, volume_owner};
+use crate::storage::{free_volume, volume_owner};
 
 /// Registers a replaced or deleted drive's volume: cloud-init volumes are freed, owned disks become `unusedN`.
 fn release_drive(sim: &Sim, st: &mut State, vmid: u32, key: &str, old: &str, force: bool) {
@@ -225,15 +225,7 @@ fn apply_update(
         }
     }
     if let Some(vm) = st.vms.get_mut(&vmid) {
-        let same: Vec<String> = vm
-            .pending
-            .iter()
-            .filter(|(k, v)| vm.conf.get(*k) == Some(*v))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for k in same {
-            vm.pending.remove(&k);
-        }
+        vm.drop_unchanged_pending();
         if vm
             .conf
             .get("boot")
@@ -372,15 +364,11 @@ pub(crate) fn update_config_async(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let mut st = sim.write();
     let sim2 = Arc::clone(sim);
     let vmid = update.vmid;
-    let node = update.node.clone();
-    let upid = sim.start_task(
+    let upid = sim.guest_task(
         &mut st,
-        &node,
+        req,
         "qmconfig",
-        &vmid.to_string(),
-        &req.user,
-        injected_failure(req, Some(vmid)),
-        &[sim.flock_exclusive(vmid)],
+        sim.flock_exclusive(vmid),
         Box::new(move |st, log, injected| {
             if let Some(m) = injected {
                 return Err(m);

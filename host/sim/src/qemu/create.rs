@@ -11,7 +11,7 @@ use super::{CREATE_ONLY, check_boot, check_hostpci, default_boot, prepare_value}
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::sim::Sim;
 use crate::state::{Vm, now};
-use crate::storage::{free_volume, injected_failure, volume_owner};
+use crate::storage::{free_volume, volume_owner};
 
 /// Config keys among the request parameters.
 pub(super) fn config_params(req: &Req, skip: &[&str]) -> BTreeMap<String, String> {
@@ -66,30 +66,15 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     }
     let mut placeholder = BTreeMap::new();
     placeholder.insert("lock".to_string(), "create".to_string());
-    st.vms.insert(
-        vmid,
-        Vm {
-            node: node.clone(),
-            conf: placeholder,
-            pending: BTreeMap::new(),
-            pending_delete: BTreeMap::new(),
-            running: false,
-            started_at: 0,
-            pid: 0,
-            paused: false,
-        },
-    );
+    st.vms.insert(vmid, Vm::stopped(&node, placeholder));
     let start = req.flag("start");
     let sim2 = Arc::clone(sim);
     let node2 = node.clone();
-    let upid = sim.start_task(
+    let upid = sim.guest_task(
         &mut st,
-        req.node(),
+        req,
         "qmcreate",
-        &vmid.to_string(),
-        &req.user,
-        injected_failure(req, Some(vmid)),
-        &[sim.flock_short(vmid, false)],
+        sim.flock_short(vmid, false),
         Box::new(move |st, log, injected| {
             if let Some(m) = injected {
                 st.vms.remove(&vmid);

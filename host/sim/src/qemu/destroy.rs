@@ -9,7 +9,7 @@ use super::{check_skiplock, get_vm};
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::sim::Sim;
 use crate::state::State;
-use crate::storage::{free_volume, injected_failure, volume_owner};
+use crate::storage::{free_volume, volume_owner};
 
 pub(crate) fn destroy(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let node = req.node().to_string();
@@ -40,14 +40,11 @@ pub(crate) fn destroy(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     }
     let unreferenced = req.flag("destroy-unreferenced-disks");
     let sim2 = Arc::clone(sim);
-    let upid = sim.start_task(
+    let upid = sim.guest_task(
         &mut st,
-        req.node(),
+        req,
         "qmdestroy",
-        &vmid.to_string(),
-        &req.user,
-        injected_failure(req, Some(vmid)),
-        &[sim.flock_exclusive(vmid)],
+        sim.flock_exclusive(vmid),
         Box::new(move |st, log, injected| {
             if let Some(e) = blocked {
                 return Err(e);

@@ -15,7 +15,9 @@ pub(crate) use config::{unlink, update_config_async, update_config_sync};
 pub(crate) use create::create;
 pub(crate) use destroy::destroy;
 pub(crate) use power::power;
-pub(crate) use read::{get_config, index, list, pending, status_current, status_index};
+pub(crate) use read::{
+    get_config, index, list, pending, pending_rows, status_current, status_index, typed_config,
+};
 pub(crate) use resize::resize;
 pub(crate) use template::template;
 
@@ -233,7 +235,8 @@ fn get_vm<'a>(st: &'a State, node: &str, vmid: u32) -> Result<&'a Vm, ApiError> 
         .ok_or_else(|| no_such_vm(node, vmid))
 }
 
-fn check_skiplock(req: &Req) -> Result<(), ApiError> {
+/// `skiplock` is for root@pam only (an API token never is).
+pub(crate) fn check_skiplock(req: &Req) -> Result<(), ApiError> {
     if req.flag("skiplock") && req.user != "root@pam" {
         return Err(ApiError::param(
             "skiplock",

@@ -13,7 +13,7 @@ use crate::formats::parse_volume_id;
 use crate::schema::split_indexed;
 use crate::sim::Sim;
 use crate::state::{State, Vm, now};
-use crate::storage::{find_volume, injected_failure, storage_for};
+use crate::storage::{find_volume, storage_for};
 
 /// Start-time checks PVE makes inside the start worker (`vm_start_nolock`), in its order: template, running, lock,
 /// the cloud-init drive's storage, every volume activated (disks and ISOs; a missing one fails as the storage
@@ -137,14 +137,11 @@ pub(crate) fn power(sim: &Arc<Sim>, req: &Req, kind: &'static str) -> ApiResult 
         return Err(ApiError::die(format!("VM {vmid} not running")));
     }
     let sim2 = Arc::clone(sim);
-    let upid = sim.start_task(
+    let upid = sim.guest_task(
         &mut st,
-        req.node(),
+        req,
         kind,
-        &vmid.to_string(),
-        &req.user,
-        injected_failure(req, Some(vmid)),
-        &[sim.flock_exclusive(vmid)],
+        sim.flock_exclusive(vmid),
         Box::new(move |st, log, injected| {
             if let Some(m) = injected {
                 return Err(m);

@@ -11,9 +11,13 @@ use crate::schema::{find_property, returns};
 use crate::sim::Sim;
 use crate::state::{Vm, now};
 
-/// Converts config values to the JSON types PVE's GET config returns (integers and booleans as numbers).
-fn typed_config(conf: &BTreeMap<String, String>) -> Map<String, Value> {
-    let props = returns("GET", CONFIG_PATH)
+/// Converts config values to the JSON types PVE's GET config (`config_path`) returns: integers and booleans as
+/// numbers.
+pub(crate) fn typed_config(
+    config_path: &str,
+    conf: &BTreeMap<String, String>,
+) -> Map<String, Value> {
+    let props = returns("GET", config_path)
         .and_then(|r| r.get("properties"))
         .and_then(Value::as_object);
     let mut out = Map::new();
@@ -54,7 +58,7 @@ pub(crate) fn get_config(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     } else {
         vm.merged()
     };
-    let mut out = typed_config(&masked(&conf));
+    let mut out = typed_config(CONFIG_PATH, &masked(&conf));
     out.insert("digest".into(), json!(vm.digest()));
     Ok(Reply::data(Value::Object(out)))
 }
@@ -73,7 +77,11 @@ struct PendingRow<'a> {
 
 pub(crate) fn pending(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let st = sim.read();
-    let vm = get_vm(&st, req.node(), req.vmid())?;
+    pending_rows(get_vm(&st, req.node(), req.vmid())?)
+}
+
+/// GET `.../pending` of a guest (a VM or a container): every key with its value, pending value and delete flag.
+pub(crate) fn pending_rows(vm: &Vm) -> ApiResult {
     let mut keys: std::collections::BTreeSet<&str> = vm.conf.keys().map(String::as_str).collect();
     keys.extend(vm.pending.keys().map(String::as_str));
     keys.extend(vm.pending_delete.keys().map(String::as_str));

@@ -9,7 +9,7 @@ use super::{check_digest, check_lock, check_skiplock, get_vm, no_such_vm_text};
 use crate::api::{ApiResult, Reply, Req};
 use crate::formats::{format_size, parse_size, parse_volume_id};
 use crate::sim::Sim;
-use crate::storage::{find_volume, injected_failure, storage_for};
+use crate::storage::{find_volume, storage_for};
 
 pub(crate) fn resize(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let node = req.node().to_string();
@@ -22,14 +22,11 @@ pub(crate) fn resize(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let mut st = sim.write();
     get_vm(&st, &node, vmid)?;
     let sim2 = Arc::clone(sim);
-    let upid = sim.start_task(
+    let upid = sim.guest_task(
         &mut st,
-        req.node(),
+        req,
         "resize",
-        &vmid.to_string(),
-        &req.user,
-        injected_failure(req, Some(vmid)),
-        &[sim.flock_exclusive(vmid)],
+        sim.flock_exclusive(vmid),
         Box::new(move |st, log, injected| {
             if let Some(m) = injected {
                 return Err(m);

@@ -8,7 +8,7 @@ use super::drives::{is_cdrom, is_drive_key, parse_drive, print_drive};
 use super::{check_lock, get_vm};
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::sim::Sim;
-use crate::storage::{injected_failure, rename_volume, volume_owner};
+use crate::storage::{rename_volume, volume_owner};
 
 pub(crate) fn template(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let node = req.node().to_string();
@@ -26,14 +26,11 @@ pub(crate) fn template(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         ));
     }
     let sim2 = Arc::clone(sim);
-    let upid = sim.start_task(
+    let upid = sim.guest_task(
         &mut st,
-        req.node(),
+        req,
         "qmtemplate",
-        &vmid.to_string(),
-        &req.user,
-        injected_failure(req, Some(vmid)),
-        &[sim.flock_exclusive(vmid)],
+        sim.flock_exclusive(vmid),
         Box::new(move |st, log, injected| {
             if let Some(m) = injected {
                 return Err(m);

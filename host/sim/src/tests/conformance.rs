@@ -161,7 +161,10 @@ fn sample(key: &str, s: &Value) -> String {
     match s.get("format") {
         Some(Value::Object(dict)) => dict_sample(dict),
         Some(Value::String(f)) => format_sample(f).to_string(),
-        _ => "x".to_string(),
+        _ => {
+            let min = s.get("minLength").and_then(Value::as_u64).unwrap_or(1);
+            "x".repeat(min.max(1) as usize)
+        }
     }
 }
 
@@ -184,7 +187,9 @@ fn concrete(key: &str) -> String {
     key.replace("[n]", "0")
 }
 
+/// A concrete path for a template: VM 100, container 200.
 fn path_for(template: &str, upid: &str) -> String {
+    let template = template.replace("/lxc/{vmid}", "/lxc/200");
     template
         .replace("{node}", "pve01")
         .replace("{vmid}", "100")
@@ -386,9 +391,32 @@ fn check_shape(path: &str, schema: &Value, v: &Value, errs: &mut Vec<String>) {
 
 #[tokio::test]
 async fn return_shapes_match_pve_schema() {
-    let config =
-        crate::SimConfig::from_yaml_str("lxc:\n  - {vmid: 200, node: pve01}\n").expect("yaml");
+    let config = crate::SimConfig::from_yaml_str(
+        "lxc:\n  - {vmid: 201, node: pve01}\nvolumes:\n  - {volid: 'local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst'}\n",
+    )
+    .expect("yaml");
     let t = T::with(config).await;
+    let exit = t
+        .task(
+            "POST",
+            "/nodes/pve01/lxc",
+            &[
+                ("vmid", "200"),
+                (
+                    "ostemplate",
+                    "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+                ),
+                ("rootfs", "local-lvm:2"),
+                ("mp0", "local-lvm:1,mp=/data,backup=1"),
+                ("net0", "name=eth0,bridge=vmbr0,ip=dhcp"),
+                ("features", "nesting=1"),
+                ("cores", "2"),
+                ("tags", "a"),
+                ("start", "1"),
+            ],
+        )
+        .await;
+    assert_eq!(exit, "OK");
     t.create(
         100,
         &[

@@ -435,8 +435,14 @@ async fn yaml_cluster_and_lxc_ids() {
         "unable to create VM 100 - CT 100 already exists on node 'a2'",
     )
     .await;
-    t.check("POST", "/nodes/a1/lxc", &[], 501, "not implemented")
-        .await;
+    t.check(
+        "POST",
+        "/nodes/a1/lxc",
+        &[("vmid", "100"), ("ostemplate", "local:vztmpl/x.tar.zst")],
+        500,
+        "CT 100 already exists on node 'a2'",
+    )
+    .await;
     let storages = t.get("/nodes/a1/storage", &[]).await;
     assert_eq!(storages.as_array().unwrap().len(), 2);
     assert!(SimConfig::from_yaml_str("bogus: 1").is_err());

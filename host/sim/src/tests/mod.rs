@@ -5,6 +5,7 @@ mod conformance;
 mod endpoints;
 mod infra;
 mod locks;
+mod lxc;
 
 use std::time::Duration;
 
