@@ -52,7 +52,7 @@ async fn inputs(
         .expect("the VM is live")
         .to_string();
     let calls = inst
-        .observe(Some(&desired), Some(&live), &[])
+        .observe(Some(&desired), Some(&live), &[], &[])
         .expect("observe");
     let mut reads = Vec::new();
     for call in calls {
@@ -118,7 +118,7 @@ fn costs_of(inst: &mut dyn KindCalls, i: &Inputs, samples: usize) -> Vec<(&'stat
         (
             "observe",
             median_us(samples, || {
-                inst.observe(Some(&i.desired), Some(&i.live), &[])
+                inst.observe(Some(&i.desired), Some(&i.live), &[], &[])
                     .expect("call");
             }),
         ),

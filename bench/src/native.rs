@@ -327,4 +327,31 @@ impl<K: wit::Guest> KindCalls for NativeInstance<K> {
     fn claims(&mut self, listing: &str, entry: &str) -> Result<bool, GuestError> {
         Ok(K::claims(listing.to_string(), entry.to_string()))
     }
+
+    fn finally(&mut self, changed: &[String]) -> Result<Vec<Action>, GuestError> {
+        Ok(K::finally(changed.to_vec())
+            .into_iter()
+            .map(action_out)
+            .collect())
+    }
+
+    fn adopt(
+        &mut self,
+        observed: &Observation,
+    ) -> Result<Result<proxops_runtime::kind::Adopted, String>, GuestError> {
+        let observed = observation_in(observed);
+        Ok(self
+            .call(|| K::adopt(observed))
+            .map(|a| proxops_runtime::kind::Adopted {
+                manifest: a.manifest,
+                gaps: a
+                    .gaps
+                    .into_iter()
+                    .map(|g| proxops_runtime::kind::Gap {
+                        path: g.path,
+                        reason: g.reason,
+                    })
+                    .collect(),
+            }))
+    }
 }

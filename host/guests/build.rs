@@ -11,7 +11,12 @@ use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
 /// Guests built for tests only: their paths are exported, their bytes are not embedded.
-const TEST_ONLY: &[&str] = &["proxops-kind-misbehave", "proxops-policy-misbehave"];
+/// The example third-party kind under examples/ is one of them: it is loaded from its file.
+const TEST_ONLY: &[&str] = &[
+    "proxops-kind-misbehave",
+    "proxops-policy-misbehave",
+    "proxops-kind-container",
+];
 
 struct GuestCrate {
     package: String,
@@ -28,6 +33,7 @@ fn main() {
     for watched in [
         "guest-kinds",
         "policies",
+        "examples",
         "shared",
         "wit",
         "Cargo.toml",
@@ -40,6 +46,7 @@ fn main() {
     let workspace = std::fs::read_to_string(root.join("Cargo.toml")).expect("read Cargo.toml");
     let mut guests = discover(&root, "guest-kinds", "kind", &workspace);
     guests.extend(discover(&root, "policies", "policy", &workspace));
+    guests.extend(discover(&root, "examples", "kind", &workspace));
     guests.sort_by(|a, b| a.package.cmp(&b.package));
 
     check_target_installed();
