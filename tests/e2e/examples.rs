@@ -180,3 +180,46 @@ fn guests_of(state: &str) -> Value {
     let state: Value = serde_json::from_str(state).unwrap();
     state["vms"].clone()
 }
+
+#[test]
+fn the_containers_example_converges_with_its_third_party_kind_pinned() {
+    let repo = copy_example("containers");
+    // As its README says: build the kind, copy it into kinds/, pin its sha256.
+    let wasm = std::fs::read(
+        proxops_guests::artifact_path("proxops-kind-container").expect("the kind is built"),
+    )
+    .unwrap();
+    std::fs::write(repo.path().join("kinds/container.wasm"), &wasm).unwrap();
+    let settings = repo.path().join("proxops.yaml");
+    let pinned: String = std::fs::read_to_string(&settings)
+        .unwrap()
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix("sha256:") {
+            Some(_) => format!("    sha256: {}\n", crate::support::sha256_hex(&wasm)),
+            None => format!("{l}\n"),
+        })
+        .collect();
+    std::fs::write(&settings, pinned).unwrap();
+
+    let kinds = run(repo.path(), &["kinds", "--repo"]);
+    assert_eq!(kinds.code, 0, "{}{}", kinds.stdout, kinds.stderr);
+    assert!(
+        kinds
+            .stdout
+            .contains("Container (file kinds/container.wasm"),
+        "{}",
+        kinds.stdout
+    );
+    let first = run(repo.path(), &["apply"]);
+    assert_eq!(first.code, 0, "{}{}", first.stdout, first.stderr);
+    let second = run(repo.path(), &["apply"]);
+    assert_eq!(second.code, 0, "{}{}", second.stdout, second.stderr);
+    assert!(second.stdout.contains("No changes"), "{}", second.stdout);
+
+    let text = std::fs::read_to_string(repo.path().join(".proxops/sim-lab.json")).unwrap();
+    let state: Value = serde_json::from_str(&text).unwrap();
+    let containers = state["lxc"].as_object().expect("containers in the state");
+    for vmid in ["201", "202", "203"] {
+        assert!(containers.contains_key(vmid), "CT {vmid}: {containers:?}");
+    }
+}

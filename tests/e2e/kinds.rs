@@ -68,7 +68,12 @@ async fn every_hostile_third_party_kind_is_contained_and_the_bundled_kinds_plan_
             1,
             "needs the capability privileged",
         ),
-        ("{plan: secret}", grant(""), 3, "Denied"),
+        (
+            "{plan: secret}",
+            grant(""),
+            0,
+            "secret x.y: Denied: cannot resolve `x.y`: this kind is not granted access",
+        ),
         (
             "{plan: loop}",
             grant(", limits: {deadline-ms: 300}"),
@@ -82,7 +87,7 @@ async fn every_hostile_third_party_kind_is_contained_and_the_bundled_kinds_plan_
             "exceeded its memory limit",
         ),
         (
-            "{plan: big}",
+            "{validate: big}",
             grant(", limits: {output-kib: 64}"),
             1,
             "more than its output limit of 65536",
@@ -96,10 +101,17 @@ async fn every_hostile_third_party_kind_is_contained_and_the_bundled_kinds_plan_
     ];
     let lab = Lab::start().await;
     lab.write("vm/lab/web.yaml", &vm("web", "pve01", 150, ""));
+    // The hostile kind's object lives in a second cluster on the same PVE: a kind failing at
+    // validation stops its own cluster (fail closed), never another.
+    let lab_file = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
+    lab.write(
+        "clusters/other.yaml",
+        &lab_file.replace("name: lab", "name: other"),
+    );
     let wasm = artifact(MISBEHAVE);
     for (spec, grant, code, says) in cases {
         install_kind(&lab, "misbehave.wasm", &wasm, grant, None);
-        lab.write("misbehave/lab/m.yaml", &misbehave("m", spec));
+        lab.write("misbehave/other/m.yaml", &misbehave("m", spec));
         lab.clear();
         let run = lab.run(&["plan"]).await;
         let what = format!("spec {spec}");
@@ -223,20 +235,26 @@ async fn a_live_guest_two_kinds_claim_is_reported_and_never_pruned() {
     // The manifest goes: the VM kind would prune the guest, but the misbehave kind claims it too.
     lab.remove("vm/lab/web.yaml");
     lab.write("vm/lab/other.yaml", &vm("other", "pve01", 151, ""));
-    lab.apply().await;
     lab.clear();
+    let contested = "/cluster/resources entry `qemu/150` is claimed by 2 kinds (VM, Misbehave); exactly one kind may own a live object, so nothing is pruned";
     let run = lab.run(&["plan"]).await;
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
     assert!(
-        run.stdout.contains("is claimed by 2 kinds (VM, Misbehave); exactly one kind may own a live object, so nothing is pruned"),
+        run.stdout.contains(contested),
         "{}\n{}",
         run.stdout,
         run.stderr
     );
     let run = lab.run(&["apply"]).await;
-    assert_ne!(run.code, 0, "{}", run.stdout);
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    assert!(run.stdout.contains(contested), "{}", run.stdout);
     assert!(
         lab.sim.vm_config(150).is_some(),
         "the contested guest is still there"
+    );
+    assert!(
+        lab.sim.vm_config(151).is_some(),
+        "the rest of the cluster converged"
     );
     assert!(
         lab.mutations().iter().all(|m| !m.contains("/150")),

@@ -38,6 +38,11 @@ pub async fn connect(
             let state = dir.join(format!("sim-{}.json", cluster.name));
             let config = proxops_sim::SimConfig {
                 nodes: cluster.sim_nodes.clone(),
+                volumes: cluster
+                    .sim_volumes
+                    .iter()
+                    .map(|v| proxops_sim::VolumeSeed::new(v))
+                    .collect(),
                 state_file: Some(state.clone()),
                 ..proxops_sim::SimConfig::default()
             };

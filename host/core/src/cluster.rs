@@ -13,7 +13,7 @@
 //!   tls: {fingerprint: "AB:CD:…"}              # or {ca-file: ca.pem} or {insecure: true}
 //!   sops-file: secrets/lab.sops.yaml           # default secrets/<name>.sops.yaml
 //!   options: {write-concurrency: 2, read-concurrency: 16, task-timeout-seconds: 600, max-passes: 5}
-//!   simulator: {nodes: [pve01, pve02]}         # only with endpoint sim:
+//!   simulator: {nodes: [pve01, pve02]}         # only with endpoint sim: (+ volumes: [local:vztmpl/…])
 //! ```
 
 use serde_json::{Map, Value};
@@ -98,6 +98,8 @@ pub struct ClusterFile {
     pub options: ClusterOptions,
     /// Nodes of the embedded simulator (endpoint `sim:` only).
     pub sim_nodes: Vec<String>,
+    /// Volumes the embedded simulator starts with (`local:vztmpl/…`, `local:iso/…`).
+    pub sim_volumes: Vec<String>,
 }
 
 struct Reader<'a> {
@@ -371,11 +373,30 @@ impl ClusterFile {
         }
 
         let mut sim_nodes = Vec::new();
+        let mut sim_volumes = Vec::new();
         if let Some(v) = spec.get("simulator") {
             if endpoint != Some(Endpoint::Sim) {
                 r.err("spec.simulator", "only meaningful with `endpoint: sim:`");
             }
-            if let Some(s) = r.object(v, "spec.simulator", &["nodes"]).cloned() {
+            if let Some(s) = r
+                .object(v, "spec.simulator", &["nodes", "volumes"])
+                .cloned()
+            {
+                match s.get("volumes") {
+                    None => {}
+                    Some(Value::Array(volumes)) => {
+                        for (i, v) in volumes.iter().enumerate() {
+                            match v.as_str() {
+                                Some(v) if v.contains(':') => sim_volumes.push(v.to_string()),
+                                _ => r.err(
+                                    &format!("spec.simulator.volumes[{i}]"),
+                                    "expected a volume id like local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+                                ),
+                            }
+                        }
+                    }
+                    Some(_) => r.err("spec.simulator.volumes", "expected a list of volume ids"),
+                }
                 match s.get("nodes").and_then(Value::as_array) {
                     Some(nodes) if !nodes.is_empty() => {
                         for (i, n) in nodes.iter().enumerate() {
@@ -409,6 +430,7 @@ impl ClusterFile {
                 sops_file,
                 options,
                 sim_nodes,
+                sim_volumes,
             }),
             _ => Err(r.diags),
         }
