@@ -3,7 +3,9 @@
 
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::kind::Listing;
-use proxops_kind_sdk::kind::{KindInfo, ObjectKey, Reference, Resolved, ResourceKind, Validated};
+use proxops_kind_sdk::kind::{
+    Adopted, KindInfo, ObjectKey, Reference, Resolved, ResourceKind, Validated,
+};
 use proxops_kind_sdk::model::{Call, Observation, Proposal};
 use proxops_kind_sdk::secrets::Secrets;
 use serde_json::Value;
@@ -89,5 +91,9 @@ impl<const TEMPLATE: bool> ResourceKind for Qemu<TEMPLATE> {
     /// Only `/cluster/resources` entries: qemu guests of this flavour with the ownership tag.
     fn claims(listing: &str, entry: &Value) -> bool {
         listing == Listing::cluster_resources().path && crate::claims(Self::flavour(), entry)
+    }
+
+    fn adopt(observed: &Observation, secrets: &dyn Secrets) -> Result<Adopted, String> {
+        crate::adopt::adopt(Self::flavour(), observed, secrets)
     }
 }

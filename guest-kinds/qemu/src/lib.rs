@@ -8,9 +8,10 @@
 //! then the VM's own configuration through the normal update path, see [`mod@plan`]), cloud-init
 //! data with its SOPS references ([`cloudinit`], [`secrets`]), image-seeded disks
 //! (`import-from`), the CD/DVD drive (`none` or an attached ISO) and the cloud-init drive. The
-//! targets of references come from the host's `resolved` list ([`refs`]). Not implemented:
-//! `adopt`.
+//! targets of references come from the host's `resolved` list ([`refs`]). [`adopt`] writes the
+//! manifest of a live guest.
 
+pub mod adopt;
 pub mod cloudinit;
 pub mod desired;
 pub mod keys;
