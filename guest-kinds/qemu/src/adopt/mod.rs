@@ -137,6 +137,8 @@ pub fn adopt(
             why.join("; ")
         ));
     }
+    // Sorted by path (stable), so the gap report reads the same on every run.
+    a.gaps.sort_by(|x, y| x.path.cmp(&y.path));
     Ok(Adopted {
         manifest,
         gaps: a.gaps,
@@ -220,11 +222,16 @@ fn gap(path: impl Into<String>, reason: impl Into<String>) -> Gap {
     }
 }
 
-/// Sorted by bus, then numerically by index.
-fn slot_order(k: &str) -> (String, u32) {
+/// Sorted by bus (scsi, virtio, sata, ide, then any other by name), then numerically by index.
+fn slot_order(k: &str) -> (usize, String, u32) {
+    const BUSES: &[&str] = &["scsi", "virtio", "sata", "ide"];
     match syntax::split_slot(k) {
-        Some((b, n)) => (b.to_string(), n),
-        None => (k.to_string(), 0),
+        Some((b, n)) => (
+            BUSES.iter().position(|x| *x == b).unwrap_or(BUSES.len()),
+            b.to_string(),
+            n,
+        ),
+        None => (BUSES.len(), k.to_string(), 0),
     }
 }
 
