@@ -516,13 +516,39 @@ fn cases() -> Vec<Case> {
             ..Case::default()
         },
         Case {
-            name: "a locked guest, a passthrough disk and a tiny disk",
+            name: "a locked guest",
+            config: with(web(), json!({"lock": "backup"})),
+            gaps: &["lock", "smbios1", "vmgenid"],
+            anomalies: &[""],
+            ..Case::default()
+        },
+        Case {
+            name: "a passthrough disk and a tiny disk stay undeclared",
             config: with(
                 web(),
-                json!({"lock": "backup", "scsi1": "/dev/disk/by-id/ata-X,size=500G", "scsi2": "local-lvm:vm-100-disk-5,size=512M"}),
+                json!({"scsi1": "/dev/disk/by-id/ata-X,size=500G", "scsi2": "local-lvm:vm-100-disk-5,size=512M"}),
             ),
-            gaps: &["lock", "scsi1", "scsi2", "smbios1", "vmgenid"],
-            anomalies: &[""],
+            gaps: &["scsi1", "scsi2", "smbios1", "vmgenid"],
+            anomalies: &["spec.disks", "spec.disks"],
+            ..Case::default()
+        },
+        Case {
+            name: "an unusable cloud-init drive slot, hostpci and ipconfig stay unowned",
+            config: with(
+                web(),
+                json!({"sata5": "local-lvm:vm-100-cloudinit,media=cdrom", "hostpci2": "01:00.0;02:00.0",
+                "ipconfig0": "ip=10.0.0.9/24,ip6=auto", "efidisk0": "local-lvm:vm-100-disk-1,size=4M", "tpmstate0": "local-lvm:vm-100-disk-2,size=4M"}),
+            ),
+            gaps: &[
+                "efidisk0",
+                "hostpci2",
+                "ipconfig0",
+                "sata5",
+                "smbios1",
+                "tpmstate0",
+                "vmgenid",
+            ],
+            anomalies: &["spec.hardware.pci-devices"],
             ..Case::default()
         },
         Case {
@@ -808,6 +834,7 @@ struct Generated {
     template: bool,
     running: bool,
     config: Map<String, Value>,
+    pending: Vec<(&'static str, Option<&'static str>)>,
 }
 
 fn arb_config() -> impl Strategy<Value = Generated> {
@@ -905,9 +932,19 @@ fn arb_config() -> impl Strategy<Value = Generated> {
         ci,
         misc,
         16u64..65536,
+        proptest::sample::subsequence(
+            vec![
+                ("memory", Some("8192")),
+                ("cores", Some("8")),
+                ("onboot", Some("1")),
+                ("net1", None),
+                ("description", Some("new text")),
+            ],
+            0..3,
+        ),
     )
         .prop_map(
-            |(template, running, disks, nics, firmware, ci, misc, mem)| {
+            |(template, running, disks, nics, firmware, ci, misc, mem, pending)| {
                 let mut c = Map::new();
                 c.insert("name".into(), json!("gen-vm"));
                 c.insert("memory".into(), json!(mem.to_string()));
@@ -921,10 +958,21 @@ fn arb_config() -> impl Strategy<Value = Generated> {
                 if template {
                     c.insert("template".into(), json!(1));
                 }
+                let running = running && !template;
+                // Only a running guest has pending changes; a pending delete needs the key.
+                let pending = if running {
+                    pending
+                        .into_iter()
+                        .filter(|(k, v)| v.is_some() || c.contains_key(*k))
+                        .collect()
+                } else {
+                    Vec::new()
+                };
                 Generated {
                     template,
-                    running: running && !template,
+                    running,
                     config: c,
+                    pending,
                 }
             },
         )
@@ -952,7 +1000,33 @@ fn generated_configs_round_trip_clean() {
             let config = Value::Object(g.config.clone());
             let tags = config.get("tags").and_then(Value::as_str).unwrap_or("");
             let e = entry(100, status, g.template, tags);
-            clean(flavour, &e, &config, &[], &sops());
+            let (a, _) = clean(flavour, &e, &config, &g.pending, &sops());
+            // Every live NIC is declared with its MAC pinned, so no plan can change it.
+            for (k, v) in &g.config {
+                let Some(n) = k.strip_prefix("net") else {
+                    continue;
+                };
+                if g.pending.contains(&(k.as_str(), None)) {
+                    continue;
+                }
+                let nics = a.manifest["spec"]["networks"].as_array().unwrap();
+                let nic = nics
+                    .iter()
+                    .find(|x| x["slot"].to_string() == n)
+                    .unwrap_or_else(|| panic!("{k} not declared"));
+                let mac = nic["mac"].as_str().unwrap();
+                assert!(
+                    v.as_str().unwrap().to_ascii_uppercase().contains(mac),
+                    "{k}: {v} vs {mac}"
+                );
+            }
+            let text = a.manifest.to_string();
+            assert!(
+                !text.contains("*****")
+                    && !text.contains("AAAAC3Nza")
+                    && !text.contains("-no-hpet"),
+                "{text}"
+            );
             ran.set(ran.get() + 1);
             Ok(())
         })
