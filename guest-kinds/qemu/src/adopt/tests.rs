@@ -1012,7 +1012,7 @@ fn generated_configs_round_trip_clean() {
                 let nics = a.manifest["spec"]["networks"].as_array().unwrap();
                 let nic = nics
                     .iter()
-                    .find(|x| x["slot"].to_string() == n)
+                    .find(|x| x["slot"].as_u64() == n.parse().ok())
                     .unwrap_or_else(|| panic!("{k} not declared"));
                 let mac = nic["mac"].as_str().unwrap();
                 assert!(
