@@ -253,7 +253,7 @@ impl Adoption {
             .map(|k| {
                 gap(
                     k,
-                    "has a change pending until the guest's next reboot: the manifest carries the pending value, and plan reports it as pending (proxops does not reboot)",
+                    "has a change pending until the guest's next reboot: adopt read the pending value (the manifest carries it where it models the key), so plan reports it as pending, not as drift (proxops does not reboot)",
                 )
             })
             .collect()
