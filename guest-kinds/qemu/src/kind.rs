@@ -3,9 +3,7 @@
 
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::kind::Listing;
-use proxops_kind_sdk::kind::{
-    Adopted, KindInfo, ObjectKey, Reference, Resolved, ResourceKind, Validated,
-};
+use proxops_kind_sdk::kind::{KindInfo, ObjectKey, Reference, Resolved, ResourceKind, Validated};
 use proxops_kind_sdk::model::{Call, Observation, Proposal};
 use proxops_kind_sdk::secrets::Secrets;
 use serde_json::Value;
@@ -93,7 +91,10 @@ impl<const TEMPLATE: bool> ResourceKind for Qemu<TEMPLATE> {
         listing == Listing::cluster_resources().path && crate::claims(Self::flavour(), entry)
     }
 
-    fn adopt(observed: &Observation, secrets: &dyn Secrets) -> Result<Adopted, String> {
+    fn adopt(
+        observed: &Observation,
+        secrets: &dyn Secrets,
+    ) -> Result<proxops_kind_sdk::kind::Adopted, String> {
         crate::adopt::adopt(Self::flavour(), observed, secrets)
     }
 }

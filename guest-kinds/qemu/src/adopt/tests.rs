@@ -714,6 +714,23 @@ fn a_clone_keeps_no_foreign_ownership_mark() {
 }
 
 #[test]
+fn observe_without_a_manifest_reads_what_adopt_needs() {
+    let paths = |status| {
+        crate::observe(None, Some(&entry(100, status, false, "")))
+            .into_iter()
+            .map(|c| format!("{:?} {} {:?}", c.method, c.path, c.params))
+            .collect::<Vec<_>>()
+    };
+    // A running guest: /pending (applied values, pending changes, digest, protection).
+    assert_eq!(paths("running"), ["Get /nodes/pve01/qemu/100/pending []"]);
+    // A stopped one has nothing pending: the applied config.
+    assert_eq!(
+        paths("stopped"),
+        ["Get /nodes/pve01/qemu/100/config [(\"current\", \"1\", false)]"]
+    );
+}
+
+#[test]
 fn wrong_kind_or_shape_is_an_error_naming_the_way_out() {
     let e = entry(100, "stopped", false, "");
     let t = entry(9000, "stopped", true, "");
