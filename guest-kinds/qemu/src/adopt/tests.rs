@@ -752,6 +752,17 @@ fn wrong_kind_or_shape_is_an_error_naming_the_way_out() {
     );
     assert!(err(Flavour::Vm, &e, &with(web(), json!({"scsi0": null}))).contains("no disk"));
     assert!(err(Flavour::Vm, &e, &with(web(), json!({"memory": "8"}))).contains("memory"));
+    let only_nic_going = observation(
+        None,
+        &entry(100, "running", false, ""),
+        &web(),
+        &[("net0", None)],
+    );
+    assert!(
+        <Vm as ResourceKind>::adopt(&only_nic_going, &sops())
+            .unwrap_err()
+            .contains("no network interface")
+    );
     let no_reads = Observation {
         live: Some(e.to_string()),
         reads: vec![],
@@ -892,6 +903,20 @@ fn arb_config() -> impl Strategy<Value = Generated> {
             ("bios", "ovmf"),
             ("efidisk0", "local-lvm:vm-100-disk-8,size=128K")
         ]),
+        Just(vec![
+            ("bios", "ovmf"),
+            ("machine", "type=pc-q35-9.2,viommu=virtio"),
+            (
+                "efidisk0",
+                "local-lvm:vm-100-disk-8,efitype=4m,ms-cert=2023k,pre-enrolled-keys=1,size=4M"
+            ),
+            ("tpmstate0", "local-lvm:vm-100-disk-9,size=4M")
+        ]),
+        // An EFI disk and a TPM the manifest cannot state without OVMF and q35.
+        Just(vec![
+            ("efidisk0", "local-lvm:vm-100-disk-8,efitype=4m,size=4M"),
+            ("tpmstate0", "local-lvm:vm-100-disk-9,size=4M,version=v2.0")
+        ]),
     ];
     let ci = prop_oneof![
         Just(vec![]),
@@ -934,12 +959,24 @@ fn arb_config() -> impl Strategy<Value = Generated> {
             ("hostpci0", "mapping=nic-vf,pcie=0"),
             ("args", "-no-hpet"),
             ("scsihw", "virtio-scsi-pci"),
+            ("hostpci1", "0000:01:00.0,pcie=1,rombar=0"),
+            ("ide3", "local:iso/y.iso,media=cdrom"),
+            ("net9", "virtio=BC:24:11:00:09:01,bridge=vmbr0,queues=4"),
+            ("usb0", "spice"),
+            ("vga", "type=std,memory=32"),
+            ("boot", "order=net0;scsi0"),
             ("cpu", "host,flags=+pcid"),
             ("cores", "4"),
             ("memory", "current=3072"),
         ],
-        0..10,
+        0..12,
     );
+    let name = prop_oneof![
+        Just("gen-vm"),
+        Just("Gen.VM-01"),
+        Just("db1.corp.example.org"),
+        Just("x")
+    ];
     (
         any::<bool>(),
         any::<bool>(),
@@ -959,11 +996,12 @@ fn arb_config() -> impl Strategy<Value = Generated> {
             ],
             0..3,
         ),
+        name,
     )
         .prop_map(
-            |(template, running, disks, nics, firmware, ci, misc, mem, pending)| {
+            |(template, running, disks, nics, firmware, ci, misc, mem, pending, name)| {
                 let mut c = Map::new();
-                c.insert("name".into(), json!("gen-vm"));
+                c.insert("name".into(), json!(name));
                 c.insert("memory".into(), json!(mem.to_string()));
                 c.insert("digest".into(), json!("d"));
                 for (k, v) in disks.into_iter().chain(nics) {
@@ -976,11 +1014,13 @@ fn arb_config() -> impl Strategy<Value = Generated> {
                     c.insert("template".into(), json!(1));
                 }
                 let running = running && !template;
-                // Only a running guest has pending changes; a pending delete needs the key.
+                // Only a running guest has pending changes; a pending delete needs the key, and
+                // one NIC must stay (without any, adopt fails: see the error test).
+                let nics = c.keys().filter(|k| k.starts_with("net")).count();
                 let pending = if running {
                     pending
                         .into_iter()
-                        .filter(|(k, v)| v.is_some() || c.contains_key(*k))
+                        .filter(|(k, v)| v.is_some() || (c.contains_key(*k) && nics > 1))
                         .collect()
                 } else {
                     Vec::new()
@@ -1006,6 +1046,8 @@ fn generated_configs_round_trip_clean() {
         TestRng::from_seed(RngAlgorithm::ChaCha, &[7; 32]),
     );
     let ran = std::cell::Cell::new(0);
+    // (templates, running, with pending changes, with gaps)
+    let seen = std::cell::Cell::new((0, 0, 0, 0));
     runner
         .run(&arb_config(), |g| {
             let flavour = if g.template {
@@ -1045,10 +1087,27 @@ fn generated_configs_round_trip_clean() {
                 "{text}"
             );
             ran.set(ran.get() + 1);
+            let (t, r, p, gp) = seen.get();
+            seen.set((
+                t + usize::from(g.template),
+                r + usize::from(g.running),
+                p + usize::from(!g.pending.is_empty()),
+                gp + usize::from(a.gaps.len() > 2),
+            ));
             Ok(())
         })
         .unwrap();
     assert_eq!(ran.get(), 64);
+    let (t, r, p, gp) = seen.get();
+    assert!(
+        t > 5 && r > 5 && p > 3 && gp > 20,
+        "too narrow: {:?}",
+        seen.get()
+    );
+    eprintln!(
+        "generated: 64 cases; (templates, running, pending, >2 gaps) = {:?}",
+        seen.get()
+    );
 }
 
 #[test]
