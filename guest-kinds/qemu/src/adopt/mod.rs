@@ -407,7 +407,7 @@ impl Adoption {
                 if n != vmid.to_string() {
                     self.gap(
                         "tags",
-                        format!("`{t}` is another guest's ownership mark (PVE copies tags on clone and restore); dropped, so the first apply removes it"),
+                        format!("`{t}` is not this guest's ownership mark (`proxops-` tags are reserved for the marks; PVE copies them on clone and restore); dropped, so the first apply removes it"),
                     );
                 }
                 continue;
