@@ -90,4 +90,11 @@ impl<const TEMPLATE: bool> ResourceKind for Qemu<TEMPLATE> {
     fn claims(listing: &str, entry: &Value) -> bool {
         listing == Listing::cluster_resources().path && crate::claims(Self::flavour(), entry)
     }
+
+    fn adopt(
+        observed: &Observation,
+        secrets: &dyn Secrets,
+    ) -> Result<proxops_kind_sdk::kind::Adopted, String> {
+        crate::adopt::adopt(Self::flavour(), observed, secrets)
+    }
 }

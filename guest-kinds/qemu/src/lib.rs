@@ -8,9 +8,10 @@
 //! then the VM's own configuration through the normal update path, see [`mod@plan`]), cloud-init
 //! data with its SOPS references ([`cloudinit`], [`secrets`]), image-seeded disks
 //! (`import-from`), the CD/DVD drive (`none` or an attached ISO) and the cloud-init drive. The
-//! targets of references come from the host's `resolved` list ([`refs`]). Not implemented:
-//! `adopt`.
+//! targets of references come from the host's `resolved` list ([`refs`]). [`adopt`] writes the
+//! manifest of a live guest.
 
+pub mod adopt;
 pub mod cloudinit;
 pub mod desired;
 pub mod keys;
@@ -157,21 +158,23 @@ pub fn claims(flavour: Flavour, entry: &Value) -> bool {
 /// One read per existing VM, never more:
 ///
 /// * No live entry: nothing to read (`plan` creates or does nothing).
-/// * A running VM with a manifest: `GET .../pending`. On a running guest PVE keeps
-///   non-hot-pluggable changes pending and only `/pending` says which; its rows also carry
-///   every applied value and the config `digest`, so it replaces the config read.
+/// * A running VM: `GET .../pending`. On a running guest PVE keeps non-hot-pluggable changes
+///   pending and only `/pending` says which; its rows also carry every applied value and the
+///   config `digest`, so it replaces the config read. With no manifest (`desired` none) the
+///   same read serves a prune (its `protection` row) and adopt (which writes the pending
+///   values, so that its first plan does not revert them).
 /// * Otherwise `GET .../config?current=1`: the applied config and its `digest`;
 ///   `/cluster/resources` has neither the config nor the digest the write needs for
 ///   optimistic concurrency, and PVE has no bulk config endpoint. A stopped VM applies every
-///   change at once (no pending state), and a prune needs only the `protection` flag.
+///   change at once (no pending state): the config is all a prune or adopt needs.
 ///
 /// Paths use the LIVE node (where the object is), not the desired one.
-pub fn observe(desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
+pub fn observe(_desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
     let Some(e) = entry.and_then(live::Resource::from_value) else {
         return Vec::new();
     };
     let base = format!("/nodes/{}/qemu/{}", e.node, e.vmid);
-    if desired.is_some() && e.running {
+    if e.running {
         vec![Call::new(Method::Get, format!("{base}/pending"))]
     } else {
         vec![Call::new(Method::Get, format!("{base}/config")).param("current", "1")]

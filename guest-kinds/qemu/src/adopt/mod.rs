@@ -1,0 +1,1044 @@
+//! `adopt`: the manifest of a live VM or template (its `/cluster/resources` entry and the config
+//! read `observe(None, live)` asked for), plus the gaps: what the manifest does not carry.
+//!
+//! Rules (spec "Adoption", decisions.md "Adopt"):
+//! * Everything the kinds model is written from the live keys; a required key PVE leaves absent
+//!   (`cpu`, `cores`, `memory`) gets PVE's default, which plan treats as equal to absent.
+//! * A live ISO attachment is left unowned (no cdrom block) and listed as a gap.
+//! * `sshkeys` becomes `ssh-key-refs` only when every live key line is a SOPS entry under
+//!   `cloud-init.ssh-keys`; otherwise the `["*"]` sentinel. `cipassword`, `cicustom` and
+//!   `ciupgrade` are gaps, never manifest values.
+//! * Unmodelled keys go to `spec.extra` unless owning them needs more than the kind is granted
+//!   (`args`, `hookscript`, host devices), is PVE-managed identity (`vmgenid`, `smbios1`) or
+//!   is not a config value (`unusedN`, `lock`): those are gaps.
+//! * On a running guest with pending changes the manifest carries the pending value (the
+//!   operator's last word), so the first plan reports it as pending-until-reboot, not drift.
+//! * The result is checked with `validate`; a guest no valid manifest describes is an error.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use proxops_kind_sdk::kind::{Adopted, Gap};
+use proxops_kind_sdk::manifest::{API_VERSION, MAX_NAME_LEN};
+use proxops_kind_sdk::model::Observation;
+use proxops_kind_sdk::propstring::{PropString, parse_bool};
+use proxops_kind_sdk::size::{self, GIB};
+use serde_json::{Map, Value, json};
+
+use crate::cloudinit;
+use crate::desired::{Desired, Flavour};
+use crate::keys::{HOTPLUG_FEATURES, NIC_MODELS, SCSIHW, VGA_TYPES};
+use crate::live::{Config, Resource, pending_entries, pending_rows};
+use crate::secrets::Secrets;
+use crate::validate::parse_hotplug;
+use crate::{syntax, wire};
+
+#[cfg(test)]
+mod tests;
+
+/// The SOPS prefix `ssh-key-refs` point below.
+pub const SSH_KEY_PREFIX: &str = "cloud-init.ssh-keys";
+
+/// Keys PVE manages itself: not config an owner writes, dropped without a gap.
+const PVE_MANAGED: &[&str] = &["meta", "parent", "template", "digest"];
+
+/// Keys that are never adopted, with the reason the gap gives.
+fn gap_reason(key: &str) -> Option<&'static str> {
+    let bus = syntax::split_slot(key).map(|(b, _)| b);
+    Some(match (key, bus) {
+        ("cipassword", _) => {
+            "not adopted: PVE masks cipassword on read-back, the plaintext is unrecoverable; set spec.cloud-init-data.ci-password-ref to a SOPS entry if proxops should own it"
+        }
+        ("cicustom", _) => {
+            "not adopted: cicustom points at snippet files on PVE storage that proxops does not manage; PVE keeps it"
+        }
+        ("ciupgrade", _) => {
+            "not adopted: a PVE-side cloud-init setting proxops does not model; PVE keeps it"
+        }
+        ("args", _) => {
+            "not adopted: raw QEMU arguments are root@pam-only and can do anything to the host; PVE keeps them unowned"
+        }
+        ("hookscript", _) => {
+            "not adopted: a hook script runs on the host and needs an explicit grant; PVE keeps it unowned"
+        }
+        ("vmgenid" | "smbios1", _) => {
+            "not adopted: PVE-generated guest identity (regenerated on clone); PVE keeps it"
+        }
+        ("lock", _) => {
+            "the guest is locked: plan changes nothing until the lock clears (a running task, a backup or a snapshot)"
+        }
+        ("vmstate" | "runningmachine" | "runningcpu", _) => {
+            "PVE state, not configuration; not adopted"
+        }
+        (_, Some("unused")) => {
+            "an unused volume is not configuration proxops owns; PVE keeps it (delete or re-attach it in PVE)"
+        }
+        (_, Some("usb" | "parallel" | "virtiofs")) => {
+            "not adopted: host device or directory passthrough needs root@pam or a resource mapping the kind does not model; PVE keeps it unowned"
+        }
+        ("arch", _) => "not adopted: `arch` is root@pam-only; PVE keeps it unowned",
+        _ => return None,
+    })
+}
+
+/// Adopt the live guest of `obs` as a `flavour` manifest.
+pub fn adopt(
+    flavour: Flavour,
+    obs: &Observation,
+    secrets: &dyn Secrets,
+) -> Result<Adopted, String> {
+    let text = obs.live.as_deref().ok_or(
+        "no live entry to adopt: the host passes the guest's /cluster/resources entry as `live`",
+    )?;
+    let r = Resource::from_json(text)
+        .map_err(|e| format!("the /cluster/resources entry is not JSON: {e}"))?
+        .ok_or("the /cluster/resources entry has no node or vmid: not a guest")?;
+    if r.kind != "qemu" {
+        return Err(format!(
+            "guest {} on {} is of type `{}`, not qemu: the {} kind adopts only PVE VMs",
+            r.vmid,
+            r.node,
+            r.kind,
+            flavour.kind()
+        ));
+    }
+    match (flavour, r.template) {
+        (Flavour::Vm, true) => {
+            return Err(format!(
+                "VM {} on {} is a PVE template: the TemplateVM kind adopts it",
+                r.vmid, r.node
+            ));
+        }
+        (Flavour::Template, false) => {
+            return Err(format!(
+                "VM {} on {} is not a PVE template (template=0): the VM kind adopts it",
+                r.vmid, r.node
+            ));
+        }
+        _ => {}
+    }
+    let mut a = Adoption {
+        gaps: Vec::new(),
+        keys: read_config(obs, &r)?,
+    };
+    let what = format!("{} {} on {}", flavour.noun(), r.vmid, r.node);
+    let pending = a.take_pending_note(obs);
+    a.gaps.extend(pending);
+    let status = serde_json::from_str::<Value>(text)
+        .ok()
+        .and_then(|v| v.get("status").and_then(Value::as_str).map(str::to_string));
+    let manifest = a.build(flavour, &r, status.as_deref(), secrets)?;
+    if let Err(diags) = crate::validate(flavour, &manifest, secrets) {
+        let why: Vec<String> = diags
+            .iter()
+            .map(|d| format!("{}: {}", d.path, d.message))
+            .collect();
+        return Err(format!(
+            "no valid manifest describes {what}: {}; write its manifest by hand",
+            why.join("; ")
+        ));
+    }
+    // Sorted by path (stable), so the gap report reads the same on every run.
+    a.gaps.sort_by(|x, y| x.path.cmp(&y.path));
+    Ok(Adopted {
+        manifest,
+        gaps: a.gaps,
+    })
+}
+
+/// `metadata.name` for a PVE name: lower-case, every run of other characters one `-`,
+/// trimmed of `-`, at most 63 characters; `vm-<vmid>` when nothing is left.
+pub fn metadata_name(pve_name: Option<&str>, vmid: u32) -> String {
+    let mut out = String::new();
+    for c in pve_name.unwrap_or_default().chars() {
+        let c = c.to_ascii_lowercase();
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            out.push(c);
+        } else if !out.ends_with('-') {
+            out.push('-');
+        }
+    }
+    let mut name: String = out.trim_matches('-').chars().take(MAX_NAME_LEN).collect();
+    while name.ends_with('-') {
+        name.pop();
+    }
+    if name.is_empty() {
+        format!("vm-{vmid}")
+    } else {
+        name
+    }
+}
+
+/// The config to adopt: the `/config` answer, or from `/pending` the applied values with the
+/// pending ones laid over them (pending deletes removed).
+fn read_config(obs: &Observation, r: &Resource) -> Result<BTreeMap<String, String>, String> {
+    let find = |suffix: &str| obs.reads.iter().find(|x| x.call.path.ends_with(suffix));
+    let failed = |x: &proxops_kind_sdk::model::Read| {
+        let body: String = x.body.chars().take(200).collect();
+        format!(
+            "reading {} failed with HTTP {}: {}; adopt needs the guest's config",
+            x.call.path,
+            x.status,
+            body.trim()
+        )
+    };
+    if let Some(x) = find("/pending") {
+        if x.status != 200 {
+            return Err(failed(x));
+        }
+        let rows = pending_rows(&x.body)
+            .map_err(|e| format!("the answer to {} is not what PVE sends: {e}", x.call.path))?;
+        let mut keys = Config::from_pending(&rows).keys;
+        for (k, p) in pending_entries(&rows) {
+            if p.delete {
+                keys.remove(&k);
+            } else if let Some(v) = p.pending {
+                keys.insert(k, v);
+            }
+        }
+        return Ok(keys);
+    }
+    match find("/config") {
+        Some(x) if x.status != 200 => Err(failed(x)),
+        Some(x) => Config::from_json(&x.body)
+            .map(|c| c.keys)
+            .map_err(|e| format!("the answer to {} is not what PVE sends: {e}", x.call.path)),
+        None => Err(format!(
+            "the observation of VM {} on {} holds no config read; the host must run the reads observe asks for before adopt",
+            r.vmid, r.node
+        )),
+    }
+}
+
+/// The live keys still to place, and the gaps so far.
+struct Adoption {
+    keys: BTreeMap<String, String>,
+    gaps: Vec<Gap>,
+}
+
+fn gap(path: impl Into<String>, reason: impl Into<String>) -> Gap {
+    Gap {
+        path: path.into(),
+        reason: reason.into(),
+    }
+}
+
+/// Sorted by bus (scsi, virtio, sata, ide, then any other by name), then numerically by index.
+fn slot_order(k: &str) -> (usize, String, u32) {
+    const BUSES: &[&str] = &["scsi", "virtio", "sata", "ide"];
+    match syntax::split_slot(k) {
+        Some((b, n)) => (
+            BUSES.iter().position(|x| *x == b).unwrap_or(BUSES.len()),
+            b.to_string(),
+            n,
+        ),
+        None => (BUSES.len(), k.to_string(), 0),
+    }
+}
+
+impl Adoption {
+    /// Gaps for the keys with a pending change (the manifest carries the pending value).
+    fn take_pending_note(&self, obs: &Observation) -> Vec<Gap> {
+        let Some(x) = obs
+            .reads
+            .iter()
+            .find(|x| x.call.path.ends_with("/pending") && x.status == 200)
+        else {
+            return Vec::new();
+        };
+        let Ok(rows) = pending_rows(&x.body) else {
+            return Vec::new();
+        };
+        pending_entries(&rows)
+            .into_keys()
+            .map(|k| {
+                gap(
+                    k,
+                    "has a change pending until the guest's next reboot: adopt read the pending value (the manifest carries it where it models the key), so plan reports it as pending, not as drift (proxops does not reboot)",
+                )
+            })
+            .collect()
+    }
+
+    fn take(&mut self, key: &str) -> Option<String> {
+        self.keys.remove(key)
+    }
+
+    fn gap(&mut self, path: impl Into<String>, reason: impl Into<String>) {
+        self.gaps.push(gap(path, reason));
+    }
+
+    /// Gaps for the tokens of `key` the manifest does not own (PVE keeps them verbatim).
+    fn leftover(&mut self, key: &str, p: &PropString, owned: &[&str]) {
+        for (k, v) in &p.items {
+            if !owned.contains(&k.as_str()) {
+                self.gap(
+                    format!("{key}.{k}"),
+                    format!(
+                        "token `{k}={v}` is not modelled; PVE keeps it and plan leaves it as is"
+                    ),
+                );
+            }
+        }
+    }
+
+    fn boolean(&mut self, key: &str, field: &str) -> Option<bool> {
+        let v = self.take(key)?;
+        let b = parse_bool(&v);
+        if b.is_none() {
+            self.gap(key, format!("`{v}` is not a boolean; {field} left unowned"));
+        }
+        b
+    }
+
+    fn build(
+        &mut self,
+        flavour: Flavour,
+        r: &Resource,
+        status: Option<&str>,
+        secrets: &dyn Secrets,
+    ) -> Result<Value, String> {
+        let mut spec = Map::new();
+        spec.insert("node".into(), json!(r.node));
+        spec.insert("vmid".into(), json!(r.vmid));
+        if let Some(lock) = r.lock.clone().or_else(|| self.keys.get("lock").cloned()) {
+            self.keys.remove("lock");
+            self.gap(
+                "lock",
+                format!("{} ({lock})", gap_reason("lock").unwrap_or_default()),
+            );
+        }
+        for k in PVE_MANAGED {
+            self.keys.remove(*k);
+        }
+        if flavour == Flavour::Vm {
+            let status = self.take_status(r, status);
+            spec.insert("state".into(), json!(status));
+        }
+        let pve_name = self.take("name").or_else(|| r.name.clone());
+        let name = metadata_name(pve_name.as_deref(), r.vmid);
+        match &pve_name {
+            Some(n) => {
+                spec.insert("pve-name".into(), json!(n));
+            }
+            None => self.gap(
+                "name",
+                format!("the guest has no PVE name: the manifest's name defaults to `{name}`, which the first apply writes"),
+            ),
+        }
+        if let Some(desc) = self.take("description") {
+            if desc.len() > 8192 {
+                self.gap(
+                    "description",
+                    "longer than 8192 bytes (the manifest's limit); left unowned",
+                );
+            } else {
+                spec.insert("pve-description".into(), json!(desc));
+            }
+        }
+        let tags = self.take_tags(r.vmid);
+        if !tags.is_empty() {
+            spec.insert("tags".into(), json!(tags));
+        }
+        spec.insert("memory".into(), json!(self.take_memory()?));
+        let (cpu, hidden) = self.take_cpu()?;
+        spec.insert("cpu".into(), cpu);
+
+        let mut hw = Map::new();
+        self.take_machine(&mut hw);
+        let ovmf = hw.get("bios").and_then(Value::as_str) == Some("ovmf");
+        let q35 = hw.get("machine").and_then(Value::as_str) == Some("q35");
+        self.take_efi_tpm(&mut hw, ovmf, q35);
+        let networks = self.take_networks()?;
+        let nic_slots: BTreeSet<u32> = networks
+            .iter()
+            .filter_map(|n| n.get("slot").and_then(Value::as_u64))
+            .map(|n| n as u32)
+            .collect();
+        let disks = self.take_drives(&mut hw)?;
+        spec.insert("disks".into(), Value::Array(disks));
+        spec.insert("networks".into(), Value::Array(networks));
+        self.take_pci(&mut hw);
+        if !hw.is_empty() {
+            spec.insert("hardware".into(), Value::Object(hw));
+        }
+        let options = self.take_options(hidden);
+        if !options.is_empty() {
+            spec.insert("options".into(), Value::Object(options));
+        }
+        let ci = self.take_cloud_init_data(&nic_slots, secrets);
+        if !ci.is_empty() {
+            spec.insert("cloud-init-data".into(), Value::Object(ci));
+        }
+        let extra = self.take_rest();
+        if !extra.is_empty() {
+            spec.insert("extra".into(), Value::Object(extra));
+        }
+        Ok(json!({
+            "apiVersion": API_VERSION,
+            "kind": flavour.kind(),
+            "metadata": {"name": name},
+            "spec": spec,
+        }))
+    }
+
+    /// `spec.state` from the entry's `status`: running is started; anything else stopped.
+    fn take_status(&mut self, r: &Resource, status: Option<&str>) -> &'static str {
+        match status {
+            _ if r.running => "started",
+            Some("stopped") | None => "stopped",
+            Some(other) => {
+                self.gap(
+                    "status",
+                    format!("the guest is `{other}`: adopted as state: stopped, so plan leaves its power alone until it runs (then it would shut it down; set state: started to keep it running)"),
+                );
+                "stopped"
+            }
+        }
+    }
+
+    fn take_tags(&mut self, vmid: u32) -> Vec<String> {
+        let live = self.take("tags");
+        let mut out = Vec::new();
+        for t in wire::tags(live.as_deref()) {
+            if t == crate::OWNERSHIP_TAG {
+                continue;
+            }
+            if let Some(n) = t.strip_prefix("proxops-") {
+                if n != vmid.to_string() {
+                    self.gap(
+                        "tags",
+                        format!("`{t}` is not this guest's ownership mark (`proxops-` tags are reserved for the marks; PVE copies them on clone and restore); dropped, so the first apply removes it"),
+                    );
+                }
+                continue;
+            }
+            if syntax::is_tag(&t) {
+                out.push(t);
+            } else {
+                self.gap("tags", format!("`{t}` is not a tag the manifest accepts; dropped, so the first apply removes it"));
+            }
+        }
+        out
+    }
+
+    fn take_memory(&mut self) -> Result<String, String> {
+        let Some(v) = self.take("memory") else {
+            return Ok("512MiB".into()); // PVE's default
+        };
+        let mib = PropString::parse_with_default(&v, "current")
+            .ok()
+            .and_then(|p| p.bare)
+            .and_then(|b| b.parse::<u64>().ok())
+            .filter(|m| *m >= 16)
+            .ok_or_else(|| format!("memory `{v}` is not a MiB count of at least 16"))?;
+        Ok(format!("{mib}MiB"))
+    }
+
+    /// `spec.cpu` and the `hidden=` token (an option).
+    fn take_cpu(&mut self) -> Result<(Value, Option<bool>), String> {
+        let cores = match self.take("cores") {
+            None => 1, // PVE's default
+            Some(c) => c
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|c| (1..=4096).contains(c))
+                .ok_or_else(|| format!("cores `{c}` is not a core count between 1 and 4096"))?,
+        };
+        let (cpu_type, hidden) = match self.take("cpu") {
+            None => ("kvm64".to_string(), None), // PVE's default
+            Some(v) => {
+                let p = PropString::parse_with_default(&v, "cputype")
+                    .map_err(|e| format!("cpu `{v}` cannot be read: {e:?}"))?;
+                let t = p.bare.clone().unwrap_or_else(|| "kvm64".into());
+                if t.contains([',', '=', ' ']) {
+                    return Err(format!("cpu `{v}` has no CPU model the manifest can name"));
+                }
+                let hidden = p.get("hidden").and_then(parse_bool);
+                self.leftover("cpu", &p, &["hidden"]);
+                (t, hidden)
+            }
+        };
+        Ok((json!({"type": cpu_type, "cores": cores}), hidden))
+    }
+
+    fn take_machine(&mut self, hw: &mut Map<String, Value>) {
+        if let Some(m) = self.take("machine") {
+            let fam = wire::machine_family(Some(&m));
+            if fam == "i440fx" || fam == "q35" {
+                hw.insert("machine".into(), json!(fam));
+                if let Ok(p) = PropString::parse_with_default(&m, "type") {
+                    let bare = p.bare.clone().unwrap_or_default();
+                    if bare != "pc" && bare != "q35" {
+                        self.gap("machine", format!("the version pin `{bare}` is not modelled (the manifest says {fam}); PVE keeps it"));
+                    }
+                    self.leftover("machine", &p, &[]);
+                }
+            } else {
+                self.gap(
+                    "machine",
+                    format!("machine `{m}` is neither i440fx nor q35; left unowned"),
+                );
+            }
+        }
+        if let Some(b) = self.take("bios") {
+            if b == "seabios" || b == "ovmf" {
+                hw.insert("bios".into(), json!(b));
+            } else {
+                self.gap("bios", format!("bios `{b}` is not modelled; left unowned"));
+            }
+        }
+        if let Some(v) = self.take("vga") {
+            let p = PropString::parse_with_default(&v, "type").unwrap_or_default();
+            let t = p.bare.clone().unwrap_or_else(|| "std".into());
+            if VGA_TYPES.contains(&t.as_str()) {
+                hw.insert("display".into(), json!(t));
+                self.leftover("vga", &p, &[]);
+            } else {
+                self.gap(
+                    "vga",
+                    format!("display `{v}` is not modelled; left unowned"),
+                );
+            }
+        }
+        if let Some(s) = self.take("serial0") {
+            if s == "socket" || (s.starts_with("/dev/") && s.len() > 5) {
+                hw.insert("serial0".into(), json!(s));
+            } else {
+                self.gap("serial0", format!("`{s}` is not modelled; left unowned"));
+            }
+        }
+        if let Some(s) = self.take("sockets") {
+            match s
+                .trim()
+                .parse::<u32>()
+                .ok()
+                .filter(|s| (1..=64).contains(s))
+            {
+                Some(n) => {
+                    hw.insert("sockets".into(), json!(n));
+                }
+                None => self.gap(
+                    "sockets",
+                    format!("`{s}` is not a socket count between 1 and 64; left unowned"),
+                ),
+            }
+        }
+        if let Some(n) = self.boolean("numa", "spec.hardware.numa") {
+            hw.insert("numa".into(), json!(n));
+        }
+    }
+
+    fn take_efi_tpm(&mut self, hw: &mut Map<String, Value>, ovmf: bool, q35: bool) {
+        if let Some(v) = self.take("efidisk0") {
+            let drv = wire::drive(&v);
+            let pool = wire::pool(drv.bare.as_deref().unwrap_or_default()).to_string();
+            if !ovmf {
+                self.gap(
+                    "efidisk0",
+                    "an EFI disk without bios: ovmf is not modelled; left unowned",
+                );
+            } else if !syntax::is_storage_id(&pool) {
+                self.gap(
+                    "efidisk0",
+                    format!("`{v}` is not on a PVE storage; left unowned"),
+                );
+            } else {
+                let mut e = Map::new();
+                e.insert("storage".into(), json!(pool));
+                let template = drv.get("efitype").filter(|t| *t == "2m" || *t == "4m");
+                if let Some(t) = template {
+                    e.insert("template".into(), json!(t));
+                }
+                if let Some(sb) = drv.get("pre-enrolled-keys").and_then(parse_bool) {
+                    if sb && template.is_none_or(|t| t == "2m") {
+                        self.gap("efidisk0.pre-enrolled-keys", "enrolled keys on 2m EFI vars cannot be stated (the manifest needs template 4m); left unowned");
+                    } else {
+                        e.insert(
+                            "secure-boot".into(),
+                            json!(if sb { "enabled" } else { "disabled" }),
+                        );
+                    }
+                }
+                self.leftover(
+                    "efidisk0",
+                    &drv,
+                    &["efitype", "pre-enrolled-keys", "size", "ms-cert"],
+                );
+                hw.insert("efi-disk".into(), Value::Object(e));
+            }
+        }
+        if let Some(v) = self.take("tpmstate0") {
+            let drv = wire::drive(&v);
+            let pool = wire::pool(drv.bare.as_deref().unwrap_or_default()).to_string();
+            let version = drv.get("version").unwrap_or("v1.2").to_string(); // PVE's default
+            if !(ovmf && q35) {
+                self.gap(
+                    "tpmstate0",
+                    "a TPM without bios: ovmf and machine: q35 is not modelled; left unowned",
+                );
+            } else if !syntax::is_storage_id(&pool) || !(version == "v1.2" || version == "v2.0") {
+                self.gap("tpmstate0", format!("`{v}` is not modelled; left unowned"));
+            } else {
+                hw.insert("tpm".into(), json!({"storage": pool, "version": version}));
+                self.leftover("tpmstate0", &drv, &["version", "size"]);
+            }
+        }
+    }
+
+    /// Disks, the cloud-init drive and the CD/DVD drive (all on disk slots).
+    fn take_drives(&mut self, hw: &mut Map<String, Value>) -> Result<Vec<Value>, String> {
+        let mut slots: Vec<String> = self
+            .keys
+            .keys()
+            .filter(|k| syntax::is_disk_key(k))
+            .cloned()
+            .collect();
+        slots.sort_by_key(|k| slot_order(k));
+        let mut ci_on_ide2 = false;
+        let mut cdroms = Vec::new();
+        let mut disks = Vec::new();
+        for slot in slots {
+            let v = self.take(&slot).unwrap_or_default();
+            let drv = wire::drive(&v);
+            if wire::is_cloudinit(&drv) {
+                let pool = wire::pool(drv.bare.as_deref().unwrap_or_default()).to_string();
+                if slot == "ide2" && syntax::is_storage_id(&pool) {
+                    ci_on_ide2 = true;
+                    hw.insert(
+                        "cloud-init".into(),
+                        json!({"enabled": true, "storage": pool}),
+                    );
+                } else {
+                    self.gap(&slot, format!("the cloud-init drive `{v}` is not on ide2, where the kind keeps it; left unowned (plan reports it only if the manifest enables cloud-init)"));
+                }
+            } else if wire::is_cdrom(&drv) {
+                cdroms.push((slot, v, drv));
+            } else if let Some(d) = self.disk(&slot, &v, &drv) {
+                disks.push(d);
+            }
+        }
+        let cd_slot = Desired::cdrom_slot(ci_on_ide2);
+        for (slot, _, drv) in cdroms {
+            match drv.bare.as_deref() {
+                Some("none") if slot == cd_slot => {
+                    let media = drv.get("media").unwrap_or("disk");
+                    hw.insert("cdrom".into(), json!({"iso": "none", "media": media}));
+                    self.leftover(&slot, &drv, &["media"]);
+                }
+                Some("none") => self.gap(&slot, format!("an empty CD/DVD drive on {slot}; the kind keeps it on {cd_slot}, so it is left unowned")),
+                Some("cdrom") => self.gap(&slot, "the host's physical CD/DVD drive is passed through; not modelled, left unowned"),
+                _ => self.gap(&slot, format!("the ISO `{}` is attached: adopt leaves a live ISO unowned (no cdrom block); declare spec.hardware.cdrom.iso with an ISO object to own it", drv.bare.as_deref().unwrap_or_default())),
+            }
+        }
+        if let Some(hw_ctl) = self.take("scsihw") {
+            match disks.first_mut().and_then(Value::as_object_mut) {
+                Some(first) if SCSIHW.contains(&hw_ctl.as_str()) => {
+                    first.insert("controller".into(), json!(hw_ctl));
+                }
+                _ => self.gap(
+                    "scsihw",
+                    format!("`{hw_ctl}` cannot be stated on a disk; left unowned"),
+                ),
+            }
+        }
+        if disks.is_empty() {
+            return Err("the guest has no disk the manifest can declare (spec.disks needs one); see the gaps of its drives".into());
+        }
+        Ok(disks)
+    }
+
+    fn disk(&mut self, slot: &str, v: &str, drv: &PropString) -> Option<Value> {
+        let vol = drv.bare.clone().unwrap_or_default();
+        let pool = wire::pool(&vol).to_string();
+        if !vol.contains(':') || !syntax::is_storage_id(&pool) {
+            self.gap(slot, format!("`{v}` is not a volume on a PVE storage (a passed-through device or path); left unowned, plan reports it as undeclared"));
+            return None;
+        }
+        let Some(bytes) = wire::drive_size(drv) else {
+            self.gap(
+                slot,
+                format!("`{v}` prints no size; left unowned, plan reports it as undeclared"),
+            );
+            return None;
+        };
+        if bytes < GIB {
+            self.gap(slot, format!("`{v}` is smaller than 1GiB, the manifest's smallest disk; left unowned, plan reports it as undeclared"));
+            return None;
+        }
+        if bytes % GIB != 0 {
+            self.gap(format!("{slot}.size"), format!("{} is not a whole number of GiB; the manifest says {}GiB and plan reports that PVE cannot shrink the disk", size::format_human(bytes), bytes / GIB));
+        }
+        let mut d = Map::new();
+        d.insert("interface".into(), json!(slot));
+        d.insert("storage".into(), json!(pool));
+        d.insert("size".into(), json!(format!("{}GiB", bytes / GIB)));
+        let bus = syntax::split_slot(slot).map(|(b, _)| b).unwrap_or_default();
+        if let Some(t) = drv.get("iothread") {
+            match parse_bool(t) {
+                Some(b) if bus == "scsi" || bus == "virtio" => {
+                    d.insert("iothread".into(), json!(b));
+                }
+                _ => self.gap(
+                    format!("{slot}.iothread"),
+                    format!("`iothread={t}` is not modelled on {bus}; left unowned"),
+                ),
+            }
+        }
+        if let Some(t) = drv.get("discard") {
+            if t == "on" || t == "ignore" {
+                d.insert("discard".into(), json!(t));
+            } else {
+                self.gap(
+                    format!("{slot}.discard"),
+                    format!("`discard={t}` is not modelled; left unowned"),
+                );
+            }
+        }
+        if let Some(t) = drv.get("ssd") {
+            match parse_bool(t) {
+                Some(b) if bus != "virtio" => {
+                    d.insert("ssd".into(), json!(b));
+                }
+                _ => self.gap(
+                    format!("{slot}.ssd"),
+                    format!("`ssd={t}` is not modelled on {bus}; left unowned"),
+                ),
+            }
+        }
+        if let Some(t) = drv.get("aio") {
+            if ["native", "threads", "io_uring"].contains(&t) {
+                d.insert("aio".into(), json!(t));
+            } else {
+                self.gap(
+                    format!("{slot}.aio"),
+                    format!("`aio={t}` is not modelled; left unowned"),
+                );
+            }
+        }
+        self.leftover(slot, drv, &["size", "iothread", "discard", "ssd", "aio"]);
+        Some(Value::Object(d))
+    }
+
+    fn take_networks(&mut self) -> Result<Vec<Value>, String> {
+        let mut keys: Vec<String> = self
+            .keys
+            .keys()
+            .filter(|k| matches!(syntax::split_slot(k), Some(("net", n)) if n <= 31))
+            .cloned()
+            .collect();
+        keys.sort_by_key(|k| slot_order(k));
+        let mut out = Vec::new();
+        for key in keys {
+            let v = self.take(&key).unwrap_or_default();
+            let n = syntax::split_slot(&key).map(|(_, n)| n).unwrap_or_default();
+            // plan owns the NIC set and deletes an undeclared netN: a NIC the manifest cannot
+            // state means no manifest.
+            let l = wire::live_nic(&v).filter(|l| NIC_MODELS.contains(&l.model.as_str())).ok_or_else(|| {
+                format!("{key} `{v}` has no NIC model the manifest can state; a manifest without it would delete it")
+            })?;
+            let bridge = l.rest.get("bridge").filter(|b| syntax::is_bridge(b)).ok_or_else(|| {
+                format!("{key} `{v}` is on no bridge (the manifest requires one); a manifest without it would delete it")
+            })?;
+            let mut nic = Map::new();
+            nic.insert("slot".into(), json!(n));
+            nic.insert("model".into(), json!(l.model));
+            nic.insert("bridge".into(), json!(bridge));
+            match l.mac.as_deref() {
+                Some(m) if syntax::is_unicast_mac(m) => {
+                    nic.insert("mac".into(), json!(m.to_ascii_uppercase()));
+                }
+                Some(m) => self.gap(
+                    format!("{key}.mac"),
+                    format!("`{m}` is not a unicast MAC; left unpinned"),
+                ),
+                None => {}
+            }
+            if let Some(t) = l.rest.get("tag") {
+                match t.parse::<u16>().ok().filter(|t| (1..=4094).contains(t)) {
+                    Some(t) => {
+                        nic.insert("vlan".into(), json!(t));
+                    }
+                    None => self.gap(
+                        format!("{key}.tag"),
+                        format!("`tag={t}` is not a VLAN 1-4094; left unowned"),
+                    ),
+                }
+            }
+            if let Some(r) = l.rest.get("rate") {
+                match r.parse::<f64>().ok().filter(|r| r.is_finite() && *r >= 0.0) {
+                    Some(r) => {
+                        nic.insert("rate-limit".into(), json!(r));
+                    }
+                    None => self.gap(
+                        format!("{key}.rate"),
+                        format!("`rate={r}` is not a rate; left unowned"),
+                    ),
+                }
+            }
+            if let Some(f) = l.rest.get("firewall") {
+                match parse_bool(f) {
+                    Some(f) => {
+                        nic.insert("firewall".into(), json!(f));
+                    }
+                    None => self.gap(
+                        format!("{key}.firewall"),
+                        format!("`firewall={f}` is not a boolean; left unowned"),
+                    ),
+                }
+            }
+            self.leftover(&key, &l.rest, &["bridge", "tag", "rate", "firewall"]);
+            out.push(Value::Object(nic));
+        }
+        if out.is_empty() {
+            return Err("the guest has no network interface (spec.networks needs one)".into());
+        }
+        Ok(out)
+    }
+
+    fn take_pci(&mut self, hw: &mut Map<String, Value>) {
+        let mut keys: Vec<String> = self
+            .keys
+            .keys()
+            .filter(|k| matches!(syntax::split_slot(k), Some(("hostpci", n)) if n <= 999))
+            .cloned()
+            .collect();
+        keys.sort_by_key(|k| slot_order(k));
+        let mut out = Vec::new();
+        for key in keys {
+            let v = self.take(&key).unwrap_or_default();
+            let n = syntax::split_slot(&key).map(|(_, n)| n).unwrap_or_default();
+            let Ok(p) = PropString::parse_with_default(&v, "host") else {
+                self.gap(
+                    &key,
+                    format!("`{v}` cannot be read; left unowned (plan reports it as undeclared)"),
+                );
+                continue;
+            };
+            let mut d = Map::new();
+            d.insert("slot".into(), json!(n));
+            match (p.bare.as_deref(), p.get("mapping")) {
+                (None, Some(m)) if syntax::is_mapping_id(m) => {
+                    d.insert("mapping".into(), json!(m));
+                }
+                (Some(dev), None) if syntax::is_pci_bdf(&dev.to_ascii_lowercase()) => {
+                    d.insert("device".into(), json!(dev.to_ascii_lowercase()));
+                }
+                _ => {
+                    self.gap(&key, format!("`{v}` is not one mapping or one PCI address; left unowned (plan reports it as undeclared)"));
+                    continue;
+                }
+            }
+            if let Some(e) = p.get("pcie").and_then(parse_bool) {
+                d.insert("pcie".into(), json!(e));
+            }
+            self.leftover(&key, &p, &["mapping", "pcie"]);
+            out.push(Value::Object(d));
+        }
+        if !out.is_empty() {
+            hw.insert("pci-devices".into(), Value::Array(out));
+        }
+    }
+
+    fn take_options(&mut self, hidden: Option<bool>) -> Map<String, Value> {
+        let mut o = Map::new();
+        for (key, field) in [
+            ("onboot", "onboot"),
+            ("protection", "protection"),
+            ("acpi", "acpi"),
+            ("tablet", "tablet"),
+        ] {
+            if let Some(b) = self.boolean(key, &format!("spec.options.{field}")) {
+                o.insert(field.into(), json!(b));
+            }
+        }
+        if let Some(v) = self.take("agent") {
+            match PropString::parse_with_default(&v, "enabled").ok() {
+                Some(p) if p.bare.as_deref().and_then(parse_bool).is_some() => {
+                    o.insert(
+                        "agent".into(),
+                        json!(p.bare.as_deref().and_then(parse_bool)),
+                    );
+                    self.leftover("agent", &p, &[]);
+                }
+                _ => self.gap("agent", format!("`{v}` is not modelled; left unowned")),
+            }
+        }
+        if let Some(s) = self.take("startup") {
+            if syntax::is_startup(&s) {
+                o.insert("startup".into(), json!(s));
+            } else {
+                self.gap("startup", format!("`{s}` is not modelled; left unowned"));
+            }
+        }
+        if let Some(h) = self.take("hotplug") {
+            if parse_hotplug(&h)
+                .iter()
+                .all(|f| HOTPLUG_FEATURES.contains(&f.as_str()))
+            {
+                o.insert("hotplug".into(), json!(h));
+            } else {
+                self.gap(
+                    "hotplug",
+                    format!("`{h}` names a feature the manifest does not know; left unowned"),
+                );
+            }
+        }
+        if let Some(b) = self.take("boot") {
+            match wire::boot_order(Some(&b)) {
+                Some(devs) if !devs.is_empty() && devs.iter().all(|d| syntax::is_boot_device(d)) => {
+                    o.insert("boot-order".into(), json!(devs));
+                }
+                _ => self.gap("boot", format!("`{b}` is not an `order=` list the manifest can state (the legacy boot form); left unowned")),
+            }
+        }
+        if let Some(h) = hidden {
+            o.insert("hidden".into(), json!(h));
+        }
+        o
+    }
+
+    fn take_cloud_init_data(
+        &mut self,
+        nic_slots: &BTreeSet<u32>,
+        secrets: &dyn Secrets,
+    ) -> Map<String, Value> {
+        let mut ci = Map::new();
+        if let Some(u) = self.take("ciuser") {
+            ci.insert("ci-user".into(), json!(u));
+        }
+        if let Some(k) = self.take("sshkeys") {
+            let text = cloudinit::urldecode(&k).unwrap_or(k);
+            let lines = cloudinit::key_lines(&text);
+            if !lines.is_empty() {
+                let (field, value) = self.ssh_keys(&lines, secrets);
+                ci.insert(field.into(), value);
+            }
+        }
+        for (key, field, ok) in [
+            (
+                "nameserver",
+                "nameservers",
+                syntax::is_ip as fn(&str) -> bool,
+            ),
+            ("searchdomain", "search-domains", syntax::is_dns_name),
+        ] {
+            if let Some(v) = self.take(key) {
+                let list: Vec<String> = cloudinit::live_list(&v).into_iter().collect();
+                if !list.is_empty() && list.iter().all(|x| ok(x)) {
+                    ci.insert(field.into(), json!(list));
+                } else {
+                    self.gap(
+                        key,
+                        format!("`{v}` is not a list the manifest accepts; left unowned"),
+                    );
+                }
+            }
+        }
+        let mut ipkeys: Vec<String> = self
+            .keys
+            .keys()
+            .filter(|k| matches!(syntax::split_slot(k), Some(("ipconfig", _))))
+            .cloned()
+            .collect();
+        ipkeys.sort_by_key(|k| slot_order(k));
+        let mut ips = Vec::new();
+        for key in ipkeys {
+            let v = self.take(&key).unwrap_or_default();
+            let n = syntax::split_slot(&key).map(|(_, n)| n).unwrap_or_default();
+            let p = PropString::parse(&v).ok();
+            let ip = p
+                .as_ref()
+                .and_then(|p| p.get("ip"))
+                .filter(|ip| syntax::is_ipv4_cidr(ip));
+            let gw = p.as_ref().and_then(|p| p.get("gw"));
+            let only = p.as_ref().is_some_and(|p| {
+                p.bare.is_none() && p.items.iter().all(|(k, _)| k == "ip" || k == "gw")
+            });
+            match ip {
+                Some(ip) if only && gw.is_none_or(syntax::is_ipv4) && nic_slots.contains(&n) => {
+                    let mut e = Map::new();
+                    e.insert("nic".into(), json!(n));
+                    e.insert("ip".into(), json!(ip));
+                    if let Some(g) = gw {
+                        e.insert("gateway".into(), json!(g));
+                    }
+                    ips.push(Value::Object(e));
+                }
+                _ => self.gap(&key, format!("`{v}` is not a static IPv4 config of a declared NIC (DHCP and IPv6 are not modelled); left unowned")),
+            }
+        }
+        if !ips.is_empty() {
+            ci.insert("ipconfigs".into(), Value::Array(ips));
+        }
+        ci
+    }
+
+    /// `ssh-key-refs` when every key line is a SOPS entry below `cloud-init.ssh-keys`,
+    /// else the `["*"]` sentinel (PVE keeps owning the keys) and a gap.
+    fn ssh_keys(&mut self, lines: &[String], secrets: &dyn Secrets) -> (&'static str, Value) {
+        let mut refs: Vec<String> = Vec::new();
+        let mut unmatched = 0;
+        for line in lines {
+            let prefix = format!("{SSH_KEY_PREFIX}.");
+            match secrets.find(SSH_KEY_PREFIX, line) {
+                Ok(Some(path))
+                    if path
+                        .strip_prefix(&prefix)
+                        .is_some_and(|n| !n.is_empty() && !n.contains('.')) =>
+                {
+                    if !refs.contains(&path) {
+                        refs.push(path);
+                    }
+                }
+                _ => unmatched += 1,
+            }
+        }
+        if unmatched == 0 {
+            return ("ssh-key-refs", json!(refs));
+        }
+        self.gap(
+            "sshkeys",
+            format!("redacted to [\"*\"] (PVE keeps owning the keys): {unmatched} of {} key lines are not an entry under {SSH_KEY_PREFIX} in the cluster's SOPS document; add them there (or adopt with --adopt-secrets) to get ssh-key-refs", lines.len()),
+        );
+        ("ssh-keys", json!(["*"]))
+    }
+
+    /// The keys left: gaps for those not to own, `spec.extra` for the rest.
+    fn take_rest(&mut self) -> Map<String, Value> {
+        let mut extra = Map::new();
+        for (k, v) in std::mem::take(&mut self.keys) {
+            if let Some(reason) = gap_reason(&k) {
+                self.gap(k, reason);
+                continue;
+            }
+            if let Some(("serial", _)) = syntax::split_slot(&k)
+                && v != "socket"
+            {
+                self.gap(
+                    k,
+                    "not adopted: a host serial device needs root@pam; PVE keeps it unowned",
+                );
+                continue;
+            }
+            let key_ok = !k.is_empty()
+                && k.bytes().all(|b| {
+                    b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_'
+                });
+            let modelled = syntax::is_disk_key(&k)
+                || matches!(
+                    syntax::split_slot(&k),
+                    Some(("net" | "hostpci" | "ipconfig", _))
+                );
+            if !key_ok || modelled {
+                self.gap(
+                    k,
+                    format!("`{v}` is not a key the manifest can carry; left unowned"),
+                );
+                continue;
+            }
+            extra.insert(k, json!(v));
+        }
+        extra
+    }
+}
