@@ -108,6 +108,7 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
             }
             chosen.push((*e).clone());
         }
+        report_volumes(&conn.client, &live).await;
         if !owned_unnamed.is_empty() {
             outln!(
                 "Not adopted: proxops already owns {} (the `proxops` tag) and no manifest names them; they are prune candidates, adopt them one by one with --vmid if you mean to keep them",
@@ -166,6 +167,11 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
                 gaps,
             } => {
                 let info = ctx.kinds.get(kind).info();
+                let wanted = manifest
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
                 let name = unique_name(&manifest, entry, &info.kind, &mut taken);
                 let pve_name = entry
                     .get("name")
@@ -187,6 +193,15 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
                     Ok(()) => {
                         adopted += 1;
                         outln!("+ {} {name} ({resource}) -> {rel}", info.kind);
+                        if !wanted.is_empty() && wanted != name {
+                            outln!(
+                                "    the name `{}` is taken ({}/{}/{}.yaml); written as {name}",
+                                output::inline(&wanted),
+                                info.folder,
+                                o.cluster,
+                                output::inline(&wanted)
+                            );
+                        }
                     }
                     Err(e) => {
                         code = exit::ERROR;
@@ -214,6 +229,41 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
         o.cluster
     );
     Ok(code)
+}
+
+/// Images and ISOs on the cluster's storages, listed for the gap report: PVE keeps no URL
+/// for a volume, so no DiskImage or ISO manifest can be written for one.
+async fn report_volumes(client: &proxops_pve::Client, live: &[Value]) {
+    let mut found = BTreeSet::new();
+    for s in live
+        .iter()
+        .filter(|e| e.get("type").and_then(Value::as_str) == Some("storage"))
+    {
+        let (Some(node), Some(storage)) = (
+            s.get("node").and_then(Value::as_str),
+            s.get("storage").and_then(Value::as_str),
+        ) else {
+            continue;
+        };
+        let path = format!("/nodes/{node}/storage/{storage}/content");
+        let Ok(Value::Array(content)) = client.get(&path, &[]).await else {
+            continue;
+        };
+        for v in content {
+            let kind = v.get("content").and_then(Value::as_str).unwrap_or_default();
+            if kind == "iso" || kind == "import" {
+                if let Some(volid) = v.get("volid").and_then(Value::as_str) {
+                    found.insert(volid.to_string());
+                }
+            }
+        }
+    }
+    if !found.is_empty() {
+        outln!(
+            "Not adopted (PVE keeps no URL for a volume, so no DiskImage or ISO manifest can be written; declare them with their URL to manage them): {}",
+            found.into_iter().collect::<Vec<_>>().join(", ")
+        );
+    }
 }
 
 /// `metadata.name` the kind chose (or `<kind>-<vmid>`), made unique among the cluster's

@@ -1,0 +1,208 @@
+//! `proxops adopt` end to end: guests created directly through the PVE API (not by proxops)
+//! are adopted into manifests with reads only; the first plan afterwards proposes nothing but
+//! the ownership tags (no stop, no restart), and after that apply the cluster is converged.
+
+use proxops_pve::Method;
+
+use crate::support::Lab;
+
+/// Guests with a spread of hardware, made the way a human or another tool would.
+async fn populate(lab: &Lab) {
+    lab.pve(
+        Method::Post,
+        "/nodes/pve01/qemu",
+        &[
+            ("vmid", "100"),
+            ("name", "Web-Server"),
+            ("memory", "2048"),
+            ("cores", "2"),
+            ("cpu", "host"),
+            ("scsihw", "virtio-scsi-single"),
+            ("scsi0", "local-lvm:8,iothread=1,discard=on,ssd=1"),
+            ("scsi1", "local-lvm:4"),
+            ("net0", "virtio,bridge=vmbr0,tag=20,firewall=1"),
+            ("net1", "e1000,bridge=vmbr0"),
+            ("tags", "web;prod"),
+            ("onboot", "1"),
+            ("description", "made by hand"),
+            ("start", "1"),
+        ],
+    )
+    .await;
+    lab.pve(
+        Method::Post,
+        "/nodes/pve02/qemu",
+        &[
+            ("vmid", "101"),
+            ("name", "db"),
+            ("memory", "4096"),
+            ("machine", "q35"),
+            ("bios", "ovmf"),
+            ("efidisk0", "local-lvm:1,efitype=4m,pre-enrolled-keys=1"),
+            ("virtio0", "local-lvm:16"),
+            ("net0", "virtio,bridge=vmbr0"),
+            ("ide2", "local-lvm:cloudinit"),
+            ("ciuser", "admin"),
+            ("cipassword", "not-in-a-manifest"),
+            ("ipconfig0", "ip=10.0.0.5/24,gw=10.0.0.1"),
+            ("protection", "1"),
+        ],
+    )
+    .await;
+    lab.pve(
+        Method::Post,
+        "/nodes/pve01/qemu",
+        &[
+            ("vmid", "9000"),
+            ("name", "debian-12"),
+            ("memory", "1024"),
+            ("scsi0", "local-lvm:4"),
+            ("net0", "virtio,bridge=vmbr0"),
+        ],
+    )
+    .await;
+    lab.pve(Method::Post, "/nodes/pve01/qemu/9000/template", &[])
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn adopted_guests_plan_nothing_but_their_ownership_tags() {
+    let lab = Lab::with(
+        proxops_sim::SimConfig::from_yaml_str(
+            "nodes: [pve01, pve02]\nvolumes:\n  - {volid: \"local:iso/debian-12.iso\"}\n",
+        )
+        .expect("sim config"),
+    )
+    .await;
+    populate(&lab).await;
+    lab.clear();
+    let adopt = lab
+        .run_env(&["adopt", "--cluster", "lab", "--all"], &[])
+        .await;
+    assert_eq!(adopt.code, 0, "{}\n{}", adopt.stdout, adopt.stderr);
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "adopt only reads");
+    for (file, says) in [
+        (
+            "vm/lab/web-server.yaml",
+            "+ VM web-server (qemu/100) -> vm/lab/web-server.yaml",
+        ),
+        ("vm/lab/db.yaml", "+ VM db (qemu/101) -> vm/lab/db.yaml"),
+        (
+            "templatevm/lab/debian-12.yaml",
+            "+ TemplateVM debian-12 (qemu/9000) -> templatevm/lab/debian-12.yaml",
+        ),
+    ] {
+        assert!(adopt.stdout.contains(says), "{says}:\n{}", adopt.stdout);
+        let text = std::fs::read_to_string(lab.repo.path().join(file)).expect(file);
+        assert!(
+            text.contains("adopt:"),
+            "{file} names what it took over:\n{text}"
+        );
+        assert!(!text.contains("not-in-a-manifest"), "no password in {file}");
+    }
+    assert!(adopt.stdout.contains("gap cipassword"), "{}", adopt.stdout);
+    assert!(
+        adopt
+            .stdout
+            .contains("no DiskImage or ISO manifest can be written")
+            && adopt.stdout.contains("local:iso/debian-12.iso"),
+        "{}",
+        adopt.stdout
+    );
+
+    // The first plan: the ownership tags, nothing else, for each guest.
+    let plan = lab.run(&["plan"]).await;
+    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+    assert_eq!(
+        plan.stdout
+            .matches("add the ownership tags (nothing else changes, no restart)")
+            .count(),
+        3,
+        "{}",
+        plan.stdout
+    );
+    assert!(
+        plan.stdout
+            .contains("Plan: 0 to create, 3 to update, 0 to delete, 0 power changes"),
+        "{}",
+        plan.stdout
+    );
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(
+        lab.mutations()
+            .iter()
+            .all(|m| m.ends_with("/config -> 200") && m.starts_with("POST ")),
+        "only config writes (the tags), no stop or start: {:?}",
+        lab.mutations()
+    );
+    assert_eq!(lab.config(101)["protection"], "1", "protection kept");
+    let again = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(
+        again.code, 0,
+        "converged:\n{}\n{}",
+        again.stdout, again.stderr
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn adopt_by_vmid_keeps_existing_files_and_refuses_what_it_cannot_do() {
+    let lab = Lab::start().await;
+    populate(&lab).await;
+    let first = lab
+        .run(&["adopt", "--cluster", "lab", "--vmid", "100"])
+        .await;
+    assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
+    assert!(lab.repo.path().join("vm/lab/web-server.yaml").exists());
+    assert!(!lab.repo.path().join("vm/lab/db.yaml").exists());
+    // Named by a manifest now: not adopted twice.
+    let again = lab
+        .run(&["adopt", "--cluster", "lab", "--vmid", "100"])
+        .await;
+    assert_eq!(again.code, 1, "{}\n{}", again.stdout, again.stderr);
+    assert!(
+        again.stderr.contains("already named by a manifest"),
+        "{}",
+        again.stderr
+    );
+    // An existing file is not overwritten without --force.
+    // A manifest already holds the name the guest would get: the new one gets the vmid too.
+    let mine = crate::support::vm("db", "pve01", 300, "");
+    lab.write("vm/lab/db.yaml", &mine);
+    let renamed = lab
+        .run(&["adopt", "--cluster", "lab", "--vmid", "101"])
+        .await;
+    assert_eq!(renamed.code, 0, "{}\n{}", renamed.stdout, renamed.stderr);
+    assert!(
+        renamed
+            .stdout
+            .contains("the name `db` is taken (vm/lab/db.yaml); written as db-101")
+            && renamed.stdout.contains("-> vm/lab/db-101.yaml"),
+        "{}",
+        renamed.stdout
+    );
+    assert_eq!(
+        std::fs::read_to_string(lab.repo.path().join("vm/lab/db.yaml")).unwrap(),
+        mine,
+        "the existing manifest is untouched"
+    );
+    let none = lab
+        .run(&["adopt", "--cluster", "lab", "--vmid", "555"])
+        .await;
+    assert_eq!(none.code, 1);
+    assert!(
+        none.stderr.contains("no guest with vmid 555"),
+        "{}",
+        none.stderr
+    );
+    let secrets = lab
+        .run(&["adopt", "--cluster", "lab", "--all", "--adopt-secrets"])
+        .await;
+    assert_eq!(secrets.code, 1);
+    assert!(
+        secrets.stderr.contains("--adopt-secrets"),
+        "{}",
+        secrets.stderr
+    );
+}
