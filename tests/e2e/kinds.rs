@@ -132,6 +132,9 @@ async fn every_hostile_third_party_kind_is_contained_and_the_bundled_kinds_plan_
     }
 }
 
+/// (component bytes, grant, pin, field in proxops.yaml, what the error says)
+type RefusalCase<'a> = (&'a [u8], String, Option<&'a str>, &'a str, &'a str);
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_kind_is_refused_at_load_when_its_pin_version_name_or_declaration_is_wrong() {
     let misbehave = artifact(MISBEHAVE);
@@ -156,7 +159,7 @@ async fn a_kind_is_refused_at_load_when_its_pin_version_name_or_declaration_is_w
     let vm_kind = artifact("proxops-kind-vm");
     let wrong_pin = "0".repeat(64);
     // (bytes, grant, pin, field in proxops.yaml, what the error says)
-    let cases: Vec<(&[u8], String, Option<&str>, &str, &str)> = vec![
+    let cases: Vec<RefusalCase> = vec![
         (
             &misbehave,
             calls.clone(),

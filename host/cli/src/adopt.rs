@@ -251,10 +251,10 @@ async fn report_volumes(client: &proxops_pve::Client, live: &[Value]) {
         };
         for v in content {
             let kind = v.get("content").and_then(Value::as_str).unwrap_or_default();
-            if kind == "iso" || kind == "import" {
-                if let Some(volid) = v.get("volid").and_then(Value::as_str) {
-                    found.insert(volid.to_string());
-                }
+            if (kind == "iso" || kind == "import")
+                && let Some(volid) = v.get("volid").and_then(Value::as_str)
+            {
+                found.insert(volid.to_string());
             }
         }
     }

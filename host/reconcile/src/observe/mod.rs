@@ -345,7 +345,7 @@ fn manifest_items<'a>(
                         .resource_id
                         .as_deref()
                         .and_then(|id| find(t.kind, id))
-                        .and_then(|e| LiveGuest::from_entry(e));
+                        .and_then(LiveGuest::from_entry);
                     Some((format!("{} {}", t.id.kind, t.id.name), vmid, guest))
                 })
                 .collect(),
