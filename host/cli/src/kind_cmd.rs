@@ -372,45 +372,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let krate = dir.path().join("pool-kind");
         scaffold("pool-kind", &krate).expect("scaffold");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let build = |offline: bool| {
-            let mut cmd = std::process::Command::new(&cargo);
-            cmd.current_dir(&krate)
-                .args(["build", "--release", "--target", "wasm32-wasip2"]);
-            if offline {
-                cmd.arg("--offline");
-            }
-            for var in [
-                "RUSTFLAGS",
-                "CARGO_ENCODED_RUSTFLAGS",
-                "CARGO_BUILD_RUSTFLAGS",
-                "RUSTC_WRAPPER",
-                "RUSTC_WORKSPACE_WRAPPER",
-                "CARGO_TARGET_DIR",
-                "CARGO_BUILD_TARGET",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_MANIFEST_DIR",
-            ] {
-                cmd.env_remove(var);
-            }
-            cmd.output().expect("run cargo")
-        };
-        let mut out = build(true);
-        if !out.status.success() {
-            out = build(false);
-        }
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            if stderr.contains("failed to download")
-                || stderr.contains("failed to get")
-                || stderr.contains("failed to query replaced source")
-            {
-                crate::output::errln!(
-                    "skipped: cannot fetch the scaffold's dependencies:\n{stderr}"
-                );
-                return;
-            }
-            panic!("the scaffold does not build:\n{stderr}");
+        if !crate::policy_cmd::build_scaffold(&krate) {
+            return;
         }
         let wasm = std::fs::read(krate.join("target/wasm32-wasip2/release/pool_kind.wasm"))
             .expect("the component");

@@ -503,6 +503,53 @@ policies:
 See the proxops policy author's guide (docs/policies.md) for the world, modes and limits.
 "#;
 
+/// Build a scaffolded guest crate (`proxops policy new`, `proxops kind new`) for
+/// wasm32-wasip2 outside the workspace, offline first. `false` (with a note) when its
+/// dependencies can be fetched neither from the cargo cache nor from crates.io; a build
+/// error panics.
+#[cfg(test)]
+pub(crate) fn build_scaffold(krate: &Path) -> bool {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let build = |offline: bool| {
+        let mut cmd = std::process::Command::new(&cargo);
+        cmd.current_dir(krate)
+            .args(["build", "--release", "--target", "wasm32-wasip2"]);
+        if offline {
+            cmd.arg("--offline");
+        }
+        for var in [
+            "RUSTFLAGS",
+            "CARGO_ENCODED_RUSTFLAGS",
+            "CARGO_BUILD_RUSTFLAGS",
+            "RUSTC_WRAPPER",
+            "RUSTC_WORKSPACE_WRAPPER",
+            "CARGO_TARGET_DIR",
+            "CARGO_BUILD_TARGET",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_MANIFEST_DIR",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.output().expect("run cargo")
+    };
+    let mut out = build(true);
+    if !out.status.success() {
+        out = build(false);
+    }
+    if out.status.success() {
+        return true;
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if stderr.contains("failed to download")
+        || stderr.contains("failed to get")
+        || stderr.contains("failed to query replaced source")
+    {
+        errln!("skipped: cannot fetch the scaffold's dependencies:\n{stderr}");
+        return false;
+    }
+    panic!("the scaffold does not build:\n{stderr}");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -538,43 +585,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let krate = dir.path().join("require-owner");
         scaffold("require-owner", &krate).expect("scaffold");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let build = |offline: bool| {
-            let mut cmd = std::process::Command::new(&cargo);
-            cmd.current_dir(&krate)
-                .args(["build", "--release", "--target", "wasm32-wasip2"]);
-            if offline {
-                cmd.arg("--offline");
-            }
-            for var in [
-                "RUSTFLAGS",
-                "CARGO_ENCODED_RUSTFLAGS",
-                "CARGO_BUILD_RUSTFLAGS",
-                "RUSTC_WRAPPER",
-                "RUSTC_WORKSPACE_WRAPPER",
-                "CARGO_TARGET_DIR",
-                "CARGO_BUILD_TARGET",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_MANIFEST_DIR",
-            ] {
-                cmd.env_remove(var);
-            }
-            cmd.output().expect("run cargo")
-        };
-        let mut out = build(true);
-        if !out.status.success() {
-            out = build(false);
-        }
-        if !out.status.success() {
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            if stderr.contains("failed to download")
-                || stderr.contains("failed to get")
-                || stderr.contains("failed to query replaced source")
-            {
-                errln!("skipped: cannot fetch the scaffold's dependencies:\n{stderr}");
-                return;
-            }
-            panic!("the scaffold does not build:\n{stderr}");
+        if !build_scaffold(&krate) {
+            return;
         }
         let wasm = krate.join("target/wasm32-wasip2/release/require_owner.wasm");
         let runtime = Runtime::new(proxops_runtime::RuntimeConfig::default()).expect("runtime");
