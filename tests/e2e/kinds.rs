@@ -324,3 +324,38 @@ async fn proxops_kinds_shows_a_granted_kind_with_its_source_pin_contract_and_gra
         "without the repository the kind is unknown"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kinds_finally_step_runs_once_after_its_objects_changed() {
+    let lab = Lab::start().await;
+    let lab_file = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
+    // One pass: the misbehave object's action is the same every time it is planned.
+    lab.write(
+        "clusters/lab.yaml",
+        &lab_file.replace("spec:\n", "spec:\n  options: {max-passes: 1}\n"),
+    );
+    install_kind(
+        &lab,
+        "misbehave.wasm",
+        &artifact(MISBEHAVE),
+        &format!("{{calls: {MISBEHAVE_CALLS}}}"),
+        None,
+    );
+    lab.write("misbehave/lab/a.yaml", &misbehave("a", "{plan: read}"));
+    lab.write("misbehave/lab/b.yaml", &misbehave("b", "{plan: read}"));
+    let plan = lab.run(&["plan"]).await;
+    assert!(
+        !plan.stdout.contains("finally"),
+        "plan runs no finally step: {}",
+        plan.stdout
+    );
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(
+        run.stdout.matches("misbehave: finally after a, b").count(),
+        1,
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(run.stdout.contains("Misbehave (finally)"), "{}", run.stdout);
+}

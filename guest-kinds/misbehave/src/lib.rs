@@ -91,6 +91,17 @@ fn proposal_for(desired: &str, word: &str) -> model::Proposal {
                 format!("misbehave: secret x.y: {said}"),
             ));
         }
+        // A harmless action (a declared GET), so that the object counts as changed and the
+        // host calls `finally`.
+        "read" => out.actions.push(model::Action {
+            operation: Operation::Update,
+            summary: "misbehave: read the cluster".into(),
+            calls: vec![Call::new(Method::Get, "/cluster/resources")],
+            changes: Vec::new(),
+            disturbs_availability: false,
+            destructive: false,
+            restore: None,
+        }),
         "privileged" => {
             let node = serde_json::from_str::<Value>(desired)
                 .ok()
@@ -344,8 +355,23 @@ impl Guest for Misbehave {
         Err("the misbehave kind adopts nothing".into())
     }
 
-    fn finally(_changed: Vec<String>) -> Vec<kt::Action> {
-        Vec::new()
+    /// One step after any object changed, naming them (how tests see that the host calls it).
+    fn finally(changed: Vec<String>) -> Vec<kt::Action> {
+        if changed.is_empty() {
+            return Vec::new();
+        }
+        vec![
+            model::Action {
+                operation: Operation::step("sync"),
+                summary: format!("misbehave: finally after {}", changed.join(", ")),
+                calls: vec![Call::new(Method::Get, "/cluster/resources")],
+                changes: Vec::new(),
+                disturbs_availability: false,
+                destructive: false,
+                restore: None,
+            }
+            .into_wit(),
+        ]
     }
 }
 
