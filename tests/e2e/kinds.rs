@@ -359,3 +359,31 @@ async fn a_kinds_finally_step_runs_once_after_its_objects_changed() {
     );
     assert!(run.stdout.contains("Misbehave (finally)"), "{}", run.stdout);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_third_party_kind_gets_a_fresh_instance_for_every_object() {
+    let lab = Lab::start().await;
+    install_kind(
+        &lab,
+        "misbehave.wasm",
+        &artifact(MISBEHAVE),
+        &format!("{{calls: {MISBEHAVE_CALLS}}}"),
+        None,
+    );
+    for name in ["a", "b", "c", "d", "e", "f"] {
+        lab.write(
+            &format!("misbehave/lab/{name}.yaml"),
+            &misbehave(name, "{plan: count}"),
+        );
+    }
+    let run = lab.run(&["plan"]).await;
+    assert_eq!(
+        run.stdout
+            .matches("misbehave: plan call 1 in this instance")
+            .count(),
+        6,
+        "nothing carries over from one object to the next:\n{}",
+        run.stdout
+    );
+    assert!(!run.stdout.contains("plan call 2"), "{}", run.stdout);
+}

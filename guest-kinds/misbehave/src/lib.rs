@@ -102,6 +102,16 @@ fn proposal_for(desired: &str, word: &str) -> model::Proposal {
             destructive: false,
             restore: None,
         }),
+        // What this instance remembers between calls: with a fresh instance per object, every
+        // object sees its own first call.
+        "count" => {
+            static PLANS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+            let n = PLANS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            out.anomalies.push(Anomaly::new(
+                "spec.plan",
+                format!("misbehave: plan call {n} in this instance"),
+            ));
+        }
         "privileged" => {
             let node = serde_json::from_str::<Value>(desired)
                 .ok()
