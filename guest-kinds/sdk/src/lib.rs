@@ -120,6 +120,13 @@ pub mod bindings {
         export_macro_name: "export_kind",
         default_bindings_module: "proxops_kind_sdk::bindings",
         generate_all,
+        // Plain Rust values for kind logic and native tests: comparable, hashable, cloneable
+        // and serialisable, methods and operations spelt as in the WIT.
+        additional_derives: [PartialEq, Eq, Hash, Clone, serde::Serialize],
+        additional_type_attributes: {
+            "proxops:common/types@0.1.0/method": [#[serde(rename_all = "lowercase")]],
+            "proxops:kind/types@0.2.0/operation": [#[serde(rename_all = "kebab-case")]],
+        },
     });
 }
 
