@@ -2,7 +2,7 @@
 //! The ISO crate tests what differs for ISOs; validation is tested in proxops-kind-download.
 
 use proxops_kind_download::{self as download, DISK_IMAGE, DownloadDesired, Referrer};
-use proxops_kind_sdk::model::{Call, Method, Observation, Proposal, Read};
+use proxops_kind_sdk::model::{Call, Method, Observation, Operation, Proposal, Read};
 use proxops_kind_sdk::wit;
 use serde_json::{Value, json};
 
@@ -136,13 +136,23 @@ fn render_call(c: &Call) -> String {
     let params: Vec<String> = c
         .params
         .iter()
-        .map(|(k, v, _)| format!("{k}={v}"))
+        .map(|p| format!("{}={}", p.name, p.value))
         .collect();
-    let method = format!("{:?}", c.method).to_uppercase();
+    let method = c.method.as_str();
     if params.is_empty() {
         format!("{method} {}", c.path)
     } else {
         format!("{method} {}?{}", c.path, params.join("&"))
+    }
+}
+
+/// An operation as the test lines name it (`Create`, …, `Step("name")`).
+fn operation_name(o: &Operation) -> String {
+    match o {
+        Operation::Create => "Create".into(),
+        Operation::Update => "Update".into(),
+        Operation::Delete => "Delete".into(),
+        Operation::Step(s) => format!("Step({s:?})"),
     }
 }
 
@@ -160,7 +170,7 @@ fn render(result: Result<Proposal, Vec<proxops_kind_sdk::check::Diag>>) -> Vec<S
                     !a.destructive && !a.disturbs_availability && a.restore.is_none(),
                     "{a:?}"
                 );
-                out.push(format!("{:?}: {}", a.operation, a.summary));
+                out.push(format!("{}: {}", operation_name(&a.operation), a.summary));
                 out.extend(a.calls.iter().map(|c| format!("  {}", render_call(c))));
             }
             for d in &p.drift {
@@ -600,7 +610,6 @@ fn component_functions() {
         }]
     };
     let calls = Kind::observe(Some(v.desired.clone()), None, vec![], resolved());
-    let calls: Vec<Call> = calls.into_iter().map(Call::from_wit).collect();
     assert_eq!(calls.len(), 2);
     let obs = World::default()
         .node("pve01", vec![local()], &[])
@@ -611,7 +620,7 @@ fn component_functions() {
             .reads
             .into_iter()
             .map(|x| wit::Read {
-                call: x.call.into_wit(),
+                call: x.call,
                 status: x.status,
                 body: x.body,
             })

@@ -540,8 +540,8 @@ pub fn plan(
                 let changes = call
                     .params
                     .iter()
-                    .filter(|(k, _, _)| k != "content")
-                    .map(|(k, v, _)| Change::new(k, None, Some(v.clone())))
+                    .filter(|p| p.name != "content")
+                    .map(|p| Change::new(&p.name, None, Some(p.value.clone())))
                     .collect();
                 out.actions.push(Action {
                     operation: Operation::Create,

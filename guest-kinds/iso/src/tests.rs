@@ -92,7 +92,7 @@ fn compressed_iso_is_downloaded_and_decompressed_per_node() {
     let params: Vec<(&str, &str)> = p.actions[1].calls[0]
         .params
         .iter()
-        .map(|(k, v, _)| (k.as_str(), v.as_str()))
+        .map(|p| (p.name.as_str(), p.value.as_str()))
         .collect();
     assert_eq!(
         params,

@@ -45,7 +45,6 @@
 
 use proxops_kind_sdk::bindings::proxops::common::log;
 use proxops_kind_sdk::kind::{KindInfo, Listing};
-use proxops_kind_sdk::kind_types as kt;
 use proxops_kind_sdk::model::{self, Anomaly, Call, Method, Operation};
 use proxops_kind_sdk::secrets::{HostSecrets, Secrets};
 use proxops_kind_sdk::types::{Diagnostic, Severity};
@@ -335,7 +334,7 @@ impl Guest for Misbehave {
         _live: Option<String>,
         _resolved: Vec<Resolved>,
         _referrers: Vec<Resolved>,
-    ) -> Vec<proxops_kind_sdk::types::Call> {
+    ) -> Vec<Call> {
         behave(desired.as_deref(), "observe");
         Vec::new()
     }
@@ -352,9 +351,8 @@ impl Guest for Misbehave {
             .and_then(|d| Some((d, word_for(d, "plan")?)));
         Ok(match word {
             Some((d, word)) => proposal_for(d, &word),
-            None => model::Proposal::default(),
-        }
-        .into_wit())
+            None => Proposal::default(),
+        })
     }
 
     fn claims(_listing: String, entry: String) -> bool {
@@ -366,22 +364,19 @@ impl Guest for Misbehave {
     }
 
     /// One step after any object changed, naming them (how tests see that the host calls it).
-    fn finally(changed: Vec<String>) -> Vec<kt::Action> {
+    fn finally(changed: Vec<String>) -> Vec<model::Action> {
         if changed.is_empty() {
             return Vec::new();
         }
-        vec![
-            model::Action {
-                operation: Operation::step("sync"),
-                summary: format!("misbehave: finally after {}", changed.join(", ")),
-                calls: vec![Call::new(Method::Get, "/cluster/resources")],
-                changes: Vec::new(),
-                disturbs_availability: false,
-                destructive: false,
-                restore: None,
-            }
-            .into_wit(),
-        ]
+        vec![model::Action {
+            operation: Operation::step("sync"),
+            summary: format!("misbehave: finally after {}", changed.join(", ")),
+            calls: vec![Call::new(Method::Get, "/cluster/resources")],
+            changes: Vec::new(),
+            disturbs_availability: false,
+            destructive: false,
+            restore: None,
+        }]
     }
 }
 
@@ -398,7 +393,21 @@ mod tests {
         p.actions
             .iter()
             .flat_map(|a| &a.calls)
-            .map(|c| format!("{:?} {} {:?}", c.method, c.path, c.params))
+            .map(|c| {
+                // As the expectations spell them: `Post /path [("name", "value", false)]`.
+                let method = match c.method {
+                    Method::Get => "Get",
+                    Method::Post => "Post",
+                    Method::Put => "Put",
+                    Method::Delete => "Delete",
+                };
+                let params: Vec<_> = c
+                    .params
+                    .iter()
+                    .map(|p| (&p.name, &p.value, p.sensitive))
+                    .collect();
+                format!("{method} {} {params:?}", c.path)
+            })
             .collect()
     }
 

@@ -328,15 +328,6 @@ fn resolved_from_wit(rs: Vec<wit::Resolved>) -> Vec<Resolved> {
         .collect()
 }
 
-fn method_to_wit(m: Method) -> t::Method {
-    match m {
-        Method::Get => t::Method::Get,
-        Method::Post => t::Method::Post,
-        Method::Put => t::Method::Put,
-        Method::Delete => t::Method::Delete,
-    }
-}
-
 impl KindInfo {
     /// The WIT form.
     pub fn into_wit(self) -> wit::KindInfo {
@@ -348,10 +339,7 @@ impl KindInfo {
             calls: self
                 .calls
                 .into_iter()
-                .map(|(method, path)| kt::CallPattern {
-                    method: method_to_wit(method),
-                    path,
-                })
+                .map(|(method, path)| kt::CallPattern { method, path })
                 .collect(),
             listings: self
                 .listings
@@ -454,7 +442,7 @@ impl<K: ResourceKind> wit::Guest for K {
         live: Option<String>,
         resolved: Vec<wit::Resolved>,
         referrers: Vec<wit::Resolved>,
-    ) -> Vec<t::Call> {
+    ) -> Vec<Call> {
         let desired = desired.and_then(|d| parse::<K>(&d).ok());
         let live = live.and_then(|l| serde_json::from_str::<Value>(&l).ok());
         K::observe(
@@ -463,17 +451,14 @@ impl<K: ResourceKind> wit::Guest for K {
             &resolved_from_wit(resolved),
             &resolved_from_wit(referrers),
         )
-        .into_iter()
-        .map(Call::into_wit)
-        .collect()
     }
 
     fn plan(
         desired: Option<String>,
         resolved: Vec<wit::Resolved>,
         referrers: Vec<wit::Resolved>,
-        observed: wit::Observation,
-    ) -> Result<wit::Proposal, Vec<t::Diagnostic>> {
+        observed: Observation,
+    ) -> Result<Proposal, Vec<t::Diagnostic>> {
         let desired = match desired {
             Some(d) => Some(parse::<K>(&d).map_err(diags_into_wit)?),
             None => None,
@@ -482,10 +467,9 @@ impl<K: ResourceKind> wit::Guest for K {
             desired.as_ref(),
             &resolved_from_wit(resolved),
             &resolved_from_wit(referrers),
-            &Observation::from_wit(observed),
+            &observed,
             &HostSecrets,
         )
-        .map(Proposal::into_wit)
         .map_err(diags_into_wit)
     }
 
@@ -493,8 +477,8 @@ impl<K: ResourceKind> wit::Guest for K {
         serde_json::from_str::<Value>(&entry).is_ok_and(|e| K::claims(&listing, &e))
     }
 
-    fn adopt(observed: wit::Observation) -> Result<wit::Adopted, String> {
-        let a = K::adopt(&Observation::from_wit(observed), &HostSecrets)?;
+    fn adopt(observed: Observation) -> Result<wit::Adopted, String> {
+        let a = K::adopt(&observed, &HostSecrets)?;
         Ok(wit::Adopted {
             manifest: a.manifest.to_string(),
             gaps: a
@@ -508,11 +492,8 @@ impl<K: ResourceKind> wit::Guest for K {
         })
     }
 
-    fn finally(changed: Vec<String>) -> Vec<kt::Action> {
+    fn finally(changed: Vec<String>) -> Vec<Action> {
         K::finally(&changed)
-            .into_iter()
-            .map(Action::into_wit)
-            .collect()
     }
 }
 

@@ -26,7 +26,9 @@
 //!    `#[cfg(target_arch = "wasm32")] proxops_kind_sdk::export_kind!(MyKind);`
 //!
 //! The SDK implements the WIT `Guest` for every `ResourceKind` (JSON parsing, diagnostics for
-//! unreadable documents, the conversions), so a kind holds no glue of its own.
+//! unreadable documents, the plain forms of kind info and references), so a kind holds no
+//! glue of its own. The records a plan returns are the generated WIT types themselves
+//! ([`model`] re-exports them with constructors), so they cross the boundary unconverted.
 //!
 //! # What a plan says
 //!

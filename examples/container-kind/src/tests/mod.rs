@@ -8,7 +8,7 @@ mod plan_cases;
 mod validate_cases;
 
 use proxops_kind_sdk::kind::ResourceKind;
-use proxops_kind_sdk::model::{Call, Method, Observation, Proposal, Read};
+use proxops_kind_sdk::model::{Call, Method, Observation, Param, Proposal, Read};
 use proxops_kind_sdk::secrets::NoSecrets;
 use serde_json::{Value, json};
 
@@ -158,7 +158,10 @@ fn method(m: Method) -> &'static str {
 /// One line per call: `PUT /path k=v k=v`.
 fn render_call(c: &Call) -> String {
     let mut s = format!("{} {}", method(c.method), c.path);
-    for (k, v, _) in &c.params {
+    for Param {
+        name: k, value: v, ..
+    } in &c.params
+    {
         s.push_str(&format!(" {k}={v}"));
     }
     s
@@ -224,7 +227,10 @@ fn check_invariants(p: &Proposal) {
             if !writes {
                 continue;
             }
-            for (k, v, _) in &c.params {
+            for Param {
+                name: k, value: v, ..
+            } in &c.params
+            {
                 if matches!(k.as_str(), "digest" | "start" | "delete") {
                     continue;
                 }

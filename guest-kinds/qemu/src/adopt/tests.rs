@@ -717,8 +717,8 @@ fn a_clone_keeps_no_foreign_ownership_mark() {
 fn observe_without_a_manifest_reads_what_adopt_needs() {
     let paths = |status| {
         crate::observe(None, Some(&entry(100, status, false, "")))
-            .into_iter()
-            .map(|c| format!("{:?} {} {:?}", c.method, c.path, c.params))
+            .iter()
+            .map(crate::plan_tests::call_line)
             .collect::<Vec<_>>()
     };
     // A running guest: /pending (applied values, pending changes, digest, protection).

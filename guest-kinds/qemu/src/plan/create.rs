@@ -1,6 +1,8 @@
 //! Creating a VM: its owned keys in a fixed order, a fresh create, or the one clone of a TemplateVM.
 
-use proxops_kind_sdk::model::{Action, Anomaly, Call, Change, Drift, Method, Operation, Proposal};
+use proxops_kind_sdk::model::{
+    Action, Anomaly, Call, Change, Drift, Method, Operation, Param, Proposal,
+};
 
 use super::pci::raw_pci_anomaly;
 use super::{Ctx, base_path, power_action};
@@ -199,7 +201,11 @@ pub(super) fn create(ctx: &Ctx<'_>) -> Proposal {
         .param("vmid", d.vmid.to_string());
     let mut changes = vec![Change::new("vmid", None, Some(d.vmid.to_string()))];
     for (k, v, sensitive) in &params {
-        call.params.push((k.clone(), v.clone(), *sensitive));
+        call.params.push(Param {
+            name: k.clone(),
+            value: v.clone(),
+            sensitive: *sensitive,
+        });
         changes.push(Change {
             key: k.clone(),
             old: None,

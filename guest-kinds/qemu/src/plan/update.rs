@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::model::{
-    Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Proposal, Restore,
+    Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Param, Proposal, Restore,
 };
 
 use super::config::diff_config;
@@ -116,7 +116,11 @@ pub(super) fn update(
         }
         for (k, v) in &sets {
             let secret = sensitive.contains(k);
-            call.params.push((k.clone(), v.clone(), secret));
+            call.params.push(Param {
+                name: k.clone(),
+                value: v.clone(),
+                sensitive: secret,
+            });
             changes.push(Change {
                 key: k.clone(),
                 old: cfg.get(k).map(str::to_string),

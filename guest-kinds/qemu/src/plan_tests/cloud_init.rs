@@ -246,11 +246,11 @@ fn secrets_never_leak() {
         let mut found = 0;
         for a in &mut p.actions {
             for c in &mut a.calls {
-                for (_, v, sensitive) in &mut c.params {
-                    if canaries.iter().any(|k| v.contains(k)) {
-                        assert!(*sensitive, "{v}");
+                for p in &mut c.params {
+                    if canaries.iter().any(|k| p.value.contains(k)) {
+                        assert!(p.sensitive, "{}", p.value);
                         found += 1;
-                        *v = String::new();
+                        p.value = String::new();
                     }
                 }
             }

@@ -90,8 +90,31 @@ fn operation_name(o: &Operation) -> String {
     match o {
         Operation::Step(s) if s == crate::plan::POWER => "Power".into(),
         Operation::Step(s) if s == crate::plan::MARK_TEMPLATE => "MarkTemplate".into(),
-        other => format!("{other:?}"),
+        Operation::Step(s) => format!("Step({s:?})"),
+        Operation::Create => "Create".into(),
+        Operation::Update => "Update".into(),
+        Operation::Delete => "Delete".into(),
     }
+}
+
+/// A method as the test lines name it (`Get`, `Post`, …).
+pub(crate) fn method_name(m: Method) -> &'static str {
+    match m {
+        Method::Get => "Get",
+        Method::Post => "Post",
+        Method::Put => "Put",
+        Method::Delete => "Delete",
+    }
+}
+
+/// A call as one test line: `Get /path [("name", "value", sensitive), …]`.
+pub(crate) fn call_line(c: &Call) -> String {
+    let params: Vec<_> = c
+        .params
+        .iter()
+        .map(|p| (&p.name, &p.value, p.sensitive))
+        .collect();
+    format!("{} {} {params:?}", method_name(c.method), c.path)
 }
 
 /// Render a proposal as compact lines. Every call must be one the kinds declare.
@@ -115,14 +138,20 @@ fn render(p: &Proposal) -> Vec<String> {
             let params: Vec<String> = c
                 .params
                 .iter()
-                .map(|(k, v, sensitive)| {
-                    format!("{k}={v}{}", if *sensitive { "[sensitive]" } else { "" })
+                .map(|p| {
+                    let mark = if p.sensitive { "[sensitive]" } else { "" };
+                    format!("{}={}{mark}", p.name, p.value)
                 })
                 .collect();
             out.push(
-                format!("  {:?} {} {}", c.method, c.path, params.join(" "))
-                    .trim_end()
-                    .to_string(),
+                format!(
+                    "  {} {} {}",
+                    method_name(c.method),
+                    c.path,
+                    params.join(" ")
+                )
+                .trim_end()
+                .to_string(),
             );
         }
     }

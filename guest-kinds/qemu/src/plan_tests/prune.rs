@@ -73,12 +73,7 @@ fn observe_reads() {
     let d = crate::validate(Flavour::Vm, &base(), &secrets())
         .unwrap()
         .desired;
-    let show = |calls: Vec<Call>| {
-        calls
-            .iter()
-            .map(|c| format!("{:?} {} {:?}", c.method, c.path, c.params))
-            .collect::<Vec<_>>()
-    };
+    let show = |calls: Vec<Call>| calls.iter().map(call_line).collect::<Vec<_>>();
     assert!(crate::observe(Some(&d), None).is_empty());
     assert_eq!(
         show(crate::observe(Some(&d), Some(&entry("stopped", false)))),
