@@ -10,7 +10,7 @@ use serde_json::Value;
 use crate::tls::{self, TlsMode};
 use crate::{PveError, TaskOutcome, Upid};
 
-/// HTTP method of a PVE call (one type with the kind SDK, from `proxops-http`).
+/// HTTP method of a PVE call (from `proxops-http`).
 pub use proxops_http::Method;
 
 /// One form or query parameter.

@@ -1,9 +1,8 @@
-//! The HTTP method of a PVE call, one type for the host's PVE client and the kind SDK.
+//! The HTTP method of a PVE call, for the host's PVE client. (Kinds use the WIT `method` the
+//! kind SDK generates.)
 
 /// HTTP method of a PVE call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "lowercase"))]
 pub enum Method {
     /// GET.
     Get,
