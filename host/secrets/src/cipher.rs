@@ -96,8 +96,14 @@ impl Encrypted {
     }
 }
 
-#[cfg(test)]
-pub(crate) fn encrypt_for_test(
+/// Encrypts `plain` as sops does for a new value: a fresh random 32-byte IV, `aad` the key
+/// path (`a:b:c:`) or, for the MAC, the `lastmodified` timestamp.
+pub(crate) fn encrypt(key: &[u8; 32], plain: &str, aad: &str, kind: &str) -> String {
+    encrypt_with_iv(key, &rand::random::<[u8; IV_LEN]>(), plain, aad, kind)
+}
+
+/// [`encrypt`] with a given IV (tests use fixed ones).
+pub(crate) fn encrypt_with_iv(
     key: &[u8; 32],
     iv: &[u8; 32],
     plain: &str,
@@ -113,7 +119,7 @@ pub(crate) fn encrypt_for_test(
                 aad: aad.as_bytes(),
             },
         )
-        .expect("encryption cannot fail");
+        .expect("AES-GCM encryption of a message this small cannot fail");
     let (data, tag) = out.split_at(out.len() - TAG_LEN);
     format!(
         "ENC[AES256_GCM,data:{},iv:{},tag:{},type:{kind}]",
@@ -130,7 +136,7 @@ mod tests {
     #[test]
     fn round_trip_binds_the_path() {
         let key = [7u8; 32];
-        let enc = encrypt_for_test(&key, &[1u8; 32], "hunter2", "a:b:", "str");
+        let enc = encrypt_with_iv(&key, &[1u8; 32], "hunter2", "a:b:", "str");
         let parsed = Encrypted::parse(&enc).unwrap();
         assert_eq!(parsed.kind, "str");
         assert_eq!(&*parsed.decrypt(&key, "a:b:").unwrap(), b"hunter2");

@@ -102,49 +102,24 @@ struct Metadata {
     mac_only_encrypted: bool,
 }
 
-impl SopsDocument {
-    /// Reads `path`, unwraps its data key with `identities`, decrypts every value and verifies the MAC.
-    ///
-    /// The path is opened as given: callers reading a file a repository names read it
-    /// through the repository's rooted directory and use [`SopsDocument::from_bytes`].
-    pub fn open(path: &Path, identities: &Identities) -> Result<SopsDocument, SopsError> {
-        let read_error = |source| SopsError::Read {
-            file: path.to_owned(),
-            source,
-        };
-        let file = std::fs::File::open(path).map_err(read_error)?;
-        let mut bytes = Vec::new();
-        file.take(MAX_BYTES as u64 + 1)
-            .read_to_end(&mut bytes)
-            .map_err(read_error)?;
-        SopsDocument::from_bytes(path, &bytes, identities)
-    }
+/// A file decrypted but not yet checked against its MAC: what reading and editing share.
+pub(crate) struct Decoded {
+    pub(crate) file: PathBuf,
+    root: Value,
+    meta: Metadata,
+    pub(crate) key: Zeroizing<[u8; 32]>,
+    /// The MAC the values hash to, in sops's form (128 uppercase hex digits).
+    pub(crate) computed_mac: String,
+}
 
-    /// Like [`SopsDocument::open`] on bytes already read; `path` is used for messages only.
-    /// More than [`MAX_BYTES`] bytes, or bytes that are not UTF-8, are refused before parsing.
-    pub fn from_bytes(
-        path: &Path,
-        bytes: &[u8],
-        identities: &Identities,
-    ) -> Result<SopsDocument, SopsError> {
-        if bytes.len() > MAX_BYTES {
-            return Err(unsupported(
-                path,
-                format!("it is larger than {MAX_BYTES} bytes, the limit for YAML files"),
-            ));
-        }
-        let text =
-            std::str::from_utf8(bytes).map_err(|_| malformed(path, "it is not UTF-8 text"))?;
-        SopsDocument::from_yaml(path, text, identities)
-    }
-
-    /// Like [`SopsDocument::open`] on text already read; `path` is used for messages only.
-    /// A leading byte order mark is skipped.
-    pub fn from_yaml(
+impl Decoded {
+    /// Parses `text`, unwraps the data key with `identities` and decrypts every value,
+    /// hashing them in document order. The stored MAC is not checked: see [`Decoded::verify_mac`].
+    pub(crate) fn read(
         path: &Path,
         text: &str,
         identities: &Identities,
-    ) -> Result<SopsDocument, SopsError> {
+    ) -> Result<Decoded, SopsError> {
         if text.len() > MAX_BYTES {
             return Err(unsupported(
                 path,
@@ -190,23 +165,114 @@ impl SopsDocument {
         }
         let mut path_keys = Vec::new();
         let root = walker.walk(Node::Map(entries), &mut path_keys, "")?;
-        let computed = hex::encode_upper(walker.hash.finalize());
+        let computed_mac = hex::encode_upper(walker.hash.finalize());
+        Ok(Decoded {
+            file,
+            root,
+            meta,
+            key,
+            computed_mac,
+        })
+    }
 
-        let mac = Encrypted::parse(&meta.mac)
+    /// Checks the stored `sops.mac` (authenticated with `sops.lastmodified`) against the values.
+    pub(crate) fn verify_mac(&self) -> Result<(), SopsError> {
+        let path = self.file.as_path();
+        let mac = Encrypted::parse(&self.meta.mac)
             .map_err(|_| malformed(path, "`sops.mac` is not an ENC[AES256_GCM,...] value"))?;
-        let aad = canonical_timestamp(&meta.lastmodified, false)
+        let aad = canonical_timestamp(&self.meta.lastmodified, false)
             .ok_or_else(|| malformed(path, "`sops.lastmodified` is not an RFC 3339 timestamp"))?;
-        let stored = mac.decrypt(&key, &aad).map_err(|_| SopsError::MacMismatch {
-            file: file.clone(),
+        let stored = mac.decrypt(&self.key, &aad).map_err(|_| SopsError::MacMismatch {
+            file: self.file.clone(),
             detail: "the stored MAC cannot be authenticated (`sops.mac` or `sops.lastmodified` was altered)",
         })?;
-        if stored.as_slice() != computed.as_bytes() {
+        if stored.as_slice() != self.computed_mac.as_bytes() {
             return Err(SopsError::MacMismatch {
-                file,
+                file: self.file.clone(),
                 detail: "the values were added, removed, reordered or altered outside sops",
             });
         }
-        Ok(SopsDocument { file, root })
+        Ok(())
+    }
+
+    /// Whether the file's rules encrypt a value at this key path.
+    pub(crate) fn encrypts(&self, path: &[String]) -> bool {
+        self.meta.rule.encrypts(path)
+    }
+
+    /// What is at `dot_path` (made of the given segments, which may themselves hold dots).
+    pub(crate) fn describe_at(&self, segments: &[&str]) -> Option<&'static str> {
+        let mut node = &self.root;
+        for seg in segments {
+            let Value::Map(entries) = node else {
+                return Some(node.describe());
+            };
+            match entries.iter().find(|(k, _)| k == seg) {
+                Some((_, v)) => node = v,
+                None => return None,
+            }
+        }
+        Some(node.describe())
+    }
+
+    /// The document as a reader sees it.
+    pub(crate) fn into_document(self) -> SopsDocument {
+        SopsDocument {
+            file: self.file,
+            root: self.root,
+        }
+    }
+}
+
+impl SopsDocument {
+    /// Reads `path`, unwraps its data key with `identities`, decrypts every value and verifies the MAC.
+    ///
+    /// The path is opened as given: callers reading a file a repository names read it
+    /// through the repository's rooted directory and use [`SopsDocument::from_bytes`].
+    pub fn open(path: &Path, identities: &Identities) -> Result<SopsDocument, SopsError> {
+        let read_error = |source| SopsError::Read {
+            file: path.to_owned(),
+            source,
+        };
+        let file = std::fs::File::open(path).map_err(read_error)?;
+        let mut bytes = Vec::new();
+        file.take(MAX_BYTES as u64 + 1)
+            .read_to_end(&mut bytes)
+            .map_err(read_error)?;
+        SopsDocument::from_bytes(path, &bytes, identities)
+    }
+
+    /// Like [`SopsDocument::open`] on bytes already read; `path` is used for messages only.
+    /// More than [`MAX_BYTES`] bytes, or bytes that are not UTF-8, are refused before parsing.
+    pub fn from_bytes(
+        path: &Path,
+        bytes: &[u8],
+        identities: &Identities,
+    ) -> Result<SopsDocument, SopsError> {
+        if bytes.len() > MAX_BYTES {
+            return Err(unsupported(
+                path,
+                format!("it is larger than {MAX_BYTES} bytes, the limit for YAML files"),
+            ));
+        }
+        let text =
+            std::str::from_utf8(bytes).map_err(|_| malformed(path, "it is not UTF-8 text"))?;
+        SopsDocument::from_yaml(path, text, identities)
+    }
+
+    /// Like [`SopsDocument::open`] on text already read; `path` is used for messages only.
+    /// A leading byte order mark is skipped.
+    pub fn from_yaml(
+        path: &Path,
+        text: &str,
+        identities: &Identities,
+    ) -> Result<SopsDocument, SopsError> {
+        let decoded = Decoded::read(path, text, identities)?;
+        decoded.verify_mac()?;
+        Ok(SopsDocument {
+            file: decoded.file,
+            root: decoded.root,
+        })
     }
 
     /// The file this document was read from.

@@ -59,6 +59,9 @@ pub enum SopsError {
         file.display()
     )]
     ValueAuthentication { file: PathBuf, path: String },
+    /// An entry could not be added; nothing was written.
+    #[error("SOPS file {}: cannot add the entries: {reason}", file.display())]
+    Edit { file: PathBuf, reason: String },
     /// The MAC over all values does not match: values were added, removed, reordered or altered outside sops.
     #[error("SOPS file {}: MAC mismatch: {detail}", file.display())]
     MacMismatch { file: PathBuf, detail: &'static str },

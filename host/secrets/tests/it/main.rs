@@ -3,6 +3,7 @@
 
 mod canary;
 mod common;
+mod edit;
 mod fixtures;
 mod oracle;
 mod props;

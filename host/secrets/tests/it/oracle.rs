@@ -33,6 +33,17 @@ fn sops() -> Option<PathBuf> {
 
 /// Runs sops with the TEST-ONLY key and an empty config; returns stdout.
 fn run(sops: &Path, dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
+    run_env(sops, dir, args, stdin, &[])
+}
+
+/// [`run`] with extra environment variables.
+fn run_env(
+    sops: &Path,
+    dir: &Path,
+    args: &[&str],
+    stdin: Option<&str>,
+    env: &[(&str, &Path)],
+) -> String {
     let empty_config = dir.join("empty-sops-config.yaml");
     std::fs::write(&empty_config, "").unwrap();
     let mut cmd = Command::new(sops);
@@ -45,6 +56,7 @@ fn run(sops: &Path, dir: &Path, args: &[&str], stdin: Option<&str>) -> String {
         .env_remove("SOPS_AGE_KEY")
         .env_remove("SOPS_AGE_KEY_CMD")
         .env_remove("SOPS_AGE_RECIPIENTS")
+        .envs(env.iter().copied())
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
@@ -294,5 +306,100 @@ fn sops_set_edits_and_proxops_reads_them() {
             Ok(*value)
         };
         assert_eq!(doc.get(path), want, "{path}");
+    }
+}
+
+/// What proxops adds (adopt's `--adopt-secrets`), the real sops decrypts, and then edits
+/// with `sops set` and `sops edit`, after which proxops reads the file again.
+#[test]
+fn proxops_adds_entries_that_sops_decrypts_sets_and_edits() {
+    let Some(sops) = sops() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let recipient = test_key().recipients()[0].clone();
+    let (yaml, _) = fresh_document();
+    std::fs::write(dir.path().join("fresh.yaml"), &yaml).unwrap();
+    let fresh = run(
+        &sops,
+        dir.path(),
+        &["encrypt", "--age", &recipient, "fresh.yaml"],
+        None,
+    );
+    let committed = std::fs::read_to_string(fixture("cluster.sops.yaml")).unwrap();
+    let key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOracleAdded adopted@oracle";
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    for (i, (text, parent)) in [
+        (&committed, &["cloud-init", "ssh-keys"][..]),
+        (&fresh, &["cloud-init", "ssh-keys"][..]),
+        (&committed, &["imported", "ssh-keys"][..]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let file = dir.path().join(format!("added-{i}.sops.yaml"));
+        let added = proxops_secrets::add_strings(
+            &file,
+            text,
+            &test_key(),
+            parent,
+            &[("adopted-0123456789abcdef", key)],
+            now,
+        )
+        .unwrap_or_else(|e| panic!("case {i}: {e}"));
+        std::fs::write(&file, &added).unwrap();
+        let name = file.to_str().unwrap();
+        let index = format!(
+            r#"["{}"]["{}"]["adopted-0123456789abcdef"]"#,
+            parent[0], parent[1]
+        );
+        let extracted = run(
+            &sops,
+            dir.path(),
+            &["decrypt", "--extract", &index, name],
+            None,
+        );
+        assert_eq!(extracted, key, "case {i}: sops decrypts the new entry");
+        agrees_with_sops_decrypt(&sops, dir.path(), &file);
+
+        // sops set afterwards: its MAC check accepts the file, and proxops reads the result.
+        let later = format!(r#"["{}"]["{}"]["later"]"#, parent[0], parent[1]);
+        run(
+            &sops,
+            dir.path(),
+            &["set", "--value-stdin", name, &later],
+            Some(&q("ssh-ed25519 AAAA later")),
+        );
+        // sops edit afterwards, with a scripted editor.
+        let editor = dir.path().join("editor.sh");
+        std::fs::write(
+            &editor,
+            "#!/bin/sh\nsed -i 's/adopted@oracle/edited@oracle/' \"$1\"\n",
+        )
+        .unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&editor, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        run_env(
+            &sops,
+            dir.path(),
+            &["edit", name],
+            None,
+            &[("EDITOR", editor.as_path())],
+        );
+        let doc = agrees_with_sops_decrypt(&sops, dir.path(), &file);
+        let base = parent.join(".");
+        assert_eq!(
+            doc.get(&format!("{base}.adopted-0123456789abcdef")),
+            Ok(key.replace("adopted@oracle", "edited@oracle").as_str()),
+            "case {i}"
+        );
+        assert_eq!(
+            doc.get(&format!("{base}.later")),
+            Ok("ssh-ed25519 AAAA later")
+        );
     }
 }
