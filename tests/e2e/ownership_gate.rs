@@ -5,27 +5,10 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use proxops_reconcile::execute::Limits;
-use proxops_reconcile::memory::StopMemory;
-use proxops_reconcile::{ApplyOptions, KindRegistry, Silent};
+use proxops_reconcile::{KindRegistry, Silent};
 
-/// xorshift64*: deterministic, seeded, enough for picking cases.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
+use crate::support::Rng;
 
 const CASES: u64 = 12;
 
@@ -43,7 +26,7 @@ async fn no_request_ever_targets_an_untagged_guest() {
 }
 
 async fn check_case(registry: &KindRegistry, seed: u64) {
-    let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = Rng::for_seed(seed);
     let lab = crate::support::Lab::start().await;
     let nodes = ["pve01", "pve02"];
     // Untagged guests: someone else's VMs and templates, running or not.
@@ -142,18 +125,7 @@ async fn check_case(registry: &KindRegistry, seed: u64) {
             // A vmid taken by a container is a cluster-level conflict: nothing is sent.
             Err(_) => break,
         };
-        let options = ApplyOptions {
-            gate: None,
-            limits: Limits {
-                write_concurrency: 2,
-                task_timeout: Duration::from_secs(60),
-            },
-            secrets: None,
-            read_concurrency: 8,
-            max_passes: 5,
-            memory: Arc::new(StopMemory::in_memory()),
-            cancel: None,
-        };
+        let options = crate::support::apply_options();
         let _ = proxops_reconcile::apply(
             registry,
             &lab.client,

@@ -309,3 +309,40 @@ impl Lab {
         std::fs::write(path, bytes).unwrap();
     }
 }
+
+/// xorshift64*: deterministic, seeded, enough for picking cases in property tests.
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// A generator for case `seed` (never the all-zero state).
+    pub fn for_seed(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Apply options for in-process tests: no gate, two writes per node, in-memory stop memory.
+pub fn apply_options() -> proxops_reconcile::ApplyOptions {
+    proxops_reconcile::ApplyOptions {
+        gate: None,
+        limits: proxops_reconcile::execute::Limits {
+            write_concurrency: 2,
+            task_timeout: std::time::Duration::from_secs(60),
+        },
+        secrets: None,
+        read_concurrency: 8,
+        max_passes: 5,
+        memory: std::sync::Arc::new(proxops_reconcile::memory::StopMemory::in_memory()),
+        cancel: None,
+    }
+}

@@ -3,13 +3,18 @@
 //! writes only into the repository: each manifest atomically, never over an existing file
 //! without `--force`, never through a symlink. Each manifest names the guest it takes over in
 //! `metadata.adopt`, the one write the next apply may make to it (the ownership tags).
+//! With `--adopt-secrets`, SSH keys no SOPS entry holds are imported into the cluster's
+//! SOPS file first (`proxops_reconcile::import`), so the manifests can refer to them.
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context as _;
-use proxops_reconcile::adopt::{Adoption, adopt_entries};
-use serde_json::{Value, json};
+use proxops_reconcile::adopt::{Adoption, adopt_entries, finish_manifest};
+use proxops_reconcile::import::{IMPORT_PREFIX, ImportingSecrets};
+use proxops_runtime::SecretSource;
+use serde_json::Value;
 
 use crate::context::Context;
 use crate::exit;
@@ -29,12 +34,6 @@ pub struct AdoptOptions {
 }
 
 pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Result<u8> {
-    if o.adopt_secrets {
-        errln!(
-            "error: --adopt-secrets (importing unmatched SSH keys into the SOPS file) is not built yet; run without it: keys that match a SOPS entry become ssh-key-refs, the others are redacted (GAPS.md)"
-        );
-        return Ok(exit::ERROR);
-    }
     if o.vmids.is_empty() && !o.all {
         errln!("error: say which guests: --vmid N (repeatable) or --all");
         return Ok(exit::ERROR);
@@ -70,6 +69,25 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
         return Ok(exit::ERROR);
     };
     let sops = checked.sops.get(&o.cluster).cloned();
+    if o.adopt_secrets {
+        // Imports need the data key: the file must open and verify before anything is read.
+        let checked_sops = match &sops {
+            Some(doc) => doc
+                .check()
+                .map_err(|e| format!("{e}; create or fix it with `sops` first")),
+            None => Err(format!(
+                "cluster {} has no SOPS file to import keys into",
+                o.cluster
+            )),
+        };
+        if let Err(why) = checked_sops {
+            errln!(
+                "error: --adopt-secrets: {}; nothing was read or written",
+                output::inline(&why)
+            );
+            return Ok(exit::ERROR);
+        }
+    }
     let conn = crate::connect::connect(repo, ctx.config_root(repo), cluster, sops.as_deref())
         .await
         .with_context(|| format!("connecting to cluster {}", o.cluster))?;
@@ -140,8 +158,54 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
         outln!("Nothing to adopt in cluster {}.", o.cluster);
         return Ok(code);
     }
-    let secrets = sops.map(|s| s as std::sync::Arc<dyn proxops_runtime::SecretSource>);
+    let importing = match (&sops, o.adopt_secrets) {
+        (Some(doc), true) => Some(Arc::new(ImportingSecrets::new(doc.clone()))),
+        _ => None,
+    };
+    let secrets: Option<Arc<dyn SecretSource>> = match (&importing, &sops) {
+        (Some(i), _) => Some(i.clone()),
+        (None, Some(doc)) => Some(doc.clone()),
+        (None, None) => None,
+    };
     let results = adopt_entries(&ctx.kinds, &conn.client, listing, &chosen, secrets).await;
+    // The keys go into the SOPS file before any manifest that refers to them is written.
+    if let (Some(importing), Some(doc)) = (&importing, &sops) {
+        let imports = importing.used_by(results.iter().filter_map(|r| match r {
+            Adoption::Adopted { manifest, .. } => Some(manifest),
+            Adoption::NotAdopted { .. } => None,
+        }));
+        for why in &imports.refused {
+            outln!("! not imported: {}", output::inline(why));
+        }
+        if !imports.entries.is_empty() {
+            let pairs: Vec<(&str, &str)> = imports
+                .entries
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str()))
+                .collect();
+            let parent: Vec<&str> = IMPORT_PREFIX.split('.').collect();
+            if let Err(why) = doc.add_entries(&parent, &pairs) {
+                errln!(
+                    "not adopted: importing {} SSH keys into {} failed: {}; no manifest was written",
+                    pairs.len(),
+                    doc.shown(),
+                    output::inline(&why)
+                );
+                return Ok(exit::ERROR);
+            }
+            outln!(
+                "Imported {} SSH keys into {} (encrypted, new MAC, other entries untouched): {}",
+                pairs.len(),
+                doc.shown(),
+                imports
+                    .entries
+                    .keys()
+                    .map(|k| format!("{IMPORT_PREFIX}.{k}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
 
     let dir = proxops_core::RepoDir::open(repo)?;
     let mut taken: BTreeSet<(String, String)> = checked
@@ -172,18 +236,7 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
-                let name = unique_name(&manifest, entry, &info.kind, &mut taken);
-                let pve_name = entry
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                if let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
-                    meta.insert("name".into(), json!(name));
-                    if let Some(v) = vmid(entry).filter(|_| !pve_name.is_empty()) {
-                        meta.insert("adopt".into(), json!({"vmid": v, "name": pve_name}));
-                    }
-                }
+                let name = finish_manifest(&mut manifest, entry, &info.kind, &mut taken);
                 let rel = format!("{}/{}/{name}.yaml", info.folder, o.cluster);
                 let yaml = format!(
                     "# Adopted from {resource} by `proxops adopt`; metadata.adopt lets the next apply add\n# the ownership tags to this guest (and nothing else) while its vmid and PVE name match.\n{}",
@@ -264,37 +317,4 @@ async fn report_volumes(client: &proxops_pve::Client, live: &[Value]) {
             found.into_iter().collect::<Vec<_>>().join(", ")
         );
     }
-}
-
-/// `metadata.name` the kind chose (or `<kind>-<vmid>`), made unique among the cluster's
-/// manifests of that kind by appending the vmid.
-fn unique_name(
-    manifest: &Value,
-    entry: &Value,
-    kind: &str,
-    taken: &mut BTreeSet<(String, String)>,
-) -> String {
-    let vmid = entry
-        .get("vmid")
-        .and_then(Value::as_u64)
-        .map(|v| v.to_string())
-        .unwrap_or_default();
-    let base = manifest
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .map(str::to_string)
-        .unwrap_or_else(|| format!("{}-{vmid}", kind.to_ascii_lowercase()));
-    let mut name = base.clone();
-    let mut n = 1;
-    while taken.contains(&(kind.to_string(), name.clone())) {
-        name = if n == 1 {
-            format!("{base}-{vmid}")
-        } else {
-            format!("{base}-{vmid}-{n}")
-        };
-        n += 1;
-    }
-    taken.insert((kind.to_string(), name.clone()));
-    name
 }

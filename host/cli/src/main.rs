@@ -199,7 +199,8 @@ enum Command {
         /// Adopt every guest no manifest names (guests proxops already owns are listed, not adopted).
         #[arg(long, conflicts_with = "vmids")]
         all: bool,
-        /// Import SSH keys that match no SOPS entry into the cluster's SOPS file (not built yet).
+        /// Import SSH keys that match no SOPS entry into the cluster's SOPS file as
+        /// `cloud-init.ssh-keys.adopted-<fingerprint>` (needs the age identity that opens it).
         #[arg(long)]
         adopt_secrets: bool,
         /// Replace manifest files that already exist.

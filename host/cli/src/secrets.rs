@@ -9,6 +9,7 @@ use std::sync::{Arc, OnceLock};
 
 use proxops_runtime::{SecretError, SecretSource};
 use proxops_secrets::{Identities, LookupError, SopsDocument};
+use sha2::Digest as _;
 
 /// One cluster's SOPS file, decrypted (and its MAC verified) the first time a secret is read.
 pub struct LazySops {
@@ -18,6 +19,8 @@ pub struct LazySops {
     shown: String,
     identity: Option<PathBuf>,
     doc: OnceLock<Result<SopsDocument, String>>,
+    /// SHA-256 of the bytes the document was read from: a write refuses a file that changed since.
+    read_digest: OnceLock<[u8; 32]>,
 }
 
 impl LazySops {
@@ -28,7 +31,48 @@ impl LazySops {
             shown: file.to_string(),
             identity,
             doc: OnceLock::new(),
+            read_digest: OnceLock::new(),
         }
+    }
+
+    /// The file as the cluster file names it (relative to the repository).
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// Opens and verifies the document now, so a missing file or identity is reported
+    /// before any work that depends on it.
+    pub fn check(&self) -> Result<(), String> {
+        self.doc().map(|_| ())
+    }
+
+    /// Adds string entries under `parent` (key segments) as `sops set` would: other
+    /// ciphertexts untouched, a new MAC, written atomically with the file's permissions.
+    /// Refused when the file changed since this run read it. Errors never hold a value.
+    pub fn add_entries(&self, parent: &[&str], entries: &[(&str, &str)]) -> Result<(), String> {
+        self.check()?;
+        let dir = proxops_core::RepoDir::open(&self.root).map_err(|e| e.to_string())?;
+        let bytes = dir
+            .read(&self.shown, proxops_secrets::MAX_BYTES)
+            .map_err(|e| format!("the cluster's SOPS file: {e}"))?;
+        let digest: [u8; 32] = sha2::Sha256::digest(&bytes).into();
+        if self.read_digest.get() != Some(&digest) {
+            return Err(format!(
+                "{} changed while this run had it open; nothing was written, run again",
+                self.shown
+            ));
+        }
+        let text =
+            std::str::from_utf8(&bytes).map_err(|_| format!("{} is not UTF-8 text", self.shown))?;
+        let identities = Identities::from_env_and_defaults(self.identity.as_deref())
+            .map_err(|e| e.to_string())?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let out = proxops_secrets::add_strings(&self.path, text, &identities, parent, entries, now)
+            .map_err(|e| e.to_string())?;
+        dir.write_atomic(&self.shown, out.as_bytes(), true)
+            .map_err(|e| format!("writing {}: {e}", self.shown))
     }
 
     fn doc(&self) -> Result<&SopsDocument, String> {
@@ -46,6 +90,7 @@ impl LazySops {
                     }
                     Err(e) => return Err(format!("the cluster's SOPS file: {e}")),
                 };
+                let _ = self.read_digest.set(sha2::Sha256::digest(&bytes).into());
                 let identities = Identities::from_env_and_defaults(self.identity.as_deref())
                     .map_err(|e| e.to_string())?;
                 SopsDocument::from_bytes(&self.path, &bytes, &identities).map_err(|e| e.to_string())

@@ -220,14 +220,15 @@ impl RepoDir {
             path: shown(),
             source,
         };
-        match self.dir.symlink_metadata(rel) {
+        // A replaced file keeps its permissions (a SOPS file may be 0600).
+        let keep = match self.dir.symlink_metadata(rel) {
             Ok(m) if m.file_type().is_symlink() => return Err(WriteError::Symlink(shown())),
             Ok(m) if !m.is_file() => return Err(WriteError::Path(not_regular(rel, m.file_type()))),
             Ok(_) if !replace => return Err(WriteError::Exists(shown())),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Ok(m) => Some(m.permissions()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
             Err(e) => return Err(WriteError::Path(classify(rel, e))),
-        }
+        };
         let path = Path::new(rel);
         let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
         if let Some(parent) = parent {
@@ -248,6 +249,10 @@ impl RepoDir {
         let mut file = self.dir.open_with(&tmp, &options).map_err(io)?;
         let written = file
             .write_all(bytes)
+            .and_then(|()| match keep {
+                Some(p) => file.set_permissions(p),
+                None => Ok(()),
+            })
             .and_then(|()| file.sync_all())
             .and_then(|()| self.dir.rename(&tmp, &self.dir, rel));
         if let Err(e) = written {
@@ -339,12 +344,28 @@ mod tests {
         );
         let again = repo.write_atomic("vm/lab/web.yaml", b"a: 2\n", false);
         assert!(matches!(again, Err(WriteError::Exists(_))), "{again:?}");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::Permissions::from_mode(0o600);
+            std::fs::set_permissions(dir.path().join("vm/lab/web.yaml"), mode).unwrap();
+        }
         repo.write_atomic("vm/lab/web.yaml", b"a: 2\n", true)
             .unwrap();
         assert_eq!(
             std::fs::read(dir.path().join("vm/lab/web.yaml")).unwrap(),
             b"a: 2\n"
         );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let meta = std::fs::metadata(dir.path().join("vm/lab/web.yaml")).unwrap();
+            assert_eq!(
+                meta.permissions().mode() & 0o777,
+                0o600,
+                "a replaced file keeps its mode"
+            );
+        }
         let leftovers: Vec<_> = std::fs::read_dir(dir.path().join("vm/lab"))
             .unwrap()
             .map(|e| e.unwrap().file_name())

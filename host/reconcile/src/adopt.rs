@@ -3,12 +3,13 @@
 //! `adopt()` until one writes a manifest. Only GETs are sent; the host never builds a
 //! manifest itself, so a third-party kind adopts the same way.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use proxops_pve::Client;
 use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{Gap, Method, Observation, Read};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::KindRegistry;
 use crate::observe::to_pve_params;
@@ -162,4 +163,47 @@ async fn observe(
         live: Some(entry.to_string()),
         reads,
     })
+}
+
+/// Gives an adopted manifest its final `metadata`: the name the kind chose (or
+/// `<kind>-<vmid>`), made unique among `taken` (kind, name) by appending the vmid, and
+/// `metadata.adopt: {vmid, name}` naming the live guest, which lets the next apply add the
+/// ownership tags to it. Returns the name; `taken` gains it.
+pub fn finish_manifest(
+    manifest: &mut Value,
+    entry: &Value,
+    kind: &str,
+    taken: &mut BTreeSet<(String, String)>,
+) -> String {
+    let vmid = entry.get("vmid").and_then(Value::as_u64);
+    let shown_vmid = vmid.map(|v| v.to_string()).unwrap_or_default();
+    let base = manifest
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| format!("{}-{shown_vmid}", kind.to_ascii_lowercase()));
+    let mut name = base.clone();
+    let mut n = 1;
+    while taken.contains(&(kind.to_string(), name.clone())) {
+        name = if n == 1 {
+            format!("{base}-{shown_vmid}")
+        } else {
+            format!("{base}-{shown_vmid}-{n}")
+        };
+        n += 1;
+    }
+    taken.insert((kind.to_string(), name.clone()));
+    let pve_name = entry
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    if let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("name".into(), json!(name));
+        if let Some(v) = vmid.filter(|_| !pve_name.is_empty()) {
+            meta.insert("adopt".into(), json!({"vmid": v, "name": pve_name}));
+        }
+    }
+    name
 }

@@ -6,6 +6,7 @@ pub mod apply;
 pub mod error;
 pub mod execute;
 pub mod grant;
+pub mod import;
 pub mod inflight;
 pub mod memory;
 pub mod observe;
