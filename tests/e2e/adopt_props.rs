@@ -35,9 +35,14 @@ async fn adopted_live_guests_plan_nothing_but_their_ownership_tags() {
     })
     .expect("runtime");
     let registry = KindRegistry::bundled(&runtime).expect("bundled kinds");
+    let mut clones = 0;
     for seed in 1..=CASES {
-        check_case(&registry, seed).await;
+        clones += check_case(&registry, seed).await;
     }
+    assert!(
+        clones >= 3,
+        "the seeds cover clones of templates ({clones})"
+    );
 }
 
 /// The create parameters of one generated guest, and whether to make it a template.
@@ -138,6 +143,11 @@ fn generate(rng: &mut Rng, vmid: u64) -> (Vec<(String, String)>, bool) {
         ("ostype", "l26"),
         ("description", "made by hand"),
         ("tags", "web;prod"),
+        // Keys no field models: adopted into spec.extra.
+        ("vga", "qxl"),
+        ("startup", "order=2"),
+        ("hotplug", "disk,network"),
+        ("serial0", "socket"),
     ] {
         if chance(rng, 3) {
             set(key, value.to_string());
@@ -153,11 +163,13 @@ fn generate(rng: &mut Rng, vmid: u64) -> (Vec<(String, String)>, bool) {
     (p, template)
 }
 
-async fn check_case(registry: &KindRegistry, seed: u64) {
+/// Checks one generated cluster; returns how many clones of templates it held.
+async fn check_case(registry: &KindRegistry, seed: u64) -> usize {
     let mut rng = Rng::for_seed(seed);
     let lab = crate::support::Lab::start().await;
     let nodes = ["pve01", "pve02"];
     let mut made = Vec::new();
+    let mut nodes_of = Vec::new();
     for i in 0..GUESTS {
         let vmid = 100 + i * 7 + rng.below(5);
         let node = nodes[rng.below(2) as usize];
@@ -177,6 +189,34 @@ async fn check_case(registry: &KindRegistry, seed: u64) {
             .await;
         }
         made.push((vmid, params, template));
+        nodes_of.push(node);
+    }
+    // A clone of a template (linked or full), made through the API as a human would.
+    let mut clones = 0;
+    if let Some(at) = made.iter().position(|(_, _, template)| *template) {
+        clones += 1;
+        let (tpl, node) = (made[at].0, nodes_of[at]);
+        let newid = 200 + rng.below(50);
+        let full = if chance(&mut rng, 2) { "1" } else { "0" };
+        lab.pve(
+            Method::Post,
+            &format!("/nodes/{node}/qemu/{tpl}/clone"),
+            &[
+                ("newid", newid.to_string().as_str()),
+                ("name", "from-template"),
+                ("full", full),
+            ],
+        )
+        .await;
+        if chance(&mut rng, 2) {
+            lab.pve(
+                Method::Post,
+                &format!("/nodes/{node}/qemu/{newid}/status/start"),
+                &[],
+            )
+            .await;
+        }
+        made.push((newid, vec![("clone-of".into(), tpl.to_string())], false));
     }
     let before: Vec<_> = made
         .iter()
@@ -327,4 +367,5 @@ async fn check_case(registry: &KindRegistry, seed: u64) {
             o.proposal.actions
         );
     }
+    clones
 }
