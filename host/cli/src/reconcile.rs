@@ -581,8 +581,8 @@ pub async fn plan(
         // A plan that enforce-mode policies deny cannot be applied: plan says so with exit 1.
         failed |= policies.blocks();
         if json {
-            let mut view = serde_json::to_value(plan.view())?;
-            view["policies"] = policies.json();
+            let mut view = plan.view();
+            view.policies = Some(policies.json());
             views.push(view);
         } else if format == PlanFormat::Markdown {
             sections.push(markdown::Cluster {

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Which object: a manifest's cluster, kind and `metadata.name`. Two manifests with the same
 /// id are a validation error, so within a repository it names exactly one manifest.
@@ -11,8 +11,10 @@ use serde::Serialize;
 /// Displayed one way, `Kind/name`: the cluster is the section the object is shown in (every
 /// report and log line is grouped by cluster), and `in_cluster` spells it out where objects of
 /// several clusters meet (the dependency graph).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct ObjectId {
+    /// Empty in a plan file written by hand that leaves it out (its cluster section names it).
+    #[serde(default)]
     pub cluster: String,
     pub kind: String,
     pub name: String,

@@ -6,18 +6,21 @@ use proxops_core::ObjectId;
 use proxops_runtime::kind::{Action, Anomaly, Drift, Method, Operation, Proposal};
 
 use crate::error::PlanError;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What an object's plan is about.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ObjectRef {
     /// Cluster, kind and name (serialised as three fields of the object).
     #[serde(flatten)]
     pub id: ObjectId,
     /// Manifest file; `None` for a prune candidate (no manifest).
+    #[serde(default)]
     pub file: Option<String>,
+    #[serde(default)]
     pub node: Option<String>,
     /// Id of its entry in its kind's listings, e.g. `qemu/100`.
+    #[serde(default)]
     pub resource: Option<String>,
     /// The listings (path, id field) its entry is looked up in: how a create whose answer
     /// was lost is checked.
@@ -61,7 +64,8 @@ pub struct ClusterPlan {
 }
 
 /// Counts for the summary line.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Counts {
     pub create: usize,
     pub update: usize,
@@ -107,61 +111,83 @@ fn shown(value: &Option<String>, sensitive: bool) -> Option<String> {
     })
 }
 
-/// Serialisable, redacted view of a plan (for `--json` and policies).
-#[derive(Debug, Serialize)]
+/// The redacted view of one cluster's plan: the `--json` document (a list of these) is
+/// written from this type and read back into it (`policy test --plan`), so the two cannot
+/// drift apart. Fields a hand-written plan may leave out have defaults.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct PlanView {
     pub cluster: String,
+    #[serde(default)]
     pub counts: Counts,
+    #[serde(default)]
     pub objects: Vec<ObjectView>,
+    /// What the site policies said about this cluster's plan (`plan --json` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policies: Option<serde_json::Value>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ObjectView {
     #[serde(flatten)]
     pub object: ObjectRef,
+    #[serde(default)]
     pub running: bool,
+    #[serde(default)]
     pub actions: Vec<ActionView>,
+    #[serde(default)]
     pub drift: Vec<DriftView>,
+    #[serde(default)]
     pub pending: Vec<DriftView>,
+    #[serde(default)]
     pub anomalies: Vec<AnomalyView>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ActionView {
     pub operation: String,
+    #[serde(default)]
     pub summary: String,
+    #[serde(default)]
     pub destructive: bool,
     /// The action stops its object to apply (`disturbs-availability`; named `requires_stop`
     /// since the first plan format, and kept: `--json` fields are only ever added).
+    #[serde(default)]
     pub requires_stop: bool,
+    #[serde(default)]
     pub changes: Vec<ChangeView>,
+    #[serde(default)]
     pub calls: Vec<CallView>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ChangeView {
     pub key: String,
+    #[serde(default)]
     pub old: Option<String>,
+    #[serde(default)]
     pub new: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CallView {
-    pub method: &'static str,
+    pub method: String,
     pub path: String,
+    #[serde(default)]
     pub params: Vec<(String, String)>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DriftView {
     pub path: String,
+    #[serde(default)]
     pub live: Option<String>,
+    #[serde(default)]
     pub desired: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AnomalyView {
     pub path: String,
     pub message: String,
@@ -213,7 +239,7 @@ pub fn action_view(a: &Action) -> ActionView {
             .calls
             .iter()
             .map(|c| CallView {
-                method: method_name(c.method),
+                method: method_name(c.method).to_string(),
                 path: c.path.clone(),
                 params: c
                     .params
@@ -259,6 +285,7 @@ impl ClusterPlan {
                     error: o.error.as_ref().map(ToString::to_string),
                 })
                 .collect(),
+            policies: None,
         }
     }
 }

@@ -4,58 +4,19 @@ use proxops_runtime::kind::{Change, Operation};
 use proxops_runtime::policy::{ActionView, PolicyOperation, policy_operation};
 use serde::Deserialize;
 
+use crate::plan::PlanView;
+
 use super::check::{ManifestInput, PlannedAction, redact};
 
-/// The `--json` output of `proxops plan` as `policy test --plan` reads it: a list of
-/// clusters (or one cluster, or `{"clusters": [...]}`), each with objects and actions.
-/// Unknown fields are ignored.
+/// The `--json` output of `proxops plan` as `policy test --plan` reads it: the list of
+/// [`PlanView`]s `plan --json` writes (or one of them, or `{"clusters": [...]}`). Unknown
+/// fields are ignored; fields a hand-written plan leaves out take their defaults.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum PlanFile {
-    List(Vec<PlanFileCluster>),
-    Wrapped { clusters: Vec<PlanFileCluster> },
-    One(PlanFileCluster),
-}
-
-#[derive(Debug, Deserialize)]
-struct PlanFileCluster {
-    cluster: String,
-    #[serde(default)]
-    objects: Vec<PlanFileObject>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PlanFileObject {
-    kind: String,
-    name: String,
-    #[serde(default)]
-    file: Option<String>,
-    #[serde(default)]
-    running: bool,
-    #[serde(default)]
-    actions: Vec<PlanFileAction>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PlanFileAction {
-    operation: String,
-    #[serde(default)]
-    summary: String,
-    #[serde(default)]
-    destructive: bool,
-    #[serde(default)]
-    requires_stop: bool,
-    #[serde(default)]
-    changes: Vec<PlanFileChange>,
-}
-
-#[derive(Debug, Deserialize)]
-struct PlanFileChange {
-    key: String,
-    #[serde(default)]
-    old: Option<String>,
-    #[serde(default)]
-    new: Option<String>,
+    List(Vec<PlanView>),
+    Wrapped { clusters: Vec<PlanView> },
+    One(PlanView),
 }
 
 /// The operation a policy sees for an operation named in a plan file: `create`, `update`,
@@ -88,19 +49,18 @@ pub fn actions_from_plan_json(
     for c in clusters {
         let mut actions = Vec::new();
         for o in c.objects {
+            let (kind, name, file) = (&o.object.id.kind, &o.object.id.name, &o.object.file);
             let doc = documents
                 .iter()
-                .filter(|d| d.kind == o.kind && d.name == o.name)
+                .filter(|d| &d.kind == kind && &d.name == name)
                 .find(|d| d.cluster == c.cluster || d.cluster.is_empty())
                 .or_else(|| {
-                    o.file
-                        .as_ref()
+                    file.as_ref()
                         .and_then(|f| documents.iter().find(|d| &d.file == f))
                 });
             for a in o.actions {
-                let operation = parse_operation(&a.operation).ok_or_else(|| {
-                    format!("{} {}: unknown operation `{}`", o.kind, o.name, a.operation)
-                })?;
+                let operation = parse_operation(&a.operation)
+                    .ok_or_else(|| format!("{kind} {name}: unknown operation `{}`", a.operation))?;
                 let changes = a
                     .changes
                     .into_iter()
@@ -117,11 +77,11 @@ pub fn actions_from_plan_json(
                     .map(|ch| redact(&ch))
                     .collect();
                 actions.push(PlannedAction {
-                    file: o.file.clone(),
+                    file: file.clone(),
                     view: ActionView {
                         cluster: c.cluster.clone(),
-                        kind: o.kind.clone(),
-                        name: o.name.clone(),
+                        kind: kind.clone(),
+                        name: name.clone(),
                         operation,
                         summary: a.summary,
                         destructive: a.destructive,

@@ -623,3 +623,56 @@ fn reads_plan_json() {
     let one = json!({"cluster": "lab", "objects": []}).to_string();
     assert_eq!(actions_from_plan_json(&one, &[]).expect("one").len(), 1);
 }
+
+/// `plan --json` writes `PlanView`s and `policy test --plan` reads the same type: what is
+/// written reads back field for field.
+#[test]
+fn the_plan_document_reads_back_as_written() {
+    use crate::plan::{ActionView, CallView, ChangeView, ObjectRef, ObjectView, PlanView};
+    let written = vec![PlanView {
+        cluster: "lab".into(),
+        counts: crate::plan::Counts {
+            update: 1,
+            ..Default::default()
+        },
+        objects: vec![ObjectView {
+            object: ObjectRef {
+                id: proxops_core::ObjectId::new("lab", "VM", "web-01"),
+                file: Some("vm/lab/web-01.yaml".into()),
+                node: Some("pve01".into()),
+                resource: Some("qemu/101".into()),
+                listings: Vec::new(),
+            },
+            running: true,
+            actions: vec![ActionView {
+                operation: "update".into(),
+                summary: "update VM 101".into(),
+                destructive: false,
+                requires_stop: true,
+                changes: vec![ChangeView {
+                    key: "memory".into(),
+                    old: Some("1024".into()),
+                    new: Some("2048".into()),
+                }],
+                calls: vec![CallView {
+                    method: "POST".into(),
+                    path: "/nodes/pve01/qemu/101/config".into(),
+                    params: vec![("memory".into(), "2048".into())],
+                }],
+            }],
+            drift: Vec::new(),
+            pending: Vec::new(),
+            anomalies: Vec::new(),
+            error: None,
+        }],
+        policies: Some(json!({"denied": false})),
+    }];
+    let text = serde_json::to_string(&written).unwrap();
+    let read: Vec<PlanView> = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        serde_json::to_value(&read).unwrap(),
+        serde_json::to_value(&written).unwrap()
+    );
+    let clusters = actions_from_plan_json(&text, &[]).expect("parses");
+    assert_eq!(clusters[0].1[0].view.summary, "update VM 101");
+}
