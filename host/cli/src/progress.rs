@@ -58,6 +58,20 @@ impl Reporter for Progress {
                 output::inline(summary),
                 output::inline(e)
             ),
+            Event::Warned {
+                object,
+                summary,
+                warnings,
+            } => format!(
+                "! {}: {}: PVE warned: {}",
+                render::who(&object.id),
+                output::inline(summary),
+                warnings
+                    .iter()
+                    .map(|w| output::inline(w).into_owned())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
             Event::Stale { object, summary } => format!(
                 "↻ {}: {}: the config changed since it was read; planned again",
                 render::who(&object.id),

@@ -127,6 +127,29 @@ impl Client {
         })
     }
 
+    /// The warnings in the log of task `upid` (PVE's `WARN: ` lines, without the prefix): why a
+    /// task ended `WARNINGS: n`, e.g. the failed start of a create with `start=1`.
+    pub async fn task_warnings(&self, upid: &str) -> Result<Vec<String>, PveError> {
+        let parsed = Upid::parse(upid).ok_or_else(|| PveError::Decode {
+            method: "GET".into(),
+            path: "tasks".into(),
+            message: format!("`{upid}` is not a UPID"),
+        })?;
+        let path = format!("/nodes/{}/tasks/{}/log", parsed.node, encode_segment(upid));
+        let lines = self
+            .get(&path, &[Param::new("limit", "1000")])
+            .await
+            .map_err(PveError::cleaned)?;
+        Ok(lines
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l.get("t").and_then(Value::as_str))
+            .filter_map(|t| t.strip_prefix("WARN: "))
+            .map(str::to_string)
+            .collect())
+    }
+
     /// GET, repeated on transient failures; returns PVE's `data`.
     pub async fn get(&self, path: &str, params: &[Param]) -> Result<Value, PveError> {
         self.request(Method::Get, path, params, true).await
