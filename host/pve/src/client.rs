@@ -73,6 +73,8 @@ pub struct Client {
     http: reqwest::Client,
     api: String,
     auth: String,
+    /// Requests sent through this client and its clones, per method (see [`Client::sent`]).
+    sent: std::sync::Arc<[std::sync::atomic::AtomicU64; 4]>,
 }
 
 impl std::fmt::Debug for Client {
@@ -124,6 +126,19 @@ impl Client {
             http,
             api: format!("{}/api2/json", config.base_url.trim_end_matches('/')),
             auth: format!("PVEAPIToken={}={}", config.token_id, config.token_secret),
+            sent: std::sync::Arc::new([const { std::sync::atomic::AtomicU64::new(0) }; 4]),
+        })
+    }
+
+    /// How many requests this client and its clones have sent, per method (every attempt,
+    /// answered or not): one cluster's requests, also while other clusters are worked on at
+    /// the same time ([`requests_sent`] counts the whole process).
+    pub fn sent(&self) -> [(Method, u64); 4] {
+        METHODS.map(|m| {
+            (
+                m,
+                self.sent[method_index(m)].load(std::sync::atomic::Ordering::Relaxed),
+            )
         })
     }
 
@@ -246,6 +261,7 @@ impl Client {
         params: &[Param],
     ) -> Result<bytes::Bytes, PveError> {
         REQUESTS[method_index(method)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.sent[method_index(method)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Values derived from secrets (a kind marks them sensitive, e.g. the percent-encoded
         // `sshkeys`) are scrubbed from all output too, in case PVE quotes them back later.
         for p in params.iter().filter(|p| p.sensitive) {
