@@ -809,7 +809,7 @@ async fn clusters_are_applied_at_once_within_the_bound_and_shown_in_order() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_interrupt_stops_new_work_in_every_cluster_applied_at_once() {
     let config = || proxops_sim::SimConfig {
-        task_duration: std::time::Duration::from_millis(2500),
+        task_duration: std::time::Duration::from_millis(4000),
         ..proxops_sim::SimConfig::default()
     };
     let lab = Lab::with(config()).await;
