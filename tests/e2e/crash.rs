@@ -97,7 +97,10 @@ pub async fn crash_run(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn apply_killed_at_seeded_points_converges_without_loss() {
-    let figures = crash_run(7, 5, 10, 300, 1500).await;
+    // 600 ms tasks: a new running VM is one task now (`start=1`), so with 300 ms the fleet
+    // converged early and later kill points often fell after a no-op run had ended (up to 12
+    // of the 15 attempts), leaving fewer than 5 kills.
+    let figures = crash_run(7, 5, 10, 600, 1500).await;
     eprintln!("crash smoke: {figures:?}");
     assert_eq!(figures.killed, 5, "{figures:?}");
 }

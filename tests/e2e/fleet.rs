@@ -226,6 +226,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             status,
+            received_us: seq,
         }
     }
 

@@ -692,3 +692,204 @@ async fn clusters_are_planned_at_once_and_shown_in_order() {
     let second = run.stdout.find("Cluster lab2 (").expect("lab2 shown");
     assert!(first < second, "{}", run.stdout);
 }
+
+/// A second cluster for `lab`'s repository: a simulator of its own (same config), named
+/// `name`, its token in the environment variable [`SECOND_TOKEN`].
+async fn second_cluster(
+    lab: &Lab,
+    name: &str,
+    config: proxops_sim::SimConfig,
+) -> (proxops_sim::Simulator, String) {
+    let sim = proxops_sim::start(config)
+        .await
+        .expect("start a second simulator");
+    let (id, secret) = sim.token().split_once('=').unwrap();
+    let fingerprint = sim.fingerprint().expect("TLS on");
+    lab.write(
+        &format!("clusters/{name}.yaml"),
+        &format!(
+            "apiVersion: proxops/v1alpha1\nkind: Cluster\nmetadata: {{name: {name}}}\nspec:\n  endpoint: {}\n  token: {{id: '{id}', secret: {{env: {SECOND_TOKEN}}}}}\n  tls: {{fingerprint: '{fingerprint}'}}\n",
+            sim.base_url()
+        ),
+    );
+    let secret = secret.to_string();
+    (sim, secret)
+}
+
+const SECOND_TOKEN: &str = "PROXOPS_TEST_TOKEN_SECOND";
+
+fn latency(ms: u64) -> Vec<proxops_sim::FaultRule> {
+    vec![proxops_sim::FaultRule {
+        method: "*".into(),
+        path: "*".into(),
+        kind: proxops_sim::FaultKind::Latency { ms },
+        probability: None,
+        times: None,
+    }]
+}
+
+/// When the requests a simulator received since the last clear arrived: (first, last).
+fn span(sim: &proxops_sim::Simulator) -> (u64, u64) {
+    let at: Vec<u64> = sim.requests().iter().map(|r| r.received_us).collect();
+    (
+        *at.iter().min().expect("requests"),
+        *at.iter().max().expect("requests"),
+    )
+}
+
+/// Clusters are independent, so `apply` works on several at once (`clusters-at-once`, default
+/// 8): with every answer of two simulators delayed, the second cluster's requests start before
+/// the first cluster's end. With `clusters-at-once: 1` (proxops.yaml) they do not. Either way
+/// each cluster's lines are shown together, in name order.
+#[tokio::test(flavor = "multi_thread")]
+async fn clusters_are_applied_at_once_within_the_bound_and_shown_in_order() {
+    let lab = Lab::start().await;
+    let (other, secret) = second_cluster(&lab, "lab2", proxops_sim::SimConfig::default()).await;
+    let env = [(SECOND_TOKEN, secret.as_str())];
+    for sim in [&lab.sim, &other] {
+        sim.set_faults(latency(150));
+    }
+    let show_in_order = |stdout: &str| {
+        let first = stdout.find("Cluster lab (").expect("lab shown");
+        let first_done = stdout.find("Apply complete").expect("lab applied");
+        let second = stdout.find("Cluster lab2 (").expect("lab2 shown");
+        assert!(first < first_done && first_done < second, "{stdout}");
+        assert_eq!(stdout.matches("Apply complete").count(), 2, "{stdout}");
+    };
+
+    // One at a time (proxops.yaml): the second cluster starts after the first is done.
+    lab.write("proxops.yaml", "clusters-at-once: 1\n");
+    lab.write(
+        "vm/lab/a.yaml",
+        &vm("a", "pve01", 150, "  state: stopped\n"),
+    );
+    lab.write(
+        "vm/lab2/b.yaml",
+        &vm("b", "pve01", 160, "  state: stopped\n"),
+    );
+    lab.clear();
+    other.clear_requests();
+    let run = lab.run_env(&["apply"], &env).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    show_in_order(&run.stdout);
+    let (_, lab_last) = span(&lab.sim);
+    let (other_first, _) = span(&other);
+    assert!(
+        lab_last < other_first,
+        "with clusters-at-once 1, lab2 must wait for lab: lab's last request at {lab_last}, lab2's first at {other_first}"
+    );
+
+    // At once (the flag overrides the file): the two clusters' requests overlap.
+    lab.write(
+        "vm/lab/c.yaml",
+        &vm("c", "pve01", 151, "  state: stopped\n"),
+    );
+    lab.write(
+        "vm/lab2/d.yaml",
+        &vm("d", "pve01", 161, "  state: stopped\n"),
+    );
+    lab.clear();
+    other.clear_requests();
+    let run = lab
+        .run_env(&["apply", "--clusters-at-once", "2"], &env)
+        .await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    show_in_order(&run.stdout);
+    let (lab_first, lab_last) = span(&lab.sim);
+    let (other_first, other_last) = span(&other);
+    assert!(
+        other_first < lab_last && lab_first < other_last,
+        "the clusters were applied one after the other: lab {lab_first}..{lab_last}, lab2 {other_first}..{other_last}"
+    );
+    assert!(lab.sim.vm_config(151).is_some() && other.vm_config(161).is_some());
+}
+
+/// SIGINT stops every cluster applied at once from starting new work: each finishes the
+/// clone in flight and starts no second pass (configure, start), and the run exits 130.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupt_stops_new_work_in_every_cluster_applied_at_once() {
+    let config = || proxops_sim::SimConfig {
+        task_duration: std::time::Duration::from_millis(4000),
+        ..proxops_sim::SimConfig::default()
+    };
+    let lab = Lab::with(config()).await;
+    let (other, secret) = second_cluster(&lab, "lab2", config()).await;
+    let env = [(SECOND_TOKEN, secret.as_str())];
+    for cluster in ["lab", "lab2"] {
+        lab.write(
+            &format!("templatevm/{cluster}/golden.yaml"),
+            &template("golden", "pve01", 9000, ""),
+        );
+    }
+    let setup = lab.run_env(&["apply"], &env).await;
+    assert_eq!(setup.code, 0, "{}\n{}", setup.stdout, setup.stderr);
+    for cluster in ["lab", "lab2"] {
+        lab.write(
+            &format!("vm/{cluster}/app.yaml"),
+            &vm("app", "pve01", 170, "  clone: golden\n")
+                .replace("  disks:\n    - {storage: local-lvm, size: 4GiB}\n", ""),
+        );
+    }
+    lab.clear();
+    other.clear_requests();
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+        .arg("--cache-dir")
+        .arg(crate::support::shared_cache())
+        .arg("apply")
+        .arg(lab.repo.path())
+        .env(crate::support::TOKEN_VAR, lab.token_secret())
+        .env(SECOND_TOKEN, &secret)
+        .env_remove("PROXOPS_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run proxops");
+    let cloning = |sim: &proxops_sim::Simulator| {
+        sim.requests()
+            .iter()
+            .any(|r| r.method == "POST" && r.path.ends_with("/clone"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !(cloning(&lab.sim) && cloning(&other)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "both clones were not sent at once: {:?} / {:?}",
+            lab.mutations(),
+            other.requests()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pid = child.id().expect("running").to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait_with_output())
+        .await
+        .expect("proxops exits")
+        .expect("wait");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    for sim in [&lab.sim, &other] {
+        let writes: Vec<String> = sim
+            .requests()
+            .into_iter()
+            .filter(|r| r.is_mutating())
+            .map(|r| format!("{} {}", r.method, r.path))
+            .collect();
+        assert_eq!(
+            writes,
+            ["POST /nodes/pve01/qemu/9000/clone"],
+            "the clone finished, nothing new started:\n{stdout}"
+        );
+    }
+    assert_eq!(
+        stdout
+            .matches("interrupted; no further action was started")
+            .count(),
+        2,
+        "{stdout}"
+    );
+}

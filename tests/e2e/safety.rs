@@ -498,9 +498,14 @@ async fn a_stale_digest_is_planned_again_not_failed() {
     }
 }
 
+/// A running VM is created with `start=1`, one task. When PVE cannot start it there, the create
+/// still lands (PVE only warns): the apply says what PVE warned, its verifying re-plan finds
+/// the VM stopped and tries the start once more, the summary never claims it runs, and the next
+/// plan proposes exactly the start.
 #[tokio::test(flavor = "multi_thread")]
-async fn the_summary_counts_a_create_whose_start_failed_as_created_and_failed() {
+async fn a_create_whose_start_failed_is_reported_stopped_and_planned_as_a_start() {
     let lab = Lab::start().await;
+    // The start inside the create and the apply's own start after it both fail.
     lab.sim.set_faults(vec![FaultRule {
         method: "POST".into(),
         path: "/nodes/{node}/qemu/{vmid}/status/start".into(),
@@ -508,29 +513,92 @@ async fn the_summary_counts_a_create_whose_start_failed_as_created_and_failed() 
             message: "start failed: injected".into(),
         },
         probability: None,
-        times: Some(1),
+        times: Some(2),
     }]);
     lab.write("vm/lab/web.yaml", &vm("web", "pve01", 191, ""));
+    lab.clear();
     let apply = lab.run(&["apply"]).await;
     assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
     assert!(
+        apply.stdout.contains(
+            "create VM 191 (web) on pve01 and start it: PVE warned: start failed: injected"
+        ),
+        "{}",
+        apply.stdout
+    );
+    assert!(
         apply
             .stdout
-            .contains("Apply incomplete: 1 created, 1 failed in 1 pass;"),
+            .contains("Apply incomplete: 1 created, 1 failed in 2 passes;"),
         "{}",
         apply.stdout
     );
+    assert!(!apply.stdout.contains("started"), "{}", apply.stdout);
+    // The warning of the create's task, and the failure of the start after it.
     assert_eq!(
         apply.stdout.matches("start failed: injected").count(),
-        1,
+        2,
         "{}",
         apply.stdout
     );
-    // The next apply starts it: a create that landed but did not start is a start.
+    assert_eq!(lab.sim.vm_status(191).as_deref(), Some("stopped"));
+    let writes: Vec<(String, String, bool)> = lab
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_mutating())
+        .map(|r| {
+            let start = r.params.iter().any(|(k, v)| k == "start" && v == "1");
+            (r.method, r.path, start)
+        })
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            ("POST".to_string(), "/nodes/pve01/qemu".to_string(), true),
+            (
+                "POST".to_string(),
+                "/nodes/pve01/qemu/191/status/start".to_string(),
+                false
+            ),
+        ],
+        "one create with start=1, then one start of the verifying pass"
+    );
+
+    // The next plan proposes exactly the start, and sends nothing.
+    lab.clear();
+    let plan = lab.run(&["plan", "--json", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&plan.stdout).expect("plan JSON");
+    let actions: Vec<(String, String)> = doc[0]["objects"]
+        .as_array()
+        .expect("objects")
+        .iter()
+        .flat_map(|o| o["actions"].as_array().cloned().unwrap_or_default())
+        .map(|a| {
+            (
+                a["operation"].as_str().unwrap_or_default().to_string(),
+                a["summary"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [("power".to_string(), "start VM 191 on pve01".to_string())],
+        "{}",
+        plan.stdout
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+
+    // With the fault used up, the apply starts it: one start, nothing else.
     let again = lab.run(&["apply"]).await;
     assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
     assert!(again.stdout.contains("1 started"), "{}", again.stdout);
     assert_eq!(lab.sim.vm_status(191).as_deref(), Some("running"));
+    assert_eq!(
+        lab.mutations(),
+        ["POST /nodes/pve01/qemu/191/status/start -> 200"]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -643,11 +711,13 @@ async fn a_second_signal_exits_at_once() {
         .expect("proxops exits")
         .expect("wait");
     assert_eq!(out.code(), Some(130));
-    // It left before the create task (3 s) ended, so the start was never sent.
-    assert!(
-        !lab.mutations().iter().any(|m| m.contains("/status/start")),
+    // It left before the create task (3 s) ended: the create (which starts the VM itself,
+    // `start=1`) is all it sent, and nothing was sent after it.
+    assert_eq!(
+        lab.mutations(),
+        ["POST /nodes/pve01/qemu -> 200"],
         "{:?}",
-        lab.mutations()
+        lab.sim.requests()
     );
 }
 

@@ -91,6 +91,11 @@ impl Lab {
         lab
     }
 
+    /// The API token secret the `lab` cluster file takes from [`TOKEN_VAR`].
+    pub fn token_secret(&self) -> &str {
+        &self.secret
+    }
+
     pub fn write(&self, path: &str, text: &str) {
         let path = self.repo.path().join(path);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();

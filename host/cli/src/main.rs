@@ -16,6 +16,7 @@ mod reconcile;
 mod render;
 mod secrets;
 mod signals;
+mod sink;
 mod validate;
 mod watch;
 
@@ -250,6 +251,11 @@ struct RunFlags {
     /// Stop guests again for stop-required changes that failed in an earlier run.
     #[arg(long)]
     retry_stop_required: bool,
+    /// Work on at most N clusters at once (1: one after the other, with progress shown as it
+    /// happens; more: each cluster's output is printed when it is done, clusters in name
+    /// order) [default: `clusters-at-once` in proxops.yaml, else 8].
+    #[arg(long, value_name = "N", value_parser = parse_clusters_at_once)]
+    clusters_at_once: Option<usize>,
 }
 
 impl From<RunFlags> for reconcile::RunOptions {
@@ -257,7 +263,19 @@ impl From<RunFlags> for reconcile::RunOptions {
         reconcile::RunOptions {
             allow_prune: f.allow_prune,
             retry_stop_required: f.retry_stop_required,
+            clusters_at_once: f.clusters_at_once,
         }
+    }
+}
+
+/// `--clusters-at-once`: 1 to [`proxops_core::settings::MAX_CLUSTERS_AT_ONCE`].
+fn parse_clusters_at_once(text: &str) -> Result<usize, String> {
+    let max = proxops_core::settings::MAX_CLUSTERS_AT_ONCE;
+    match text.trim().parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "`{text}`: expected a whole number from 1 (one cluster at a time) to {max}"
+        )),
     }
 }
 

@@ -1,21 +1,24 @@
-//! Apply progress for the human: a bar on a terminal, plain lines otherwise.
+//! Apply progress for the human: a bar on a terminal, plain lines otherwise (and always when
+//! the cluster's output is buffered, see [`Sink`]).
 
 use std::io::IsTerminal as _;
 use std::time::Duration;
 
 use proxops_reconcile::{Event, Reporter};
 
-use crate::output::{self, outln};
+use crate::output;
 use crate::render;
+use crate::sink::Sink;
 
 /// Progress: a bar on a terminal, plain lines otherwise.
 pub(crate) struct Progress {
     pub(crate) bar: Option<indicatif::ProgressBar>,
+    sink: Sink,
 }
 
 impl Progress {
-    pub(crate) fn new(actions: usize) -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
+    pub(crate) fn new(actions: usize, sink: Sink) -> Progress {
+        let bar = (sink.is_live() && std::io::stderr().is_terminal()).then(|| {
             let bar = indicatif::ProgressBar::new(actions as u64);
             bar.set_style(
                 indicatif::ProgressStyle::with_template(
@@ -27,7 +30,7 @@ impl Progress {
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
-        Progress { bar }
+        Progress { bar, sink }
     }
 }
 
@@ -58,6 +61,20 @@ impl Reporter for Progress {
                 output::inline(summary),
                 output::inline(e)
             ),
+            Event::Warned {
+                object,
+                summary,
+                warnings,
+            } => format!(
+                "! {}: {}: PVE warned: {}",
+                render::who(&object.id),
+                output::inline(summary),
+                warnings
+                    .iter()
+                    .map(|w| output::inline(w).into_owned())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
             Event::Stale { object, summary } => format!(
                 "↻ {}: {}: the config changed since it was read; planned again",
                 render::who(&object.id),
@@ -86,7 +103,7 @@ impl Reporter for Progress {
             }
             None => {
                 if !matches!(event, Event::ActionStarted { .. }) {
-                    outln!("  {line}");
+                    self.sink.outln(format!("  {line}"));
                 }
             }
         }

@@ -19,6 +19,7 @@ use crate::output::{self, errln, out, outln};
 use crate::progress::Progress;
 use crate::secrets::LazySops;
 use crate::signals::watch_signals;
+use crate::sink::Sink;
 use crate::{exit, markdown, render, validate};
 
 /// What `plan` and `apply` share: the validated repository, split by cluster.
@@ -31,6 +32,8 @@ pub(crate) struct Prepared {
     policies: Arc<PolicySet>,
     /// `guest-budget.kind`: the time each kind may take per cluster and run.
     pub(crate) kind_budget: Option<Duration>,
+    /// `clusters-at-once` of proxops.yaml.
+    clusters_at_once: Option<usize>,
 }
 
 /// Load, validate and load the site policies. An invalid `proxops.yaml` or policy stops the
@@ -47,6 +50,7 @@ pub(crate) fn prepare(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagno
         sops: checked.sops,
         policies: Arc::new(policies),
         kind_budget: settings.guest_budget.kind,
+        clusters_at_once: settings.clusters_at_once,
     })
 }
 
@@ -64,12 +68,12 @@ pub(crate) fn prepare_or_report(ctx: &Context, repo: &Path) -> Option<Prepared> 
     }
 }
 
-fn print_policies(report: &PolicyReport) {
+fn print_policies(sink: &Sink, report: &PolicyReport) {
     let lines = report.lines();
     if !lines.is_empty() {
-        outln!("Policies:");
+        sink.outln("Policies:");
         for line in lines {
-            outln!("  {}", output::inline(&line));
+            sink.outln(format!("  {}", output::inline(&line)));
         }
     }
 }
@@ -193,6 +197,31 @@ pub struct RunOptions {
     pub allow_prune: Option<usize>,
     /// Stop guests again for stop-required changes that failed in an earlier run.
     pub retry_stop_required: bool,
+    /// `--clusters-at-once`: overrides proxops.yaml's `clusters-at-once`.
+    pub clusters_at_once: Option<usize>,
+}
+
+/// Clusters `plan`, `apply` and `watch` work on at once unless `--clusters-at-once` or
+/// proxops.yaml's `clusters-at-once` say otherwise.
+pub const CLUSTERS_AT_ONCE: usize = 8;
+
+/// How many clusters this run works on at once: the flag, else proxops.yaml, else
+/// [`CLUSTERS_AT_ONCE`].
+pub(crate) fn clusters_at_once(run: RunOptions, p: &Prepared) -> usize {
+    run.clusters_at_once
+        .or(p.clusters_at_once)
+        .unwrap_or(CLUSTERS_AT_ONCE)
+        .max(1)
+}
+
+/// One sink per cluster: live when clusters go one at a time (progress as it happens), else a
+/// buffer printed when the cluster is done.
+pub(crate) fn sink_for(at_once: usize, clusters: usize) -> Sink {
+    if at_once <= 1 || clusters <= 1 {
+        Sink::live()
+    } else {
+        Sink::buffer()
+    }
 }
 
 /// More deletes than this in one cluster need `--allow-prune`.
@@ -247,15 +276,6 @@ fn objects_of(catalog: &Catalog, cluster: &str) -> Vec<Object> {
         .collect()
 }
 
-/// A line for the human: stdout, or stderr when stdout carries JSON.
-fn say(quiet: bool, line: String) {
-    if quiet {
-        errln!("{line}");
-    } else {
-        outln!("{line}");
-    }
-}
-
 fn print_warnings(p: &Prepared) {
     for d in p.diags.iter().filter(|d| !d.is_error()) {
         errln!("{}", output::inline(&d.to_string()));
@@ -265,7 +285,7 @@ fn print_warnings(p: &Prepared) {
 /// One cluster's plan and what applying it needs.
 pub(crate) struct Planned {
     pub(crate) plan: ClusterPlan,
-    conn: crate::connect::Connection,
+    pub(crate) conn: crate::connect::Connection,
     objects: Vec<Object>,
     memory: Arc<StopMemory>,
 }
@@ -273,7 +293,13 @@ pub(crate) struct Planned {
 /// Where the failed stop-required changes of a cluster are remembered: beside the embedded
 /// simulator's state for `sim:` (deleting `.proxops/` starts over), else in the cache folder,
 /// keyed by endpoint and token (never in the repository, which may be read-only).
-fn stop_memory(ctx: &Context, repo: &Path, cluster: &str, endpoint: &str) -> Arc<StopMemory> {
+fn stop_memory(
+    ctx: &Context,
+    repo: &Path,
+    cluster: &str,
+    endpoint: &str,
+    sink: &Sink,
+) -> Arc<StopMemory> {
     use sha2::Digest as _;
     let path = if endpoint.starts_with("sim:") {
         Some(
@@ -289,7 +315,9 @@ fn stop_memory(ctx: &Context, repo: &Path, cluster: &str, endpoint: &str) -> Arc
     let memory = match path.map(StopMemory::open) {
         Some(Ok(m)) => m,
         Some(Err(e)) => {
-            errln!("warning: {e}; failed stop-required changes are not remembered this run");
+            sink.errln(format!(
+                "warning: {e}; failed stop-required changes are not remembered this run"
+            ));
             StopMemory::in_memory()
         }
         None => StopMemory::in_memory(),
@@ -297,57 +325,115 @@ fn stop_memory(ctx: &Context, repo: &Path, cluster: &str, endpoint: &str) -> Arc
     Arc::new(memory)
 }
 
-/// The advisory lock of one cluster's apply: two applies against one cluster never run at
-/// once (they would plan against the same state and overwrite each other). Keyed on the
+/// The advisory lock file of one cluster's apply: two applies against one cluster never run
+/// at once (they would plan against the same state and overwrite each other). Keyed on the
 /// endpoint and the token id; kept beside the simulator's state for `sim:`, else in the cache
-/// folder (never in the repository, which may be read-only). The operating system releases
-/// it when the process ends, however it ends.
-pub(crate) fn apply_lock(
+/// folder (never in the repository, which may be read-only). `None` (with a warning) when
+/// there is no cache folder.
+fn lock_path(
     ctx: &Context,
     repo: &Path,
     cluster: &ClusterFile,
-) -> Result<Option<std::fs::File>, String> {
+    sink: &Sink,
+) -> Option<std::path::PathBuf> {
     use sha2::Digest as _;
-    let path = match &cluster.endpoint {
-        proxops_core::Endpoint::Sim => repo
-            .join(".proxops")
-            .join(format!("apply-{}.lock", cluster.name)),
+    match &cluster.endpoint {
+        proxops_core::Endpoint::Sim => Some(
+            repo.join(".proxops")
+                .join(format!("apply-{}.lock", cluster.name)),
+        ),
         proxops_core::Endpoint::Https(url) | proxops_core::Endpoint::Http(url) => {
             let Some(dir) = &ctx.state_dir else {
-                errln!(
+                sink.errln(format!(
                     "warning: no cache folder (set --cache-dir or $PROXOPS_CACHE_DIR): cluster {} is applied without the lock against a concurrent apply",
                     cluster.name
-                );
-                return Ok(None);
+                ));
+                return None;
             };
             let token = cluster.token.as_ref().map(|t| t.id.as_str()).unwrap_or("");
             let key = hex::encode(sha2::Sha256::digest(format!("{url}\0{token}")));
-            dir.join("locks").join(format!("{key}.lock"))
+            Some(dir.join("locks").join(format!("{key}.lock")))
         }
-    };
-    let shown = path.display().to_string();
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| format!("creating {}: {e}", parent.display()))?;
-    }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| format!("opening the lock file {shown}: {e}"))?;
-    match file.try_lock() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
-            "another proxops apply holds the lock of cluster {} (lock file {shown}); not applying, no change was made. Run one apply per cluster at a time",
-            cluster.name
-        )),
-        Err(std::fs::TryLockError::Error(e)) => Err(format!("locking {shown}: {e}")),
     }
 }
 
-/// Observe and plan one cluster; `None` (with the reason printed) when it cannot be.
-/// Connect to cluster `name` and plan it (lines for the human are printed when it is done).
+/// The apply locks of one process. Clusters worked on at once whose lock is the same file (two
+/// cluster files naming one endpoint and token) take turns here first: the operating system's
+/// lock would refuse the second as if another apply held it. The file lock is released when
+/// the process ends, however it ends.
+#[derive(Debug, Default)]
+pub(crate) struct Locks {
+    turns: std::sync::Mutex<BTreeMap<std::path::PathBuf, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+/// A cluster's apply lock, held until dropped.
+#[derive(Debug)]
+pub(crate) struct ApplyLock {
+    _file: Option<std::fs::File>,
+    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl Locks {
+    /// Take the apply lock of `cluster`: wait for this process's other cluster with the same
+    /// lock file, if any, then lock the file; refused (with what to do) when another process
+    /// holds it.
+    pub(crate) async fn take(
+        &self,
+        ctx: &Context,
+        repo: &Path,
+        cluster: &ClusterFile,
+        sink: &Sink,
+    ) -> Result<ApplyLock, String> {
+        let Some(path) = lock_path(ctx, repo, cluster, sink) else {
+            return Ok(ApplyLock {
+                _file: None,
+                _turn: None,
+            });
+        };
+        let turn = self
+            .turns
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(path.clone())
+            .or_default()
+            .clone();
+        let turn = turn.lock_owned().await;
+        let shown = path.display().to_string();
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("creating {}: {e}", parent.display()))?;
+        }
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("opening the lock file {shown}: {e}"))?;
+        match file.try_lock() {
+            Ok(()) => Ok(ApplyLock {
+                _file: Some(file),
+                _turn: Some(turn),
+            }),
+            Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+                "another proxops apply holds the lock of cluster {} (lock file {shown}); not applying, no change was made. Run one apply per cluster at a time",
+                cluster.name
+            )),
+            Err(std::fs::TryLockError::Error(e)) => Err(format!("locking {shown}: {e}")),
+        }
+    }
+}
+
+/// A cluster that could not be planned (the reason is in its sink).
+pub(crate) struct Unplanned {
+    /// Its client, when it got as far as connecting (the requests it sent count in `watch`'s
+    /// metrics).
+    pub(crate) client: Option<proxops_pve::Client>,
+}
+
+/// Connect to cluster `name`, observe and plan it, or say in `sink` why it cannot be. Lines
+/// for the human go to `sink`: stdout, or stderr with `quiet` (stdout carries JSON or
+/// Markdown, or `watch` reports on its own).
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn plan_one(
     ctx: &Context,
     kinds: &proxops_reconcile::KindRegistry,
@@ -356,46 +442,25 @@ pub(crate) async fn plan_one(
     name: &str,
     quiet: bool,
     run: RunOptions,
-) -> Option<Planned> {
-    let mut said = Vec::new();
-    let planned = plan_one_into(ctx, kinds, repo, p, name, quiet, run, &mut said).await;
-    for line in said {
-        say(quiet, line);
-    }
-    planned
-}
-
-/// `plan_one`, with the lines for the human collected in `said` instead of printed, so that
-/// clusters can be planned at once and shown one after the other.
-#[allow(clippy::too_many_arguments)]
-async fn plan_one_into(
-    ctx: &Context,
-    kinds: &proxops_reconcile::KindRegistry,
-    repo: &Path,
-    p: &Prepared,
-    name: &str,
-    quiet: bool,
-    run: RunOptions,
-    said: &mut Vec<String>,
-) -> Option<Planned> {
-    let mut say = |_quiet: bool, line: String| said.push(line);
+    sink: &Sink,
+) -> Result<Planned, Unplanned> {
+    let say = |line: String| sink.say(quiet, line);
+    let unplanned = Unplanned { client: None };
     let errors = cluster_errors(p, name);
     if !errors.is_empty() {
-        say(
-            quiet,
-            format!("Cluster {name}: not planned; fix these first (no PVE call was made):"),
-        );
+        say(format!(
+            "Cluster {name}: not planned; fix these first (no PVE call was made):"
+        ));
         for d in &errors {
-            say(quiet, format!("  {}", output::inline(&d.to_string())));
+            say(format!("  {}", output::inline(&d.to_string())));
         }
-        return None;
+        return Err(unplanned);
     }
     let Some(cluster) = p.clusters.get(name) else {
-        say(
-            quiet,
-            format!("Cluster {name}: no cluster file clusters/{name}.yaml"),
-        );
-        return None;
+        say(format!(
+            "Cluster {name}: no cluster file clusters/{name}.yaml"
+        ));
+        return Err(unplanned);
     };
     let conn = match crate::connect::connect(
         repo,
@@ -407,22 +472,22 @@ async fn plan_one_into(
     {
         Ok(c) => c,
         Err(e) => {
-            say(quiet, format!("Cluster {name}: cannot connect: {e:#}"));
-            return None;
+            say(format!("Cluster {name}: cannot connect: {e:#}"));
+            return Err(unplanned);
         }
     };
     if !quiet {
-        say(quiet, format!("Cluster {name} ({})", conn.label));
+        say(format!("Cluster {name} ({})", conn.label));
     }
     let objects = objects_of(&p.catalog, name);
-    let memory = stop_memory(ctx, repo, name, &conn.label);
+    let memory = stop_memory(ctx, repo, name, &conn.label, sink);
     match proxops_reconcile::plan_cluster(&cycle(kinds, p, name, &conn.client, &objects), None)
         .await
     {
         Ok(mut plan) => {
             memory.hold_back(&mut plan, run.retry_stop_required);
             guard_prune(&mut plan, objects.len(), run.allow_prune);
-            Some(Planned {
+            Ok(Planned {
                 plan,
                 conn,
                 objects,
@@ -431,18 +496,21 @@ async fn plan_one_into(
         }
         Err(ObserveError::Conflicts(diags)) => {
             say(
-                quiet,
                 "  not planned: manifests conflict with live PVE objects (no change was made):"
                     .to_string(),
             );
             for d in &diags {
-                say(quiet, format!("  {}", output::inline(&d.to_string())));
+                say(format!("  {}", output::inline(&d.to_string())));
             }
-            None
+            Err(Unplanned {
+                client: Some(conn.client),
+            })
         }
         Err(e) => {
-            say(quiet, format!("  cannot plan: {e}"));
-            None
+            say(format!("  cannot plan: {e}"));
+            Err(Unplanned {
+                client: Some(conn.client),
+            })
         }
     }
 }
@@ -464,6 +532,7 @@ pub(crate) async fn settle_inflight(
     name: &str,
     planned: &mut Planned,
     run: RunOptions,
+    sink: &Sink,
 ) -> Result<(), String> {
     let Planned {
         plan,
@@ -474,20 +543,20 @@ pub(crate) async fn settle_inflight(
     let options = &p.clusters[name].options;
     let bound = Duration::from_secs(options.task_timeout_seconds);
     let waiting = |task: &str| {
-        outln!(
+        sink.outln(format!(
             "  waiting for a task an earlier run left running: {} (up to {}s)",
             output::inline(task),
             bound.as_secs()
-        );
+        ));
     };
     let settled = proxops_reconcile::inflight::settle(&conn.client, plan, bound, &waiting)
         .await
         .map_err(|e| e.to_string())?;
     for waited in &settled.waited {
-        outln!(
+        sink.outln(format!(
             "  waited for a task already running: {}",
             output::inline(waited)
-        );
+        ));
     }
     let held: Vec<(proxops_reconcile::ObjectRef, String)> = settled
         .running
@@ -514,10 +583,6 @@ pub(crate) async fn settle_inflight(
     }
     Ok(())
 }
-
-#[allow(clippy::too_many_arguments)]
-/// Clusters `plan` plans at once.
-const CLUSTERS_AT_ONCE: usize = 8;
 
 pub async fn plan(
     ctx: &Context,
@@ -549,21 +614,20 @@ pub async fn plan(
     let mut sections = Vec::new();
     // Clusters are independent: they are planned at once (their reads overlap), and shown
     // one after the other, in order.
+    let at_once = clusters_at_once(run, &p);
     let p = &p;
     let mut planned = futures_util::stream::iter(names)
         .map(|name| async move {
             // One run per cluster: a kind that fails here is not called again for it.
             let kinds = ctx.kinds.for_run(p.kind_budget);
-            let mut said = Vec::new();
-            let planned = plan_one_into(ctx, &kinds, repo, p, &name, quiet, run, &mut said).await;
-            (name, planned, said)
+            let sink = Sink::buffer();
+            let planned = plan_one(ctx, &kinds, repo, p, &name, quiet, run, &sink).await;
+            (name, planned, sink)
         })
-        .buffered(CLUSTERS_AT_ONCE);
-    while let Some((name, planned, said)) = planned.next().await {
-        for line in said {
-            say(quiet, line);
-        }
-        let Some(Planned { plan, .. }) = planned else {
+        .buffered(at_once);
+    while let Some((name, planned, sink)) = planned.next().await {
+        sink.flush();
+        let Ok(Planned { plan, .. }) = planned else {
             failed = true;
             sections.push(markdown::Cluster {
                 name,
@@ -593,7 +657,7 @@ pub async fn plan(
             });
         } else {
             out!("{}", render::plan(&plan));
-            print_policies(&policies);
+            print_policies(&Sink::live(), &policies);
             outln!("{}", render::plan_summary(&plan));
         }
     }
@@ -636,62 +700,23 @@ pub async fn apply(
     let (cancel, signal) = watch_signals();
     let mut failed = false;
     let mut attention = false;
-    for name in names {
-        if *cancel.borrow() {
-            outln!("Cluster {name}: not started (interrupted).");
-            continue;
-        }
-        // One apply per cluster at a time: held until this cluster is done.
-        let _lock = match p.clusters.get(&name).map(|c| apply_lock(ctx, repo, c)) {
-            Some(Err(e)) => {
-                outln!("Cluster {name}: {}", output::inline(&e));
-                failed = true;
-                continue;
-            }
-            Some(Ok(lock)) => lock,
-            None => None,
-        };
-        // One run per cluster (plan and every apply pass): see `KindRegistry::for_run`.
-        let kinds = ctx.kinds.for_run(p.kind_budget);
-        let Some(mut planned) = plan_one(ctx, &kinds, repo, &p, &name, false, run).await else {
-            failed = true;
-            continue;
-        };
-        if let Err(e) = settle_inflight(&kinds, &p, &name, &mut planned, run).await {
-            outln!("  cannot plan: {}", output::inline(&e));
-            failed = true;
-            continue;
-        }
-        let plan = &planned.plan;
-        out!("{}", render::plan(plan));
-        let policies = policy_report(&p, &name, plan);
-        print_policies(&policies);
-        outln!("{}", render::plan_summary(plan));
-        let counts = plan.counts();
-        if counts.errors > 0 {
-            failed = true;
-        }
-        if policies.blocks() {
-            outln!("Apply of cluster {name} blocked by policy; no change was made.");
-            failed = true;
-            continue;
-        }
-        if !plan.has_changes() {
-            attention |= counts.anomalies + counts.pending > 0;
-            continue;
-        }
-        let report = execute(&p, &name, &kinds, planned, cancel.clone()).await;
-        match report {
-            Ok(report) => {
-                out!("{}", render::apply_summary(&report));
-                failed |= !report.converged;
-                attention |= !report.clean();
-            }
-            Err(e) => {
-                outln!("  apply stopped: {e}");
-                failed = true;
-            }
-        }
+    // Clusters are independent: up to `at_once` are applied at the same time, each under its
+    // own lock, and each one's output is shown in one piece, in name order.
+    let at_once = clusters_at_once(run, &p);
+    let clusters = names.len();
+    let locks = Locks::default();
+    let (p, locks, cancel) = (&p, &locks, &cancel);
+    let mut applied = futures_util::stream::iter(names)
+        .map(|name| async move {
+            let sink = sink_for(at_once, clusters);
+            let ended = apply_cluster(ctx, repo, p, &name, run, locks, cancel, &sink).await;
+            (sink, ended)
+        })
+        .buffered(at_once);
+    while let Some((sink, ended)) = applied.next().await {
+        sink.flush();
+        failed |= ended.failed;
+        attention |= ended.attention;
     }
     let signal = signal.load(std::sync::atomic::Ordering::SeqCst);
     Ok(if signal != 0 {
@@ -705,6 +730,93 @@ pub async fn apply(
     })
 }
 
+/// How one cluster's apply ended, for the exit code.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ended {
+    failed: bool,
+    attention: bool,
+}
+
+/// Apply one cluster under its lock: plan, wait for work an earlier run left in flight, show
+/// the plan and the policies, execute; everything it says goes to `sink`.
+#[allow(clippy::too_many_arguments)]
+async fn apply_cluster(
+    ctx: &Context,
+    repo: &Path,
+    p: &Prepared,
+    name: &str,
+    run: RunOptions,
+    locks: &Locks,
+    cancel: &tokio::sync::watch::Receiver<bool>,
+    sink: &Sink,
+) -> Ended {
+    let failed = Ended {
+        failed: true,
+        attention: false,
+    };
+    if *cancel.borrow() {
+        sink.outln(format!("Cluster {name}: not started (interrupted)."));
+        return Ended::default();
+    }
+    // One apply per cluster at a time: held until this cluster is done.
+    let _lock = match p.clusters.get(name) {
+        Some(c) => match locks.take(ctx, repo, c, sink).await {
+            Ok(lock) => Some(lock),
+            Err(e) => {
+                sink.outln(format!("Cluster {name}: {}", output::inline(&e)));
+                return failed;
+            }
+        },
+        None => None,
+    };
+    // Waiting for this process's other cluster on the same lock may have taken a while.
+    if *cancel.borrow() {
+        sink.outln(format!("Cluster {name}: not started (interrupted)."));
+        return Ended::default();
+    }
+    // One run per cluster (plan and every apply pass): see `KindRegistry::for_run`.
+    let kinds = ctx.kinds.for_run(p.kind_budget);
+    let Ok(mut planned) = plan_one(ctx, &kinds, repo, p, name, false, run, sink).await else {
+        return failed;
+    };
+    if let Err(e) = settle_inflight(&kinds, p, name, &mut planned, run, sink).await {
+        sink.outln(format!("  cannot plan: {}", output::inline(&e)));
+        return failed;
+    }
+    let plan = &planned.plan;
+    sink.out(render::plan(plan));
+    let policies = policy_report(p, name, plan);
+    print_policies(sink, &policies);
+    sink.outln(render::plan_summary(plan));
+    let counts = plan.counts();
+    let mut ended = Ended {
+        failed: counts.errors > 0,
+        attention: false,
+    };
+    if policies.blocks() {
+        sink.outln(format!(
+            "Apply of cluster {name} blocked by policy; no change was made."
+        ));
+        return failed;
+    }
+    if !plan.has_changes() {
+        ended.attention = counts.anomalies + counts.pending > 0;
+        return ended;
+    }
+    match execute(p, name, &kinds, planned, cancel.clone(), sink).await {
+        Ok(report) => {
+            sink.out(render::apply_summary(&report));
+            ended.failed |= !report.converged;
+            ended.attention |= !report.clean();
+        }
+        Err(e) => {
+            sink.outln(format!("  apply stopped: {e}"));
+            ended.failed = true;
+        }
+    }
+    ended
+}
+
 /// Apply a cluster's plan (the apply lock held by the caller) with a progress bar or lines,
 /// remembering failed stop-required changes; shared by `apply` and `watch --apply`.
 pub(crate) async fn execute(
@@ -713,6 +825,7 @@ pub(crate) async fn execute(
     kinds: &proxops_reconcile::KindRegistry,
     planned: Planned,
     cancel: tokio::sync::watch::Receiver<bool>,
+    sink: &Sink,
 ) -> Result<proxops_reconcile::ApplyReport, ObserveError> {
     let Planned {
         plan,
@@ -734,7 +847,7 @@ pub(crate) async fn execute(
         cancel: Some(cancel),
     };
     let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
-    let progress = Arc::new(Progress::new(actions));
+    let progress = Arc::new(Progress::new(actions, sink.clone()));
     let report = proxops_reconcile::apply(
         kinds,
         &conn.client,
@@ -748,7 +861,7 @@ pub(crate) async fn execute(
         bar.finish_and_clear();
     }
     if let Err(e) = memory.save() {
-        errln!("warning: {e}");
+        sink.errln(format!("warning: {e}"));
     }
     drop(conn);
     report

@@ -7,14 +7,18 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt as _;
+
 use crate::context::Context;
 use crate::metrics::{self, Metrics};
 use crate::output::{errln, out, outln};
-use crate::reconcile::{self, Prepared, RunOptions};
+use crate::reconcile::{self, Locks, Prepared, RunOptions};
+use crate::sink::Sink;
 use crate::{exit, render};
 
-pub const HELP: &str = "Each cycle reloads the repository, then plans every selected cluster in turn (one\n\
-cycle of a cluster at a time). It prints what is new and what was resolved since the last\n\
+pub const HELP: &str = "Each cycle reloads the repository, then plans the selected clusters that are due, up to\n\
+--clusters-at-once at a time (default 8; one cycle of a cluster at a time, and each cluster's\n\
+lines printed together, in name order). It prints what is new and what was resolved since the last\n\
 cycle, and one line per cluster and cycle. A cycle that ends in an error (PVE unreachable, a\n\
 failed action, a denying policy) backs off: the interval doubles per error in a row, up to 16\n\
 times, and never past 30 minutes unless the interval is longer; anomalies and pending\n\
@@ -136,6 +140,9 @@ struct Cycle {
     pending: usize,
     applied: u64,
     failed: u64,
+    /// Requests the cycle sent to the cluster, per method (its own client's count, so cycles of
+    /// clusters may overlap).
+    sent: Vec<(proxops_pve::Method, u64)>,
 }
 
 impl Cycle {
@@ -149,7 +156,14 @@ impl Cycle {
             pending: 0,
             applied: 0,
             failed: 0,
+            sent: Vec::new(),
         }
+    }
+
+    /// The requests `client` sent, as this cycle's.
+    fn sent_by(mut self, client: Option<&proxops_pve::Client>) -> Cycle {
+        self.sent = client.map(|c| c.sent().to_vec()).unwrap_or_default();
+        self
     }
 }
 
@@ -168,7 +182,8 @@ fn items(rendered: &str) -> BTreeSet<String> {
     items.into_iter().collect()
 }
 
-/// One cycle of one cluster against the prepared repository `p`.
+/// One cycle of one cluster against the prepared repository `p`; what it prints goes to `sink`.
+#[allow(clippy::too_many_arguments)]
 async fn cycle(
     ctx: &Context,
     repo: &Path,
@@ -177,27 +192,34 @@ async fn cycle(
     options: &Options,
     stale: bool,
     cancel: &tokio::sync::watch::Receiver<bool>,
+    locks: &Locks,
+    sink: &Sink,
 ) -> Cycle {
     let applying = options.apply && !stale;
     // The apply lock is held over the plan and the apply, as apply holds it.
     let _lock = match (applying, p.clusters.get(name)) {
-        (true, Some(c)) => match reconcile::apply_lock(ctx, repo, c) {
-            Ok(lock) => lock,
+        (true, Some(c)) => match locks.take(ctx, repo, c, sink).await {
+            Ok(lock) => Some(lock),
             Err(e) => return Cycle::error(e),
         },
         _ => None,
     };
     let kinds = ctx.kinds.for_run(p.kind_budget);
-    let Some(mut planned) =
-        reconcile::plan_one(ctx, &kinds, repo, p, name, true, options.run).await
-    else {
-        return Cycle::error("not planned (the reason is on stderr)".into());
-    };
+    let mut planned =
+        match reconcile::plan_one(ctx, &kinds, repo, p, name, true, options.run, sink).await {
+            Ok(planned) => planned,
+            Err(unplanned) => {
+                return Cycle::error("not planned (the reason is on stderr)".into())
+                    .sent_by(unplanned.client.as_ref());
+            }
+        };
+    let client = planned.conn.client.clone();
     if applying {
         // As apply does: work a killed run left in flight is waited for, never sent again.
-        if let Err(e) = reconcile::settle_inflight(&kinds, p, name, &mut planned, options.run).await
+        if let Err(e) =
+            reconcile::settle_inflight(&kinds, p, name, &mut planned, options.run, sink).await
         {
-            return Cycle::error(format!("not planned: {e}"));
+            return Cycle::error(format!("not planned: {e}")).sent_by(Some(&client));
         }
     }
     let policies = reconcile::policy_report(p, name, &planned.plan);
@@ -205,16 +227,18 @@ async fn cycle(
     let (mut applied, mut failed) = (0, 0);
     let mut note = String::new();
     let plan = if applying && planned.plan.has_changes() && !policies.blocks() {
-        match reconcile::execute(p, name, &kinds, planned, cancel.clone()).await {
+        match reconcile::execute(p, name, &kinds, planned, cancel.clone(), sink).await {
             Ok(report) => {
                 let c = report.counts();
                 applied = (c.created + c.updated + c.deleted + c.started + c.stopped) as u64;
                 failed = (c.failed + c.blocked) as u64;
                 failed_apply = !report.converged;
-                out!("{}", prefixed(name, &render::apply_summary(&report)));
+                sink.out(prefixed(name, &render::apply_summary(&report)));
                 report.last
             }
-            Err(e) => return Cycle::error(format!("apply stopped: {e}")),
+            Err(e) => {
+                return Cycle::error(format!("apply stopped: {e}")).sent_by(Some(&client));
+            }
         }
     } else {
         if options.apply && stale && planned.plan.has_changes() {
@@ -247,7 +271,9 @@ async fn cycle(
         pending: counts.pending,
         applied,
         failed,
+        sent: Vec::new(),
     }
+    .sent_by(Some(&client))
 }
 
 /// `text`'s lines, each after `[cluster] `.
@@ -323,6 +349,7 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
     let mut cycles = 0u64;
     let mut last = Outcome::Clean;
     let mut forced = true;
+    let locks = Locks::default();
     loop {
         if *cancel.borrow() {
             break;
@@ -383,37 +410,51 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
             Ok((p, names)) => {
                 repo_errors = 0;
                 states.retain(|n, _| names.contains(n));
-                for name in &names {
-                    let due = states.get(name).is_none_or(|s| forced || s.due <= now);
-                    if !due || *cancel.borrow() {
+                let due: Vec<String> = names
+                    .iter()
+                    .filter(|name| states.get(*name).is_none_or(|s| forced || s.due <= now))
+                    .cloned()
+                    .collect();
+                // Due clusters are worked on at once, up to `at_once`; each one's lines are
+                // printed together, in name order, when it is done.
+                let at_once = reconcile::clusters_at_once(options.run, p);
+                let clusters = due.len();
+                let (options, cancel, locks) = (&options, &cancel, &locks);
+                let mut ran = futures_util::stream::iter(due)
+                    .map(|name| async move {
+                        let sink = reconcile::sink_for(at_once, clusters);
+                        if *cancel.borrow() {
+                            return (name, sink, None);
+                        }
+                        let started = Instant::now();
+                        let c =
+                            cycle(ctx, repo, p, &name, options, stale, cancel, locks, &sink).await;
+                        (name, sink, Some((c, started.elapsed())))
+                    })
+                    .buffered(at_once);
+                while let Some((name, sink, done)) = ran.next().await {
+                    sink.flush();
+                    let Some((c, took)) = done else {
                         continue;
-                    }
-                    let started = Instant::now();
-                    // Cycles of clusters never overlap: the process's request counts across
-                    // one are that cluster's requests.
-                    let sent_before = proxops_pve::requests_sent();
-                    let c = cycle(ctx, repo, p, name, &options, stale, &cancel).await;
-                    let took = started.elapsed();
-                    for ((method, after), (_, before)) in
-                        proxops_pve::requests_sent().into_iter().zip(sent_before)
-                    {
+                    };
+                    for (method, sent) in &c.sent {
                         metrics
                             .requests
                             .get_or_create(&metrics::RequestLabel {
                                 cluster: metrics::Name(name.clone()),
                                 method: method.as_str(),
                             })
-                            .inc_by(after - before);
+                            .inc_by(*sent);
                     }
                     report(
                         &metrics,
                         &mut states,
-                        name,
+                        &name,
                         cycles,
                         &c,
                         took,
                         stale,
-                        &options,
+                        options,
                     );
                     outcome = outcome.worst(c.outcome);
                 }

@@ -14,6 +14,7 @@
 //!   policy: 30s                                   # each policy, each cluster (default 30s)
 //!   kind: 10m                                     # each kind, each cluster (default: none)
 //! allow-token-env: [CI_PVE_TOKEN]                   # token variables beyond PROXOPS_*/PVE_*
+//! clusters-at-once: 4                             # clusters plan/apply/watch work on at once (default 8)
 //! kinds:                                          # third-party kinds (see `grant`)
 //!   - file: kinds/container.wasm
 //!     sha256: 3b1f…
@@ -116,7 +117,14 @@ pub struct RepoSettings {
     /// `allow-token-env`: environment variables a cluster file may take its API token from
     /// besides `PROXOPS_*` and `PVE_*`.
     pub token_env: Vec<String>,
+    /// `clusters-at-once`: how many clusters `plan`, `apply` and `watch` work on at the same
+    /// time (`--clusters-at-once` overrides it); `None` for the default.
+    pub clusters_at_once: Option<usize>,
 }
+
+/// The most clusters worked on at once that `clusters-at-once` (and the flag) accepts: each
+/// cluster in flight holds its connections, reads and tasks.
+pub const MAX_CLUSTERS_AT_ONCE: usize = 64;
 
 /// `guest-budget:`, the time all calls of one guest may take in one run (one cycle of one
 /// cluster), on top of each call's own deadline. A guest that uses up its budget is stopped
@@ -257,16 +265,32 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
             "kinds",
             "guest-budget",
             "allow-token-env",
+            "clusters-at-once",
         ]
         .contains(&key.as_str())
         {
             err(
                 key.clone(),
-                "unknown field; expected one of: apiVersion, kind, policies, kinds, guest-budget, allow-token-env"
+                "unknown field; expected one of: apiVersion, kind, policies, kinds, guest-budget, allow-token-env, clusters-at-once"
                     .into(),
             );
         }
     }
+    let clusters_at_once = match top.get("clusters-at-once") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_u64() {
+            Some(n) if (1..=MAX_CLUSTERS_AT_ONCE as u64).contains(&n) => Some(n as usize),
+            _ => {
+                err(
+                    "clusters-at-once".into(),
+                    format!(
+                        "expected a whole number from 1 (one cluster at a time) to {MAX_CLUSTERS_AT_ONCE}"
+                    ),
+                );
+                None
+            }
+        },
+    };
     let guest_budget = top
         .get("guest-budget")
         .map(|v| parse_guest_budget(v, &mut err))
@@ -346,6 +370,7 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
             kinds,
             guest_budget,
             token_env,
+            clusters_at_once,
         })
     } else {
         Err(diags)
@@ -595,6 +620,21 @@ mod tests {
         check("guest-budget: {kind: 1h}\n", Err("guest-budget.kind"));
         check("guest-budget: {run: 1s}\n", Err("guest-budget.run"));
         check("guest-budget: 30s\n", Err("guest-budget"));
+    }
+
+    #[test]
+    fn clusters_at_once_is_a_bounded_count() {
+        let at_once =
+            |yaml: &str| super::parse_text("proxops.yaml", yaml).map(|s| s.clusters_at_once);
+        assert_eq!(at_once("policies: []\n"), Ok(None));
+        assert_eq!(at_once("clusters-at-once: 1\n"), Ok(Some(1)));
+        assert_eq!(at_once("clusters-at-once: 64\n"), Ok(Some(64)));
+        for bad in ["0", "65", "-1", "2.5", "eight", "[2]"] {
+            let d = at_once(&format!("clusters-at-once: {bad}\n")).expect_err(bad);
+            assert_eq!(d.len(), 1, "{bad}: {d:?}");
+            assert_eq!(d[0].path, "clusters-at-once", "{bad}");
+            assert!(d[0].message.contains("from 1"), "{bad}: {}", d[0].message);
+        }
     }
 
     use super::*;

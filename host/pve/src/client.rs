@@ -73,6 +73,8 @@ pub struct Client {
     http: reqwest::Client,
     api: String,
     auth: String,
+    /// Requests sent through this client and its clones, per method (see [`Client::sent`]).
+    sent: std::sync::Arc<[std::sync::atomic::AtomicU64; 4]>,
 }
 
 impl std::fmt::Debug for Client {
@@ -124,7 +126,43 @@ impl Client {
             http,
             api: format!("{}/api2/json", config.base_url.trim_end_matches('/')),
             auth: format!("PVEAPIToken={}={}", config.token_id, config.token_secret),
+            sent: std::sync::Arc::new([const { std::sync::atomic::AtomicU64::new(0) }; 4]),
         })
+    }
+
+    /// How many requests this client and its clones have sent, per method (every attempt,
+    /// answered or not): one cluster's requests, also while other clusters are worked on at
+    /// the same time ([`requests_sent`] counts the whole process).
+    pub fn sent(&self) -> [(Method, u64); 4] {
+        METHODS.map(|m| {
+            (
+                m,
+                self.sent[method_index(m)].load(std::sync::atomic::Ordering::Relaxed),
+            )
+        })
+    }
+
+    /// The warnings in the log of task `upid` (PVE's `WARN: ` lines, without the prefix): why a
+    /// task ended `WARNINGS: n`, e.g. the failed start of a create with `start=1`.
+    pub async fn task_warnings(&self, upid: &str) -> Result<Vec<String>, PveError> {
+        let parsed = Upid::parse(upid).ok_or_else(|| PveError::Decode {
+            method: "GET".into(),
+            path: "tasks".into(),
+            message: format!("`{upid}` is not a UPID"),
+        })?;
+        let path = format!("/nodes/{}/tasks/{}/log", parsed.node, encode_segment(upid));
+        let lines = self
+            .get(&path, &[Param::new("limit", "1000")])
+            .await
+            .map_err(PveError::cleaned)?;
+        Ok(lines
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|l| l.get("t").and_then(Value::as_str))
+            .filter_map(|t| t.strip_prefix("WARN: "))
+            .map(str::to_string)
+            .collect())
     }
 
     /// GET, repeated on transient failures; returns PVE's `data`.
@@ -223,6 +261,7 @@ impl Client {
         params: &[Param],
     ) -> Result<bytes::Bytes, PveError> {
         REQUESTS[method_index(method)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.sent[method_index(method)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Values derived from secrets (a kind marks them sensitive, e.g. the percent-encoded
         // `sshkeys`) are scrubbed from all output too, in case PVE quotes them back later.
         for p in params.iter().filter(|p| p.sensitive) {

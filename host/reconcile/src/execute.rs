@@ -39,6 +39,14 @@ pub enum Event {
         object: ObjectRef,
         by: ObjectId,
     },
+    /// A call's task ended OK but with warnings (PVE's `WARNINGS: n`, e.g. the failed start of
+    /// a create with `start=1`): what PVE warned about, from the task's log. The action counts
+    /// as done; what it did not do shows up in the verifying re-plan.
+    Warned {
+        object: ObjectRef,
+        summary: String,
+        warnings: Vec<String>,
+    },
     /// A write found the config changed since it was read (`checksum mismatch`, as a 500 or
     /// as a failed task): nothing was written; the object is planned again.
     Stale {
@@ -267,7 +275,9 @@ pub async fn execute(
                 });
                 let mut error = None;
                 for (i, call) in action.calls.iter().enumerate() {
-                    let Err(e) = run_call(&shared, call, &action.operation, &object).await else {
+                    let Err(e) =
+                        run_call(&shared, call, &action.operation, &object, &action.summary).await
+                    else {
                         continue;
                     };
                     let mut e = e;
@@ -363,7 +373,7 @@ async fn run_restore(
         .map(|c| format!("{} {}", method_name(c.method), c.path))
         .collect();
     for call in calls {
-        if let Err(r) = run_call(shared, call, &Operation::Update, object).await {
+        if let Err(r) = run_call(shared, call, &Operation::Update, object, "restore").await {
             let state = if disturbing_failed {
                 "the stop itself failed, so it may still be up; check it now"
             } else {
@@ -387,6 +397,7 @@ async fn run_call(
     call: &Call,
     operation: &Operation,
     object: &ObjectRef,
+    summary: &str,
 ) -> Result<(), String> {
     let params = to_pve_params(call);
     if call.method == Method::Get {
@@ -431,7 +442,7 @@ async fn run_call(
     }
     let data = result.map_err(|e| e.to_string())?;
     if let Some(upid) = data.as_str().filter(|s| Upid::parse(s).is_some()) {
-        shared
+        let ended = shared
             .client
             .wait_task(upid, shared.limits.task_timeout)
             .await
@@ -443,6 +454,22 @@ async fn run_call(
                 ),
                 other => other.to_string(),
             })?;
+        if ended.exitstatus.starts_with("WARNINGS") {
+            // One more read, only for a task that warned: what PVE warned about.
+            let warnings = match shared.client.task_warnings(upid).await {
+                Ok(w) if !w.is_empty() => w,
+                Ok(_) => vec![format!("the task ended {}", ended.exitstatus)],
+                Err(e) => vec![format!(
+                    "the task ended {}; its log could not be read: {e}",
+                    ended.exitstatus
+                )],
+            };
+            shared.reporter.event(Event::Warned {
+                object: object.clone(),
+                summary: summary.to_string(),
+                warnings,
+            });
+        }
     }
     Ok(())
 }

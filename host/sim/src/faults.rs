@@ -19,6 +19,8 @@ pub enum FaultKind {
     /// client cannot know (a proxy or network failure after PVE acted).
     LoseAnswer,
     /// Let the request start its task, then fail the task with this message (async endpoints only).
+    /// On `POST /nodes/{node}/qemu/{vmid}/status/start` it also fails the start of a create with
+    /// `start=1` (a warning in the create's task; the VM is created stopped), as in PVE.
     FailTask { message: String },
     /// PVE's per-VM flock timeout: a 500 on sync endpoints, a failed task on async ones.
     LockTimeout,

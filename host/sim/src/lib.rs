@@ -91,6 +91,10 @@ pub struct RequestRecord {
     pub params: Vec<(String, String)>,
     /// HTTP status answered; 0 when the connection was reset by a fault.
     pub status: u16,
+    /// When the request arrived, in microseconds since the UNIX epoch: orders the requests of
+    /// several simulators (each numbers its own in `seq`).
+    #[serde(default)]
+    pub received_us: u64,
 }
 
 impl RequestRecord {

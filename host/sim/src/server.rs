@@ -378,7 +378,15 @@ struct Outcome {
     status: u16,
 }
 
+/// Now, in microseconds since the UNIX epoch ([`RequestRecord::received_us`]).
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64)
+}
+
 async fn handle(sim: Arc<Sim>, req: Request<Incoming>) -> Result<Response<Body>, Reset> {
+    let received_us = now_us();
     let method = req.method().as_str().to_ascii_uppercase();
     let raw_path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
@@ -417,8 +425,7 @@ async fn handle(sim: Arc<Sim>, req: Request<Incoming>) -> Result<Response<Body>,
                     };
                     return Ok(log_and_return(
                         &sim,
-                        &method,
-                        &api_path,
+                        (&method, &api_path, received_us),
                         Vec::new(),
                         None,
                         error_response(&err),
@@ -448,6 +455,7 @@ async fn handle(sim: Arc<Sim>, req: Request<Incoming>) -> Result<Response<Body>,
         path: api_path,
         params,
         status: outcome.status,
+        received_us,
     };
     sim.log
         .lock()
@@ -458,8 +466,7 @@ async fn handle(sim: Arc<Sim>, req: Request<Incoming>) -> Result<Response<Body>,
 
 fn log_and_return(
     sim: &Sim,
-    method: &str,
-    path: &str,
+    (method, path, received_us): (&str, &str, u64),
     params: Vec<(String, String)>,
     template: Option<&str>,
     resp: Response<Body>,
@@ -474,6 +481,7 @@ fn log_and_return(
         path: path.to_string(),
         params,
         status: resp.status().as_u16(),
+        received_us,
     };
     sim.log
         .lock()

@@ -5,7 +5,7 @@ use proxops_kind_sdk::model::{
 };
 
 use super::pci::raw_pci_anomaly;
-use super::{Ctx, base_path, power_action};
+use super::{Ctx, base_path};
 use crate::cloudinit;
 use crate::desired::*;
 use crate::wire;
@@ -214,6 +214,7 @@ pub(super) fn create(ctx: &Ctx<'_>) -> Proposal {
         });
     }
     let mut calls = vec![];
+    let mut how = String::new();
     if d.kind == Flavour::Template {
         call = call.param("start", "0");
         calls.push(call);
@@ -222,12 +223,18 @@ pub(super) fn create(ctx: &Ctx<'_>) -> Proposal {
             format!("{}/template", base_path(&d.node, d.vmid)),
         ));
         changes.push(Change::new("template", None, Some("1".into())));
+    } else if d.state == PowerState::Started {
+        // The create carries every owned key, so it is the last write before the start: PVE
+        // starts the guest in the create's own task (`start=1`), one task instead of two. When
+        // that start fails, PVE only warns and the task still ends OK with the VM created and
+        // stopped; the verifying re-plan then finds it stopped and proposes the start.
+        call = call.param("start", "1");
+        calls.push(call);
+        changes.push(Change::new("status", None, Some("running".into())));
+        how = " and start it".into();
     } else {
         calls.push(call);
     }
-    push_create(&mut out, d, String::new(), calls, changes);
-    if d.kind == Flavour::Vm && d.state == PowerState::Started {
-        out.actions.push(power_action(d, &d.node, true));
-    }
+    push_create(&mut out, d, how, calls, changes);
     out
 }

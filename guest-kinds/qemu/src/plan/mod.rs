@@ -11,6 +11,13 @@
 //!   otherwise keep pointing at a vmid proxops may hand out again) and NOT
 //!   `destroy-unreferenced-disks`: PVE frees the volumes the config references; a `vm-<id>-*`
 //!   volume the config does not reference is not provably ours, so it is left alone.
+//! * A new VM declared `started` is created with `start=1`: the create carries every owned key
+//!   (cloud-init data and drive, disks, EFI, TPM, PCI mappings, extra keys), so it is the last
+//!   write before the start and PVE starts the guest in the create's own task (one task, not
+//!   two). A failed start there is only a warning to PVE (the task ends `WARNINGS: 1`, the VM
+//!   exists and is stopped); the apply's verifying re-plan, and any later plan, sees a stopped
+//!   VM and proposes the start, as it would after a separate start that failed. A template is
+//!   created with `start=0` (PVE cannot start a template) and a clone has no `start` (below).
 //! * Provisioning from a TemplateVM (`spec.clone`) takes passes: when the VM is absent, one
 //!   Create action `POST /nodes/{node}/qemu/{template}/clone` with `newid`, `full=1` and the VM's
 //!   own `name` (PVE's clone has no `start`). The next pass sees the clone through the normal

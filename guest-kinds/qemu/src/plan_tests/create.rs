@@ -3,7 +3,7 @@
 use super::*;
 
 #[test]
-fn create_vm_then_start() {
+fn create_vm_and_start_it_in_one_task() {
     check(
         Case {
             live: None,
@@ -25,12 +25,28 @@ fn create_vm_then_start() {
             ..Case::default()
         },
         &[
-            "Create: create VM 100 (web-01) on pve01",
+            // Every owned key, cloud-init included, is in the create: it is the last write
+            // before the start, so PVE starts the guest in the create's task.
+            "Create: create VM 100 (web-01) on pve01 and start it",
             "  Post /nodes/pve01/qemu vmid=100 name=web-01 tags=proxops;proxops-100;web memory=2048 cores=2 cpu=host machine=pc bios=ovmf \
 scsihw=virtio-scsi-single scsi0=local-lvm:32,iothread=1 efidisk0=local-lvm:1,efitype=4m,pre-enrolled-keys=1 \
-ide2=local-lvm:cloudinit ide3=none,media=cdrom net0=virtio,bridge=vmbr0,tag=10",
-            "Power: start VM 100 on pve01",
-            "  Post /nodes/pve01/qemu/100/status/start",
+ide2=local-lvm:cloudinit ide3=none,media=cdrom net0=virtio,bridge=vmbr0,tag=10 start=1",
+            "drift : - -> VM 100 on pve01",
+        ],
+    );
+}
+
+#[test]
+fn create_vm_declared_stopped_sends_no_start() {
+    check(
+        Case {
+            live: None,
+            ..Case::default()
+        },
+        &[
+            "Create: create VM 100 (web-01) on pve01",
+            "  Post /nodes/pve01/qemu vmid=100 name=web-01 tags=proxops;proxops-100 memory=2048 cores=2 cpu=host \
+scsi0=local-lvm:32 net0=virtio,bridge=vmbr0",
             "drift : - -> VM 100 on pve01",
         ],
     );

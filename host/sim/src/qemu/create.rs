@@ -68,6 +68,23 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     placeholder.insert("lock".to_string(), "create".to_string());
     st.vms.insert(vmid, Vm::stopped(&node, placeholder));
     let start = req.flag("start");
+    // PVE's create runs `vm_start` itself for `start=1`, so a fault rule on the start endpoint
+    // applies to that start too: it fails the start (a warning in the create's task), never the
+    // create.
+    let start_fault = if start {
+        let drawn = sim
+            .faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .draw("POST", "/nodes/{node}/qemu/{vmid}/status/start");
+        drawn.fail_task.or_else(|| {
+            drawn
+                .lock_timeout
+                .then(|| crate::sim::lock_timeout_message(vmid))
+        })
+    } else {
+        None
+    };
     let sim2 = Arc::clone(sim);
     let node2 = node.clone();
     let upid = sim.guest_task(
@@ -130,9 +147,10 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             };
             vm.conf = final_conf;
             if start {
-                let checked = match st.vms.get(&vmid) {
-                    Some(vm) => start_checks(&sim2, st, vm, vmid, false),
-                    None => Ok(()),
+                let checked = match (st.vms.get(&vmid), start_fault) {
+                    (_, Some(injected)) => Err(injected),
+                    (Some(vm), None) => start_checks(&sim2, st, vm, vmid, false),
+                    (None, None) => Ok(()),
                 };
                 match checked {
                     Ok(()) => {

@@ -1020,6 +1020,40 @@ async fn serve_once(body: Vec<u8>) -> String {
     format!("http://{addr}/file")
 }
 
+/// A fault rule on the start endpoint fails the start a create with `start=1` makes (PVE's
+/// create calls `vm_start` itself): a warning, the VM created and stopped; once the rule is
+/// used up, the create starts the VM.
+#[tokio::test]
+async fn a_start_fault_fails_the_start_of_a_create_not_the_create() {
+    let t = T::new().await;
+    t.sim.set_faults(vec![crate::FaultRule {
+        method: "POST".into(),
+        path: "/nodes/{node}/qemu/{vmid}/status/start".into(),
+        kind: crate::FaultKind::FailTask {
+            message: "start failed: injected".into(),
+        },
+        probability: None,
+        times: Some(1),
+    }]);
+    let create = |vmid: &'static str| [("vmid", vmid), ("memory", "512"), ("start", "1")];
+    let upid = t.upid("POST", "/nodes/pve01/qemu", &create("100")).await;
+    assert_eq!(t.wait(&upid).await, "WARNINGS: 1");
+    assert_eq!(t.sim.vm_status(100).unwrap(), "stopped");
+    let log = t
+        .get(&format!("/nodes/pve01/tasks/{}/log", enc(&upid)), &[])
+        .await;
+    let lines: Vec<&str> = log
+        .as_array()
+        .expect("log lines")
+        .iter()
+        .filter_map(|l| l["t"].as_str())
+        .collect();
+    assert!(lines.contains(&"WARN: start failed: injected"), "{lines:?}");
+    let exit = t.task("POST", "/nodes/pve01/qemu", &create("101")).await;
+    assert_eq!(exit, "OK");
+    assert_eq!(t.sim.vm_status(101).unwrap(), "running");
+}
+
 #[tokio::test]
 async fn failed_start_after_create_is_a_warning() {
     let t = T::new().await;
