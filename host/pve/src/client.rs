@@ -132,7 +132,7 @@ impl Client {
 
     /// How many requests this client and its clones have sent, per method (every attempt,
     /// answered or not): one cluster's requests, also while other clusters are worked on at
-    /// the same time ([`requests_sent`] counts the whole process).
+    /// the same time.
     pub fn sent(&self) -> [(Method, u64); 4] {
         METHODS.map(|m| {
             (
@@ -260,7 +260,6 @@ impl Client {
         path: &str,
         params: &[Param],
     ) -> Result<bytes::Bytes, PveError> {
-        REQUESTS[method_index(method)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         self.sent[method_index(method)].fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Values derived from secrets (a kind marks them sensitive, e.g. the percent-encoded
         // `sshkeys`) are scrubbed from all output too, in case PVE quotes them back later.
@@ -437,22 +436,9 @@ fn is_tls_error(e: &reqwest::Error) -> bool {
 }
 
 /// Requests sent to PVE by this process, per method (every attempt, answered or not).
-static REQUESTS: [std::sync::atomic::AtomicU64; 4] =
-    [const { std::sync::atomic::AtomicU64::new(0) }; 4];
-
 const METHODS: [Method; 4] = [Method::Get, Method::Post, Method::Put, Method::Delete];
 
 fn method_index(method: Method) -> usize {
     METHODS.iter().position(|m| *m == method).unwrap_or(0)
 }
 
-/// How many requests this process has sent to PVE, per method, since it started (for
-/// metrics: the difference across a cycle is that cycle's requests).
-pub fn requests_sent() -> [(Method, u64); 4] {
-    METHODS.map(|m| {
-        (
-            m,
-            REQUESTS[method_index(m)].load(std::sync::atomic::Ordering::Relaxed),
-        )
-    })
-}

@@ -7,7 +7,7 @@ mod error;
 mod tls;
 mod upid;
 
-pub use client::{Client, ClientConfig, Method, Param, requests_sent};
+pub use client::{Client, ClientConfig, Method, Param};
 pub use error::PveError;
 pub use tls::TlsMode;
 pub use upid::{TaskOutcome, Upid};
