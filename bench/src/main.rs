@@ -43,6 +43,8 @@ const MANY_CLUSTERS: usize = 8;
 const MANY_VMS: usize = 1_000;
 const MANY_NODES: usize = 4;
 const MANY_CONCURRENCY: usize = 8;
+/// New running VMs per cluster in the many-clusters apply.
+const MANY_NEW: usize = 25;
 /// Scale headroom: beyond what one PVE cluster holds.
 const HEADROOM_VMS: usize = 50_000;
 const HEADROOM_NODES: usize = 40;
@@ -223,11 +225,43 @@ async fn child(args: &[String]) -> Value {
             let (together, runs) = many::plan_clusters(&registry, &clusters, concurrency).await;
             let (sequential, _) = many::plan_clusters(&registry, &clusters, 1).await;
             let slowest = runs.iter().map(|r| r.total()).max().unwrap_or_default();
+            // Then an apply of MANY_NEW fresh running VMs per cluster, the same three ways; each
+            // way gets VMs of its own (new manifests written into the repositories first).
+            let mut batch = 0;
+            let mut add_vms = |which: &[(PathBuf, Endpoint)]| {
+                for (repo, _) in which {
+                    let nodes = fixture::nodes(MANY_NODES);
+                    for k in 0..MANY_NEW {
+                        let i = MANY_VMS + batch * MANY_NEW + k;
+                        std::fs::write(
+                            repo.join("vm")
+                                .join(fixture::CLUSTER)
+                                .join(format!("{}.yaml", fixture::vm_name(i))),
+                            fixture::manifest(i, &nodes, "started"),
+                        )
+                        .expect("write a new manifest");
+                    }
+                }
+                batch += 1;
+            };
+            add_vms(&clusters[..1]);
+            let apply_single =
+                many::apply_clusters(&registry, &clusters[..1], 1, APPLY_WRITE_CONCURRENCY).await;
+            add_vms(&clusters);
+            let apply_together =
+                many::apply_clusters(&registry, &clusters, concurrency, APPLY_WRITE_CONCURRENCY)
+                    .await;
+            add_vms(&clusters);
+            let apply_sequential =
+                many::apply_clusters(&registry, &clusters, 1, APPLY_WRITE_CONCURRENCY).await;
             json!({
                 "single_ms": ms(single),
                 "concurrent_ms": ms(together),
                 "sequential_ms": ms(sequential),
                 "slowest_ms": ms(slowest),
+                "apply_single_ms": ms(apply_single),
+                "apply_concurrent_ms": ms(apply_together),
+                "apply_sequential_ms": ms(apply_sequential),
                 "validate_ms": runs.iter().map(|r| ms(r.validate)).sum::<f64>(),
                 "objects": runs.iter().map(|r| r.objects).sum::<usize>(),
                 "noop": runs.iter().all(|r| r.is_noop()),

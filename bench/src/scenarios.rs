@@ -572,7 +572,8 @@ pub(super) struct ScaleFigures {
 
 /// Section 7, many clusters: [`MANY_CLUSTERS`] simulators of [`MANY_VMS`] converged VMs
 /// each, every request delayed by [`APPLY_LATENCY_MS`]; one child plans one cluster alone,
-/// then all of them [`MANY_CONCURRENCY`] at a time, then one after another.
+/// then all of them [`MANY_CONCURRENCY`] at a time, then one after another, and then applies
+/// [`MANY_NEW`] new running VMs per cluster the same three ways.
 pub(super) async fn many_clusters(
     registry: &KindRegistry,
     tmp: &tempfile::TempDir,
@@ -653,6 +654,24 @@ pub(super) async fn many_clusters(
             f("sequential_ms") / f("single_ms")
         ),
         Some(f("concurrent_ms") / f("single_ms") <= 1.3),
+    );
+    table.add(
+        "7 many clusters",
+        format!(
+            "apply of {MANY_NEW} new running VMs per cluster, same clusters: one alone / all, {MANY_CONCURRENCY} at a time / one after another"
+        ),
+        format!(
+            "{:.0} ms / {:.0} ms / {:.0} ms",
+            f("apply_single_ms"),
+            f("apply_concurrent_ms"),
+            f("apply_sequential_ms")
+        ),
+        format!(
+            "all at once / one alone {:.2}x (<= 1.3x); sequential / one alone {:.2}x",
+            f("apply_concurrent_ms") / f("apply_single_ms"),
+            f("apply_sequential_ms") / f("apply_single_ms")
+        ),
+        Some(f("apply_concurrent_ms") / f("apply_single_ms") <= 1.3),
     );
     table.add(
         "7 many clusters",

@@ -441,4 +441,3 @@ const METHODS: [Method; 4] = [Method::Get, Method::Post, Method::Put, Method::De
 fn method_index(method: Method) -> usize {
     METHODS.iter().position(|m| *m == method).unwrap_or(0)
 }
-
