@@ -75,14 +75,15 @@ pub async fn apply_clusters(
     let gate = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for (repo, endpoint) in clusters.iter().cloned() {
-        let (objects, diags) = cycle::validated(registry, &repo);
+    for (repo, endpoint) in clusters {
+        let (objects, diags) = cycle::validated(registry, repo);
         assert!(
             diags.iter().all(|d| !d.is_error()),
             "the bench repositories are valid: {diags:?}"
         );
         let kinds = registry.for_run(None);
         let gate = gate.clone();
+        let (repo, endpoint) = (repo.clone(), endpoint.clone());
         tasks.spawn(async move {
             let _permit = gate
                 .acquire_owned()
