@@ -195,6 +195,7 @@ async fn child(args: &[String]) -> Value {
             json!({
                 "load_ms": ms(load),
                 "cache_hits": outcomes.iter().filter(|o| **o == CacheOutcome::Hit).count(),
+                "precompiled": outcomes.iter().filter(|o| **o == CacheOutcome::Precompiled).count(),
                 "validate_ms": ms(run.validate),
                 "plan_ms": ms(run.plan),
                 "total_ms": ms(run.total()),

@@ -39,6 +39,7 @@ pub fn kinds(ctx: &Context, json: bool) -> anyhow::Result<u8> {
                 "sha256": k.sha256(),
                 "size": k.size(),
                 "cache": match k.cache_outcome() {
+                    CacheOutcome::Precompiled => "precompiled",
                     CacheOutcome::Hit => "hit",
                     CacheOutcome::Miss => "miss",
                     CacheOutcome::Rebuilt => "rebuilt",

@@ -1,4 +1,5 @@
-//! The WebAssembly components built from guest-kinds/ and policies/, embedded at build time.
+//! The WebAssembly components built from guest-kinds/ and policies/, embedded at build time,
+//! with the bundled kinds also precompiled for the build's target.
 
 /// What a bundled component is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +18,10 @@ pub struct Bundled {
     pub role: Role,
     /// The component's bytes (a WebAssembly component, not a core module).
     pub bytes: &'static [u8],
+    /// `bytes` compiled at build time for the build's target, in the frame of
+    /// `proxops_engine::frame`; `None` for policies and when the build could not precompile.
+    /// The runtime uses it only if wasmtime accepts it for its engine and CPU.
+    pub precompiled: Option<&'static [u8]>,
 }
 
 include!(concat!(env!("OUT_DIR"), "/guests.rs"));

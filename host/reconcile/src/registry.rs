@@ -77,7 +77,13 @@ impl KindRegistry {
                 .map(|b| {
                     scope.spawn(move || {
                         let name = b.package.trim_start_matches("proxops-kind-");
-                        runtime.load_kind(name, b.bytes, Limits::KIND, true)
+                        runtime.load_kind_precompiled(
+                            name,
+                            b.bytes,
+                            b.precompiled,
+                            Limits::KIND,
+                            true,
+                        )
                     })
                 })
                 .collect();

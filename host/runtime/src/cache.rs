@@ -10,8 +10,12 @@
 //! Threat model: the cache folder is as trusted as the proxops binary (same user). The
 //! checks defend against corruption, other wasmtime versions and other engine settings;
 //! they are not a signature.
+//!
+//! Before the cache, a bundled kind's precompiled artifact (made by host/guests/build.rs and
+//! embedded in the binary, as trusted as the binary) is tried: its frame must name the very
+//! `.wasm` being loaded and its payload hash must match, then wasmtime must accept it for
+//! this engine (version, settings, CPU features). Any refusal falls back to the cache.
 
-use std::hash::Hasher;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -26,6 +30,8 @@ const MAGIC: &[u8] = b"PROXOPS-CWASM\x01";
 /// What happened when a component was loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheOutcome {
+    /// Loaded from the artifact precompiled at build time and embedded in the binary.
+    Precompiled,
     /// Loaded from a valid cache entry; nothing was compiled.
     Hit,
     /// Compiled and stored.
@@ -45,22 +51,8 @@ pub fn default_cache_dir() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "proxops").map(|d| d.cache_dir().join("components"))
 }
 
-/// Feeds a `Hash` value into SHA-256 so the key is stable across processes.
-struct ShaHasher(Sha256);
-
-impl Hasher for ShaHasher {
-    fn finish(&self) -> u64 {
-        0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        self.0.update(bytes);
-    }
-}
-
 fn entry_path(engine: &Engine, dir: &Path, wasm: &[u8]) -> PathBuf {
-    let mut compat = ShaHasher(Sha256::new());
-    std::hash::Hash::hash(&engine.precompile_compatibility_hash(), &mut compat);
-    let compat = hex::encode(&compat.0.finalize()[..16]);
+    let compat = hex::encode(&proxops_engine::engine_digest(engine)[..16]);
     let digest = hex::encode(Sha256::digest(wasm));
     dir.join(format!("{digest}-{compat}.cwasm"))
 }
@@ -109,6 +101,36 @@ pub(crate) fn load_or_compile(
         );
     }
     Ok((component, outcome))
+}
+
+/// Load a precompiled artifact (framed by [`proxops_engine::frame`]) made for `wasm`, or say
+/// why it cannot be used. `reference` gives the [`proxops_engine::engine_digest`] of this
+/// runtime's settings compiled for a target (what the build's engine must have been).
+pub(crate) fn load_precompiled(
+    engine: &Engine,
+    reference: impl FnOnce(&str) -> Result<[u8; 32], String>,
+    wasm: &[u8],
+    framed: &[u8],
+) -> Result<Component, String> {
+    let framed = proxops_engine::unframe(wasm, framed).map_err(|e| e.to_string())?;
+    // wasmtime's own check ignores some compiler settings (NaN canonicalization among
+    // them) that proxops relies on, so the whole engine is compared first.
+    if reference(framed.target)? != framed.engine_digest {
+        return Err(format!(
+            "it was compiled for {} with other engine settings or another wasmtime",
+            framed.target
+        ));
+    }
+    if Engine::detect_precompiled(framed.payload) != Some(Precompiled::Component) {
+        return Err("its payload is not a precompiled component".into());
+    }
+    // SAFETY: the payload is what `Engine::precompile_component` produced at build time for
+    // exactly these `wasm` bytes (the frame checked both SHA-256s), by an engine with this
+    // runtime's settings (the digest above), and wasmtime itself refuses artifacts of
+    // another version or needing CPU features this machine lacks; any refusal means compiling.
+    #[allow(unsafe_code)]
+    let component = unsafe { Component::deserialize(engine, framed.payload) };
+    component.map_err(|e| format!("wasmtime refused it: {e:#}"))
 }
 
 /// Check an entry and deserialize it; `None` when any check fails.

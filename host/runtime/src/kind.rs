@@ -185,11 +185,25 @@ impl Runtime {
         limits: Limits,
         secrets_granted: bool,
     ) -> Result<KindComponent, RuntimeError> {
+        self.load_kind_precompiled(name, wasm, None, limits, secrets_granted)
+    }
+
+    /// [`Runtime::load_kind`] with the artifact precompiled at build time (a bundled kind's
+    /// `proxops_guests::Bundled::precompiled`): used when wasmtime accepts it for this
+    /// engine and CPU, else the kind is compiled (or taken from the cache) as usual.
+    pub fn load_kind_precompiled(
+        &self,
+        name: &str,
+        wasm: &[u8],
+        precompiled: Option<&[u8]>,
+        limits: Limits,
+        secrets_granted: bool,
+    ) -> Result<KindComponent, RuntimeError> {
         limits.check().map_err(|message| RuntimeError::Limits {
             guest: name.to_string(),
             message,
         })?;
-        let (component, cache) = self.compile(name, wasm)?;
+        let (component, cache) = self.compile(name, wasm, precompiled)?;
         check_contract(name, &component, &self.engine)?;
         let world_error = |e: wasmtime::Error| RuntimeError::World {
             guest: name.to_string(),

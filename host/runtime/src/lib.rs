@@ -20,11 +20,11 @@ pub mod probe;
 mod size;
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use wasmtime::component::{Component, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Engine};
 
 pub use cache::{CacheOutcome, default_cache_dir};
 pub use error::{GuestError, RuntimeError};
@@ -36,10 +36,7 @@ pub use policy::{PolicyComponent, PolicyInstance};
 
 /// How often the epoch ticker advances; deadlines are counted in these ticks.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
-/// The largest linear memory any guest may have; per-guest caps are at most this.
-pub const MAX_GUEST_MEMORY: usize = 512 << 20;
-/// Instances that may be alive at once across all guests (pool size).
-const POOL_INSTANCES: u32 = 256;
+pub use proxops_engine::MAX_GUEST_MEMORY;
 
 /// Settings of a [`Runtime`].
 #[derive(Debug, Clone, Default)]
@@ -48,6 +45,9 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// An engine digest for one target, or why no engine could be made for it.
+type ReferenceDigest = Result<[u8; 32], String>;
+
 /// The process-wide WebAssembly runtime. Cheap to share behind an `Arc`.
 pub struct Runtime {
     engine: Engine,
@@ -55,6 +55,8 @@ pub struct Runtime {
     kind_linker: Linker<host::HostState>,
     policy_linker: Linker<host::HostState>,
     pooling: bool,
+    /// [`Runtime::reference_digest`]'s results, per target.
+    reference_digests: Mutex<Vec<(String, ReferenceDigest)>>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -87,6 +89,7 @@ impl Runtime {
             kind_linker,
             policy_linker,
             pooling,
+            reference_digests: Mutex::new(Vec::new()),
         }))
     }
 
@@ -95,45 +98,54 @@ impl Runtime {
         self.pooling
     }
 
-    /// Compile `bytes` (or load them from the cache) for the guest called `name`.
-    fn compile(&self, name: &str, bytes: &[u8]) -> Result<(Component, CacheOutcome), RuntimeError> {
+    /// The compiled component of `bytes` for the guest called `name`: from `precompiled` (an
+    /// artifact made at build time) when this engine accepts it, else from the disk cache,
+    /// else compiled (and cached).
+    fn compile(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        precompiled: Option<&[u8]>,
+    ) -> Result<(Component, CacheOutcome), RuntimeError> {
+        if let Some(framed) = precompiled {
+            let reference = |target: &str| self.reference_digest(target);
+            match cache::load_precompiled(&self.engine, reference, bytes, framed) {
+                Ok(component) => return Ok((component, CacheOutcome::Precompiled)),
+                Err(reason) => tracing::info!(
+                    guest = name,
+                    "not using the precompiled component ({reason}); compiling it instead"
+                ),
+            }
+        }
         cache::load_or_compile(&self.engine, self.cache_dir.as_deref(), name, bytes)
+    }
+
+    /// The engine digest a precompiled artifact for `target` must carry: this runtime's
+    /// settings, compiled for `target` as host/guests/build.rs does. Computed once per target.
+    fn reference_digest(&self, target: &str) -> ReferenceDigest {
+        let mut known = self
+            .reference_digests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some((_, digest)) = known.iter().find(|(t, _)| t == target) {
+            return digest.clone();
+        }
+        let digest = proxops_engine::precompile_engine(engine_config(false), target)
+            .map(|engine| proxops_engine::engine_digest(&engine))
+            .map_err(|e| format!("no engine for its target {target}: {e:#}"));
+        known.push((target.to_string(), digest.clone()));
+        digest
     }
 }
 
+/// The runtime's engine settings: the shared ones (`proxops_engine::engine_config`, which the
+/// bundled kinds were precompiled with) plus developer aids that do not change compiled code.
 fn engine_config(pooling: bool) -> Config {
-    let mut cfg = Config::new();
-    cfg.epoch_interruption(true)
-        .max_wasm_stack(1 << 20)
-        .cranelift_nan_canonicalization(true)
-        .wasm_relaxed_simd(false)
-        .native_unwind_info(true);
+    let mut cfg = proxops_engine::engine_config(pooling);
     // Developer aid: `PROXOPS_GUEST_PROFILER=perfmap` writes /tmp/perf-<pid>.map so that
     // `perf report` names guest functions instead of showing JIT addresses.
     if std::env::var("PROXOPS_GUEST_PROFILER").as_deref() == Ok("perfmap") {
         cfg.profiler(wasmtime::ProfilingStrategy::PerfMap);
-    }
-    if pooling {
-        let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(POOL_INSTANCES)
-            .total_core_instances(4 * POOL_INSTANCES)
-            .total_memories(2 * POOL_INSTANCES)
-            .total_tables(4 * POOL_INSTANCES)
-            .total_stacks(POOL_INSTANCES)
-            .max_memory_size(MAX_GUEST_MEMORY)
-            .max_memories_per_component(4)
-            .max_tables_per_component(8)
-            .max_core_instances_per_component(32)
-            .linear_memory_keep_resident(1 << 20)
-            .table_keep_resident(16 << 10);
-        // A fresh instance's memory is reset when it is freed. Without PAGEMAP_SCAN the
-        // whole resident megabyte is memset every time; with it (Linux >= 6.7, `Auto` falls
-        // back elsewhere) only the pages the instance wrote are. Fresh instances are what
-        // policies and third-party kinds get per evaluation (`proxops-bench`, guest calls).
-        if std::env::var_os("PROXOPS_POOL_NO_PAGEMAP").is_none() {
-            pool.pagemap_scan(wasmtime::Enabled::Auto);
-        }
-        cfg.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
     }
     cfg
 }

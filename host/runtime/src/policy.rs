@@ -88,7 +88,7 @@ impl Runtime {
             guest: name.to_string(),
             message,
         })?;
-        let (component, cache) = self.compile(name, wasm)?;
+        let (component, cache) = self.compile(name, wasm, None)?;
         let world_error = |e: wasmtime::Error| RuntimeError::World {
             guest: name.to_string(),
             world: "proxops:policy/policy@0.1.0",

@@ -237,6 +237,166 @@ fn every_bundled_kind_loads_and_describes_itself() {
     }
 }
 
+fn bundled_kind(package: &str) -> &'static proxops_guests::Bundled {
+    proxops_guests::bundled(proxops_guests::Role::Kind)
+        .find(|b| b.package == package)
+        .unwrap_or_else(|| panic!("{package} is bundled"))
+}
+
+#[test]
+fn every_bundled_kind_loads_from_its_precompiled_artifact() {
+    for b in proxops_guests::bundled(proxops_guests::Role::Kind) {
+        let precompiled = b
+            .precompiled
+            .unwrap_or_else(|| panic!("{} was not precompiled by the build", b.package));
+        // No cache folder: a refusal would show up as `Disabled`, not as a cache hit.
+        let kind = runtime()
+            .load_kind_precompiled(b.package, b.bytes, Some(precompiled), Limits::KIND, false)
+            .unwrap();
+        assert_eq!(
+            kind.cache_outcome(),
+            CacheOutcome::Precompiled,
+            "{}",
+            b.package
+        );
+        kind.instance()
+            .expect("an instance of the precompiled kind");
+    }
+}
+
+/// The target the build precompiled for, read from an embedded artifact's frame.
+fn precompiled_target() -> &'static str {
+    let disk = bundled_kind("proxops-kind-diskimage");
+    proxops_engine::unframe(
+        disk.bytes,
+        disk.precompiled.expect("diskimage is precompiled"),
+    )
+    .expect("the embedded artifact's frame")
+    .target
+}
+
+/// `wasm` compiled as host/guests/build.rs does, but with `cfg`; framed with the digest of
+/// `frame_engine`'s settings (`cfg`'s when `None`: an honest frame; another to forge one).
+fn precompile_with(
+    wasm: &[u8],
+    cfg: wasmtime::Config,
+    frame_cfg: Option<wasmtime::Config>,
+) -> Vec<u8> {
+    let target = precompiled_target();
+    let engine = proxops_engine::precompile_engine(cfg, target).unwrap();
+    let payload = engine.precompile_component(wasm).unwrap();
+    let framer = match frame_cfg {
+        Some(cfg) => proxops_engine::precompile_engine(cfg, target).unwrap(),
+        None => engine,
+    };
+    proxops_engine::frame(wasm, &framer, target, &payload)
+}
+
+fn try_precompiled(wasm: &[u8], framed: &[u8]) -> Result<(), String> {
+    let rt = runtime();
+    crate::cache::load_precompiled(&rt.engine, |t| rt.reference_digest(t), wasm, framed).map(drop)
+}
+
+/// Artifacts that do not fit are refused and the kind is compiled (and cached) instead: one
+/// compiled under another engine setting, one whose frame lies about its settings, a corrupt
+/// one and one made from another component. The real DiskImage kind, compiled with wasmtime
+/// exactly as host/guests/build.rs compiles it.
+#[test]
+fn a_precompiled_artifact_that_does_not_fit_is_refused_and_the_kind_compiled() {
+    let disk = bundled_kind("proxops-kind-diskimage");
+
+    // NaN canonicalization off: wasmtime would load this one (it deems the flag harmless),
+    // proxops's engine digest refuses it.
+    let mut cfg = proxops_engine::engine_config(false);
+    cfg.cranelift_nan_canonicalization(false);
+    let other_setting = precompile_with(disk.bytes, cfg, None);
+    let refused = try_precompiled(disk.bytes, &other_setting).expect_err("refused");
+    assert!(refused.contains("other engine settings"), "{refused}");
+
+    // Epoch interruption off, in a frame that claims the runtime's settings: wasmtime's own
+    // check refuses it.
+    let mut cfg = proxops_engine::engine_config(false);
+    cfg.epoch_interruption(false);
+    let forged = precompile_with(disk.bytes, cfg, Some(proxops_engine::engine_config(false)));
+    let refused = try_precompiled(disk.bytes, &forged).expect_err("refused");
+    assert!(refused.contains("wasmtime refused it"), "{refused}");
+
+    // Through the runtime: compiled and cached, then the cache serves the next runtime.
+    let dir = tempfile::tempdir().unwrap();
+    let load = |framed: &[u8]| {
+        Runtime::new(RuntimeConfig {
+            cache_dir: Some(dir.path().to_path_buf()),
+        })
+        .unwrap()
+        .load_kind_precompiled("diskimage", disk.bytes, Some(framed), Limits::KIND, false)
+        .unwrap()
+    };
+    let first = load(&other_setting);
+    assert_eq!(first.cache_outcome(), CacheOutcome::Miss);
+    first.instance().expect("an instance of the compiled kind");
+    assert_eq!(load(&forged).cache_outcome(), CacheOutcome::Hit);
+
+    // The embedded artifact with one byte flipped in its payload: refused before wasmtime
+    // reads it.
+    let mut corrupt = disk.precompiled.expect("diskimage is precompiled").to_vec();
+    let mid = corrupt.len() / 2;
+    corrupt[mid] ^= 0xff;
+    let refused = try_precompiled(disk.bytes, &corrupt).expect_err("refused");
+    assert!(refused.contains("corrupt"), "{refused}");
+    assert_eq!(load(&corrupt).cache_outcome(), CacheOutcome::Hit);
+
+    // A valid artifact of another kind (ISO's), offered for DiskImage: refused, compiled.
+    let iso = bundled_kind("proxops-kind-iso").precompiled.unwrap();
+    let refused = try_precompiled(disk.bytes, iso).expect_err("refused");
+    assert!(refused.contains("another .wasm"), "{refused}");
+    let kind = runtime()
+        .load_kind_precompiled("diskimage", disk.bytes, Some(iso), Limits::KIND, false)
+        .unwrap();
+    assert_eq!(kind.cache_outcome(), CacheOutcome::Disabled);
+    assert_eq!(kind.info().kind, "DiskImage");
+}
+
+/// An artifact that needs a CPU feature this machine lacks (as one built on another machine
+/// might) is refused: by the engine digest when its frame is honest, by wasmtime's CPU check
+/// when the frame claims the baseline. Runs where the host lacks one of the features below.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn a_precompiled_artifact_for_a_cpu_this_machine_is_not_is_refused() {
+    let missing = [
+        (
+            "avx512f",
+            "has_avx512f",
+            std::is_x86_feature_detected!("avx512f"),
+        ),
+        (
+            "avx512vl",
+            "has_avx512vl",
+            std::is_x86_feature_detected!("avx512vl"),
+        ),
+        ("avx2", "has_avx2", std::is_x86_feature_detected!("avx2")),
+        ("bmi2", "has_bmi2", std::is_x86_feature_detected!("bmi2")),
+    ]
+    .into_iter()
+    .find(|(_, _, present)| !present);
+    let Some((feature, flag, _)) = missing else {
+        eprintln!("this CPU has every feature the test could ask for; nothing to check");
+        return;
+    };
+    let disk = bundled_kind("proxops-kind-diskimage");
+    let mut cfg = proxops_engine::engine_config(false);
+    // SAFETY: the code compiled here is never run; only its loading is attempted.
+    #[allow(unsafe_code)]
+    unsafe {
+        cfg.cranelift_flag_enable(flag);
+    }
+    let honest = precompile_with(disk.bytes, cfg.clone(), None);
+    let refused = try_precompiled(disk.bytes, &honest).expect_err(feature);
+    assert!(refused.contains("other engine settings"), "{refused}");
+    let forged = precompile_with(disk.bytes, cfg, Some(proxops_engine::engine_config(false)));
+    let refused = try_precompiled(disk.bytes, &forged).expect_err(feature);
+    assert!(refused.contains("wasmtime refused it"), "{refused}");
+}
+
 /// What a misbehaviour must come to.
 #[derive(Debug, Clone, Copy)]
 enum Want {
