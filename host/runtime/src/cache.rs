@@ -125,7 +125,7 @@ pub(crate) fn load_precompiled(
         return Err("its payload is not a precompiled component".into());
     }
     // SAFETY: the payload is what `Engine::precompile_component` produced at build time for
-    // exactly these `wasm` bytes (the frame checked both SHA-256s), by an engine with this
+    // exactly these `wasm` bytes (the frame checked its SHA-256 and the payload's CRC-32), by an engine with this
     // runtime's settings (the digest above), and wasmtime itself refuses artifacts of
     // another version or needing CPU features this machine lacks; any refusal means compiling.
     #[allow(unsafe_code)]
