@@ -493,8 +493,8 @@ pub(super) async fn apply_under_latency(tmp: &tempfile::TempDir, cache: &Path, t
 }
 
 /// Section 6, hostile YAML: how long the loader takes to refuse a 1 MB file built to be slow
-/// to parse (deep nesting) and an oversized one, and what the duplicate-key and depth pass
-/// costs on the manifests of the plan at scale.
+/// to parse (deep nesting) and an oversized one, and what reading the manifests of the plan
+/// at scale costs next to serde_yaml alone.
 pub(super) fn hostile_yaml(table: &mut Table) {
     eprintln!("[6] hostile YAML");
     let cases = [
@@ -527,21 +527,23 @@ pub(super) fn hostile_yaml(table: &mut Table) {
     let manifests: Vec<String> = (0..10_000)
         .map(|i| fixture::manifest(i, &nodes, "started"))
         .collect();
-    let t = Instant::now();
-    for m in &manifests {
-        proxops_core::yaml::check(m).expect("fixture manifest passes the limits");
-    }
-    let pass = t.elapsed();
+    // The reader holds the limits while it builds the values (one pass); before, an event
+    // pass checked the limits and serde_yaml parsed every manifest again. Both measured here.
     let t = Instant::now();
     for m in &manifests {
         proxops_core::repo::parse_yaml("m.yaml", m).expect("fixture manifest parses");
     }
-    let whole = t.elapsed();
+    let one_pass = t.elapsed();
+    let t = Instant::now();
+    for m in &manifests {
+        serde_yaml::from_str::<serde_json::Value>(m).expect("serde_yaml parses the fixture");
+    }
+    let serde_yaml = t.elapsed();
     table.add(
         "6 inputs",
-        "10,000 manifests: limits pass / whole parse",
-        format!("{:.0} ms / {:.0} ms", ms(pass), ms(whole)),
-        "",
+        "10,000 manifests: the reader (limits and values, one pass) / serde_yaml alone (the former second pass)",
+        format!("{:.0} ms / {:.0} ms", ms(one_pass), ms(serde_yaml)),
+        format!("{:.2}x", ms(one_pass) / ms(serde_yaml)),
         None,
     );
 }

@@ -306,23 +306,22 @@ fn read_folder_files(
     out
 }
 
-/// Parse one YAML document into JSON; syntax errors carry line and column.
+/// Parse one YAML document into JSON; every refusal carries line and column.
 ///
-/// The limits of [`crate::yaml`] (size, depth, duplicate keys) are checked first; a leading
-/// byte order mark is skipped.
+/// One pass of [`crate::yaml`]: the limits (size, depth, duplicate keys, alias expansion)
+/// are held while the value is built; a leading byte order mark is skipped.
 pub fn parse_yaml(file: &str, text: &str) -> Result<serde_json::Value, Diagnostic> {
     let text = yaml::strip_bom(text);
-    yaml::check(text).map_err(|p| limit_error(file, p))?;
-    let mut docs = serde_yaml::Deserializer::from_str(text);
-    let Some(first) = docs.next() else {
+    let mut docs = yaml::parse(text)
+        .map_err(|p| yaml_error(file, p))?
+        .into_iter();
+    let Some(value) = docs.next() else {
         return Err(Diagnostic::error(
             file,
             "",
             "the file is empty; expected one manifest",
         ));
     };
-    let value = <serde_json::Value as serde::Deserialize>::deserialize(first)
-        .map_err(|e| yaml_error(file, &e))?;
     if docs.next().is_some() {
         return Err(Diagnostic::error(
             file,
@@ -347,26 +346,12 @@ pub fn parse_yaml(file: &str, text: &str) -> Result<serde_json::Value, Diagnosti
     Ok(value)
 }
 
-/// A refusal of [`yaml::check`] as a diagnostic.
-pub fn limit_error(file: &str, p: yaml::Problem) -> Diagnostic {
+/// A refusal of [`yaml::parse`] as a diagnostic of `file`.
+pub fn yaml_error(file: &str, p: yaml::Problem) -> Diagnostic {
     let d = Diagnostic::error(file, p.path, p.message);
     if p.line == 0 {
         d
     } else {
         d.at(p.line, p.column)
-    }
-}
-
-fn yaml_error(file: &str, e: &serde_yaml::Error) -> Diagnostic {
-    let message = format!("invalid YAML: {e}");
-    // serde_yaml appends " at line L column C" to its messages; the location is kept apart.
-    let message = match message.find(" at line ") {
-        Some(i) => message[..i].to_string(),
-        None => message,
-    };
-    let d = Diagnostic::error(file, "", message);
-    match e.location() {
-        Some(loc) => d.at(loc.line(), loc.column()),
-        None => d,
     }
 }

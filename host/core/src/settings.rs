@@ -224,22 +224,19 @@ pub fn load(root: &Path) -> Result<RepoSettings, Vec<Diagnostic>> {
 /// Parse the text of a settings file named `file`.
 pub fn parse_text(file: &str, text: &str) -> Result<RepoSettings, Vec<Diagnostic>> {
     let text = crate::yaml::strip_bom(text);
-    crate::yaml::check(text).map_err(|p| vec![crate::repo::limit_error(file, p)])?;
-    let doc: Value = match serde_yaml::from_str::<Option<Value>>(text) {
-        Ok(Some(v)) => v,
-        Ok(None) => Value::Object(Map::new()),
-        Err(e) => {
-            let message = format!("invalid YAML: {e}");
-            let message = match message.find(" at line ") {
-                Some(i) => message[..i].to_string(),
-                None => message,
-            };
-            let d = Diagnostic::error(file, "", message);
-            return Err(vec![match e.location() {
-                Some(loc) => d.at(loc.line(), loc.column()),
-                None => d,
-            }]);
+    let docs = crate::yaml::parse(text).map_err(|p| vec![crate::repo::yaml_error(file, p)])?;
+    let mut docs = docs.into_iter();
+    let doc = match (docs.next(), docs.next()) {
+        (_, Some(_)) => {
+            return Err(vec![Diagnostic::error(
+                file,
+                "",
+                "the file holds several YAML documents; put all settings in one",
+            )]);
         }
+        (Some(doc), None) if !doc.is_null() => doc,
+        // No document, or an empty one: no settings.
+        _ => Value::Object(Map::new()),
     };
     parse(file, &doc)
 }

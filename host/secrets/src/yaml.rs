@@ -11,8 +11,7 @@
 
 use std::collections::HashSet;
 
-use yaml_rust2::parser::{Event, MarkedEventReceiver, Parser, Tag};
-use yaml_rust2::scanner::{Marker, TScalarStyle};
+use saphyr_parser::{Event, Marker, Parser, ScalarStyle, Tag};
 
 /// The deepest nesting of mappings and sequences (the same limit as manifests).
 pub(crate) const MAX_DEPTH: usize = 64;
@@ -63,11 +62,11 @@ pub(crate) enum Resolved {
 pub(crate) fn parse(text: &str) -> Result<Option<Node>, ParseError> {
     let mut builder = Builder::default();
     let mut parser = Parser::new_from_str(text);
-    loop {
-        match parser.next_token() {
-            Ok((event, mark)) => {
+    while let Some(next) = parser.next_event() {
+        match next {
+            Ok((event, span)) => {
                 let end = matches!(event, Event::StreamEnd);
-                builder.on_event(event, mark);
+                builder.on_event(event, span.start);
                 if let Some(err) = builder.error.take() {
                     return Err(err);
                 }
@@ -213,24 +212,25 @@ fn is_str_tag(tag: &Tag) -> bool {
     tag.suffix == "str" && (tag.handle == "!!" || tag.handle == "tag:yaml.org,2002:")
 }
 
-impl MarkedEventReceiver for Builder {
-    fn on_event(&mut self, ev: Event, mark: Marker) {
+impl Builder {
+    fn on_event(&mut self, ev: Event<'_>, mark: Marker) {
         if self.error.is_some() {
             return;
         }
         match ev {
-            Event::DocumentStart => self.documents += 1,
+            Event::DocumentStart(_) => self.documents += 1,
             Event::Alias(_) => self.fail(format!(
                 "YAML anchors and aliases are not supported (line {})",
                 mark.line()
             )),
             Event::Scalar(text, style, anchor, tag) => {
-                let str_tag = tag.as_ref().is_some_and(is_str_tag);
+                let str_tag = tag.as_deref().is_some_and(is_str_tag);
                 let tag = if str_tag { None } else { tag };
-                if !self.check_props(anchor, tag.as_ref(), mark) {
+                if !self.check_props(anchor, tag.as_deref(), mark) {
                     return;
                 }
-                let plain = style == TScalarStyle::Plain && !str_tag;
+                let plain = style == ScalarStyle::Plain && !str_tag;
+                let text = text.into_owned();
                 if self.key_expected() && plain {
                     // sops refuses keys that yaml.v3 does not read as strings.
                     let r = resolve_plain(&text);
@@ -245,7 +245,7 @@ impl MarkedEventReceiver for Builder {
                 self.push_node(Node::Scalar(Scalar { text, plain }), mark);
             }
             Event::SequenceStart(anchor, tag) => {
-                if self.check_props(anchor, tag.as_ref(), mark) {
+                if self.check_props(anchor, tag.as_deref(), mark) {
                     if self.key_expected() {
                         self.fail(format!(
                             "mapping keys must be scalars (line {})",
@@ -260,7 +260,7 @@ impl MarkedEventReceiver for Builder {
                 }
             }
             Event::MappingStart(anchor, tag) => {
-                if self.check_props(anchor, tag.as_ref(), mark) {
+                if self.check_props(anchor, tag.as_deref(), mark) {
                     if self.key_expected() {
                         self.fail(format!(
                             "mapping keys must be scalars (line {})",
