@@ -47,6 +47,10 @@
 //! assert_eq!(<PoolKind as Guest>::identity(v.desired).key, "db");
 //! ```
 
+use std::any::Any;
+use std::cell::RefCell;
+use std::rc::Rc;
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -237,7 +241,7 @@ pub struct Adopted {
 /// nothing, claim nothing, adopt nothing and have no `finally` step.
 pub trait ResourceKind {
     /// Normalised desired state, as JSON between calls.
-    type Desired: Serialize + DeserializeOwned;
+    type Desired: Serialize + DeserializeOwned + 'static;
 
     /// Static facts, read once at load.
     fn describe() -> KindInfo;
@@ -299,8 +303,26 @@ pub trait ResourceKind {
     }
 }
 
-fn parse<K: ResourceKind>(desired: &str) -> Result<K::Desired, Vec<Diag>> {
-    serde_json::from_str(desired).map_err(|e| {
+thread_local! {
+    /// The desired state this instance read last, with the JSON text it was read from. The
+    /// host hands one object's desired state to several calls in a row (`references` then
+    /// `identity`; `observe` then `plan`), so the text is parsed once: reading is a function
+    /// of the text alone, so the same text gives the same value. (A component holds one kind,
+    /// so the entry is that kind's; the type is checked anyway.)
+    static LAST_DESIRED: RefCell<Option<(String, Rc<dyn Any>)>> = const { RefCell::new(None) };
+}
+
+/// `desired` read into the kind's type, or the value read from the same text last time.
+fn parse<K: ResourceKind>(desired: &str) -> Result<Rc<K::Desired>, Vec<Diag>> {
+    let hit = LAST_DESIRED.with_borrow(|last| {
+        last.as_ref()
+            .filter(|(text, _)| text == desired)
+            .and_then(|(_, value)| value.clone().downcast::<K::Desired>().ok())
+    });
+    if let Some(value) = hit {
+        return Ok(value);
+    }
+    let value: Rc<K::Desired> = Rc::new(serde_json::from_str(desired).map_err(|e| {
         vec![Diag::error(
             "",
             format!(
@@ -308,7 +330,9 @@ fn parse<K: ResourceKind>(desired: &str) -> Result<K::Desired, Vec<Diag>> {
                 K::describe().kind
             ),
         )]
-    })
+    })?);
+    LAST_DESIRED.set(Some((desired.to_string(), value.clone())));
+    Ok(value)
 }
 
 fn reference_from_wit(r: wit::Reference) -> Reference {
@@ -446,7 +470,7 @@ impl<K: ResourceKind> wit::Guest for K {
         let desired = desired.and_then(|d| parse::<K>(&d).ok());
         let live = live.and_then(|l| serde_json::from_str::<Value>(&l).ok());
         K::observe(
-            desired.as_ref(),
+            desired.as_deref(),
             live.as_ref(),
             &resolved_from_wit(resolved),
             &resolved_from_wit(referrers),
@@ -464,7 +488,7 @@ impl<K: ResourceKind> wit::Guest for K {
             None => None,
         };
         K::plan(
-            desired.as_ref(),
+            desired.as_deref(),
             &resolved_from_wit(resolved),
             &resolved_from_wit(referrers),
             &observed,
