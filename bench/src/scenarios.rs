@@ -711,7 +711,7 @@ pub(super) async fn many_clusters(
     );
     table.add(
         "7 many clusters",
-        "  of which load + validate, every cluster (CPU, before the concurrent part)",
+        "  the last cluster's manifests validated after (load + validate, one cluster after the other, overlapping the plans)",
         format!("{:.0} ms", f("validate_ms")),
         "",
         None,

@@ -17,6 +17,7 @@ mod images;
 mod inputs;
 mod kinds;
 mod ownership_gate;
+mod pipeline;
 mod policies;
 mod provision;
 mod reconcile;

@@ -21,7 +21,7 @@ pub fn graph(ctx: &Context, repo: &Path, format: GraphFormat) -> anyhow::Result<
     let Some(p) = prepare_or_report(ctx, repo) else {
         return Ok(exit::ERROR);
     };
-    let errors: Vec<&Diagnostic> = p.diags.iter().filter(|d| d.is_error()).collect();
+    let errors: Vec<&Diagnostic> = p.all_diags().into_iter().filter(|d| d.is_error()).collect();
     if !errors.is_empty() {
         for d in errors {
             errln!("{}", output::inline(&d.to_string()));
@@ -34,7 +34,8 @@ pub fn graph(ctx: &Context, repo: &Path, format: GraphFormat) -> anyhow::Result<
         GraphFormat::Mermaid => out.push_str("flowchart LR\n"),
     }
     let mut index = BTreeMap::new();
-    for (i, o) in p.catalog.objects.iter().enumerate() {
+    let objects = p.objects();
+    for (i, o) in objects.iter().enumerate() {
         let node = o.id.in_cluster();
         index.insert(node.clone(), i);
         match format {
@@ -48,7 +49,7 @@ pub fn graph(ctx: &Context, repo: &Path, format: GraphFormat) -> anyhow::Result<
             )),
         }
     }
-    for (i, o) in p.catalog.objects.iter().enumerate() {
+    for (i, o) in objects.iter().enumerate() {
         for r in &o.references {
             let target = o.id.sibling(r.kind.as_str(), r.name.as_str()).in_cluster();
             match format {

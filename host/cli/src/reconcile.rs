@@ -10,7 +10,7 @@ use std::time::Duration;
 use proxops_core::{ClusterFile, Diagnostic};
 use proxops_reconcile::execute::Limits;
 use proxops_reconcile::memory::StopMemory;
-use proxops_reconcile::{ApplyOptions, Catalog, ClusterPlan, Object, ObserveError};
+use proxops_reconcile::{ApplyOptions, ClusterInputs, ClusterPlan, Object, ObserveError};
 
 use proxops_reconcile::policy::{PolicyReport, PolicySet};
 
@@ -22,49 +22,148 @@ use crate::signals::watch_signals;
 use crate::sink::Sink;
 use crate::{exit, markdown, render, validate};
 
-/// What `plan` and `apply` share: the validated repository, split by cluster.
+/// What `plan`, `apply` and `watch` share: `proxops.yaml`, the policies, the cluster files and
+/// SOPS documents, and the repository's own problems; each cluster's manifests come apart
+/// ([`ClusterInputs`]): all of them validated up front ([`prepare`]), or one cluster after
+/// the other while the first ones are planned ([`prepare_config`], [`Prepared::validating`]).
 pub(crate) struct Prepared {
     pub(crate) clusters: BTreeMap<String, ClusterFile>,
-    manifests: Vec<proxops_core::Manifest>,
-    pub(crate) catalog: Catalog,
+    /// Problems of the repository itself (`proxops.yaml`, cluster files, token variables,
+    /// folders); each cluster's own are in its inputs. Sorted.
     pub(crate) diags: Vec<Diagnostic>,
+    layout: Option<Arc<proxops_core::Layout>>,
+    secrets: proxops_reconcile::Secrets,
     sops: BTreeMap<String, Arc<LazySops>>,
     policies: Arc<PolicySet>,
     /// `guest-budget.kind`: the time each kind may take per cluster and run.
     pub(crate) kind_budget: Option<Duration>,
     /// `clusters-at-once` of proxops.yaml.
     clusters_at_once: Option<usize>,
+    /// Every cluster's inputs after [`prepare`]; empty after [`prepare_config`].
+    validated: BTreeMap<String, Arc<ClusterInputs>>,
 }
 
-/// Load, validate and load the site policies. An invalid `proxops.yaml` or policy stops the
-/// whole run before any cluster is touched: the diagnostics are returned.
-pub(crate) fn prepare(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagnostic>> {
+/// Load `proxops.yaml`, the policies, the cluster files and SOPS documents, but no manifest.
+/// An invalid `proxops.yaml` or policy stops the whole run before any cluster is touched:
+/// the diagnostics are returned.
+pub(crate) fn prepare_config(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagnostic>> {
     let settings = proxops_core::settings::load(ctx.config_root(repo))?;
     let policies = PolicySet::load(&ctx.runtime, ctx.config_root(repo), &settings)?;
-    let checked = validate::check(ctx, repo);
+    let config = validate::config(ctx, repo);
     Ok(Prepared {
-        clusters: checked.repo.clusters,
-        manifests: checked.repo.manifests,
-        catalog: checked.catalog,
-        diags: checked.diags,
-        sops: checked.sops,
+        clusters: config
+            .layout
+            .as_ref()
+            .map(|l| l.clusters.clone())
+            .unwrap_or_default(),
+        secrets: config.secrets(),
+        diags: config.diags,
+        layout: config.layout,
+        sops: config.sops,
         policies: Arc::new(policies),
         kind_budget: settings.guest_budget.kind,
         clusters_at_once: settings.clusters_at_once,
+        validated: BTreeMap::new(),
     })
+}
+
+/// [`prepare_config`], then every cluster's manifests validated.
+pub(crate) fn prepare(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagnostic>> {
+    let mut p = prepare_config(ctx, repo)?;
+    if let Some(layout) = &p.layout {
+        for cluster in layout.manifest_clusters() {
+            let inputs =
+                proxops_reconcile::validate_cluster(&ctx.kinds, layout, cluster, &p.secrets);
+            p.validated.insert(cluster.to_string(), Arc::new(inputs));
+        }
+    }
+    Ok(p)
+}
+
+/// Print why [`prepare`] or [`prepare_config`] failed.
+pub(crate) fn report_unprepared(diags: Vec<Diagnostic>) {
+    errln!("not run: the site policies cannot be loaded (no cluster was contacted):");
+    for d in diags {
+        errln!("  {}", output::inline(&d.to_string()));
+    }
 }
 
 /// `prepare`, printing why it failed.
 pub(crate) fn prepare_or_report(ctx: &Context, repo: &Path) -> Option<Prepared> {
-    match prepare(ctx, repo) {
-        Ok(p) => Some(p),
-        Err(diags) => {
-            errln!("not run: the site policies cannot be loaded (no cluster was contacted):");
-            for d in diags {
-                errln!("  {}", output::inline(&d.to_string()));
-            }
-            None
-        }
+    prepare(ctx, repo).map_err(report_unprepared).ok()
+}
+
+impl Prepared {
+    /// Cluster `name`'s inputs after [`prepare`] (none when it has no manifests).
+    pub(crate) fn inputs(&self, name: &str) -> Arc<ClusterInputs> {
+        self.validated
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| Arc::new(ClusterInputs::default()))
+    }
+
+    /// Every validated object, in file order (after [`prepare`]).
+    pub(crate) fn objects(&self) -> Vec<&Object> {
+        let mut objects: Vec<&Object> = self.validated.values().flat_map(|i| &i.objects).collect();
+        objects.sort_by(|a, b| a.file.cmp(&b.file));
+        objects
+    }
+
+    /// The repository's problems and every validated cluster's, sorted.
+    pub(crate) fn all_diags(&self) -> Vec<&Diagnostic> {
+        let mut all: Vec<&Diagnostic> = self
+            .diags
+            .iter()
+            .chain(self.validated.values().flat_map(|i| &i.diags))
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// Whether the repository has manifest folders at all.
+    fn has_manifests(&self) -> bool {
+        self.layout
+            .as_ref()
+            .is_some_and(|l| l.manifest_clusters().next().is_some())
+    }
+
+    /// Validate `names` one after the other on a thread of their own (after
+    /// [`prepare_config`]): one future per cluster, in order, ready as soon as that cluster is,
+    /// so that planning the first overlaps reading and validating the next.
+    pub(crate) fn validating(
+        &self,
+        ctx: &Context,
+        names: &[String],
+    ) -> Vec<impl std::future::Future<Output = Arc<ClusterInputs>> + use<>> {
+        let receivers = match &self.layout {
+            Some(layout) => proxops_reconcile::validate_in_order(
+                ctx.kinds.clone(),
+                self.secrets.clone(),
+                names.iter().map(|n| (layout.clone(), n.clone())).collect(),
+            ),
+            None => Vec::new(),
+        };
+        let mut receivers = receivers.into_iter();
+        names
+            .iter()
+            .map(|name| {
+                let receiver = receivers.next();
+                let name = name.clone();
+                async move {
+                    let Some(receiver) = receiver else {
+                        return Arc::new(ClusterInputs::default());
+                    };
+                    Arc::new(receiver.await.unwrap_or_else(|_| ClusterInputs {
+                        diags: vec![Diagnostic::error(
+                            format!("clusters/{name}.yaml"),
+                            "",
+                            "internal error: validating this cluster's manifests failed (the reason is printed above); nothing was planned for it",
+                        )],
+                        ..ClusterInputs::default()
+                    }))
+                }
+            })
+            .collect()
     }
 }
 
@@ -79,20 +178,24 @@ fn print_policies(sink: &Sink, report: &PolicyReport) {
 }
 
 /// What the policies say about a cluster's manifests and plan.
-pub(crate) fn policy_report(p: &Prepared, cluster: &str, plan: &ClusterPlan) -> PolicyReport {
-    let mut report = p.policies.check_manifests(cluster, &p.manifests);
-    report.extend(p.policies.check_plan(plan, &p.manifests));
+pub(crate) fn policy_report(
+    p: &Prepared,
+    cluster: &str,
+    inputs: &ClusterInputs,
+    plan: &ClusterPlan,
+) -> PolicyReport {
+    let mut report = p.policies.check_manifests(cluster, &inputs.manifests);
+    report.extend(p.policies.check_plan(plan, &inputs.manifests));
     report
 }
 
 /// The policy check of every later pass of an apply (clone -> configure -> start plans
 /// actions the first plan did not show): a blocking finding stops the apply. The manifests
 /// were checked before the first pass and do not change, so only the new plan is checked.
-fn policy_gate(p: &Prepared) -> proxops_reconcile::apply::Gate {
+fn policy_gate(p: &Prepared, inputs: Arc<ClusterInputs>) -> proxops_reconcile::apply::Gate {
     let policies = p.policies.clone();
-    let manifests = p.manifests.clone();
     Arc::new(move |plan: &ClusterPlan| {
-        let report = policies.check_plan(plan, &manifests);
+        let report = policies.check_plan(plan, &inputs.manifests);
         report.blocks().then(|| report.lines().join("; "))
     })
 }
@@ -121,8 +224,13 @@ fn secrets_of(p: &Prepared, cluster: &str) -> Option<Arc<dyn proxops_runtime::Se
         .map(|d| d.clone() as Arc<dyn proxops_runtime::SecretSource>)
 }
 
-/// Diagnostics that stop `cluster`: errors in its cluster file or its manifests.
-fn cluster_errors<'d>(p: &'d Prepared, cluster: &str) -> Vec<&'d Diagnostic> {
+/// Diagnostics that stop `cluster`: errors in its cluster file, its folders or its manifests.
+fn cluster_errors<'d>(
+    p: &'d Prepared,
+    inputs: &'d ClusterInputs,
+    cluster: &str,
+) -> Vec<&'d Diagnostic> {
+    let own = inputs.diags.iter().filter(|d| d.is_error());
     p.diags
         .iter()
         .filter(|d| d.is_error())
@@ -136,6 +244,7 @@ fn cluster_errors<'d>(p: &'d Prepared, cluster: &str) -> Vec<&'d Diagnostic> {
                 _ => true,
             }
         })
+        .chain(own)
         .collect()
 }
 
@@ -168,7 +277,7 @@ pub(crate) fn clusters_to_run(
     only: Option<&str>,
 ) -> Result<Vec<String>, String> {
     let names = selected(p);
-    if names.is_empty() && p.manifests.is_empty() {
+    if names.is_empty() && !p.has_manifests() {
         return Err(format!(
             "{} holds no cluster files (clusters/*.yaml) and no manifests: nothing to do; is it a proxops repository?",
             repo.display()
@@ -267,18 +376,14 @@ fn guard_prune(plan: &mut ClusterPlan, manifests: usize, allow: Option<usize>) {
     }
 }
 
-fn objects_of(catalog: &Catalog, cluster: &str) -> Vec<Object> {
-    catalog
-        .objects
-        .iter()
-        .filter(|o| o.id.cluster == cluster)
-        .cloned()
-        .collect()
-}
-
-fn print_warnings(p: &Prepared) {
-    for d in p.diags.iter().filter(|d| !d.is_error()) {
-        errln!("{}", output::inline(&d.to_string()));
+/// The warnings among `diags`, to stderr (a cluster's go with its output, through its sink).
+fn print_warnings<'d>(diags: impl IntoIterator<Item = &'d Diagnostic>, sink: Option<&Sink>) {
+    for d in diags.into_iter().filter(|d| !d.is_error()) {
+        let line = output::inline(&d.to_string()).into_owned();
+        match sink {
+            Some(sink) => sink.errln(line),
+            None => errln!("{line}"),
+        }
     }
 }
 
@@ -286,7 +391,7 @@ fn print_warnings(p: &Prepared) {
 pub(crate) struct Planned {
     pub(crate) plan: ClusterPlan,
     pub(crate) conn: crate::connect::Connection,
-    objects: Vec<Object>,
+    pub(crate) inputs: Arc<ClusterInputs>,
     memory: Arc<StopMemory>,
 }
 
@@ -430,9 +535,9 @@ pub(crate) struct Unplanned {
     pub(crate) client: Option<proxops_pve::Client>,
 }
 
-/// Connect to cluster `name`, observe and plan it, or say in `sink` why it cannot be. Lines
-/// for the human go to `sink`: stdout, or stderr with `quiet` (stdout carries JSON or
-/// Markdown, or `watch` reports on its own).
+/// Connect to cluster `name`, observe and plan its validated `inputs`, or say in `sink` why
+/// it cannot be. Lines for the human go to `sink`: stdout, or stderr with `quiet` (stdout
+/// carries JSON or Markdown, or `watch` reports on its own).
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn plan_one(
     ctx: &Context,
@@ -440,13 +545,14 @@ pub(crate) async fn plan_one(
     repo: &Path,
     p: &Prepared,
     name: &str,
+    inputs: Arc<ClusterInputs>,
     quiet: bool,
     run: RunOptions,
     sink: &Sink,
 ) -> Result<Planned, Unplanned> {
     let say = |line: String| sink.say(quiet, line);
     let unplanned = Unplanned { client: None };
-    let errors = cluster_errors(p, name);
+    let errors = cluster_errors(p, &inputs, name);
     if !errors.is_empty() {
         say(format!(
             "Cluster {name}: not planned; fix these first (no PVE call was made):"
@@ -479,18 +585,20 @@ pub(crate) async fn plan_one(
     if !quiet {
         say(format!("Cluster {name} ({})", conn.label));
     }
-    let objects = objects_of(&p.catalog, name);
     let memory = stop_memory(ctx, repo, name, &conn.label, sink);
-    match proxops_reconcile::plan_cluster(&cycle(kinds, p, name, &conn.client, &objects), None)
-        .await
-    {
+    let planned = proxops_reconcile::plan_cluster(
+        &cycle(kinds, p, name, &conn.client, &inputs.objects),
+        None,
+    )
+    .await;
+    match planned {
         Ok(mut plan) => {
             memory.hold_back(&mut plan, run.retry_stop_required);
-            guard_prune(&mut plan, objects.len(), run.allow_prune);
+            guard_prune(&mut plan, inputs.objects.len(), run.allow_prune);
             Ok(Planned {
                 plan,
                 conn,
-                objects,
+                inputs,
                 memory,
             })
         }
@@ -537,9 +645,10 @@ pub(crate) async fn settle_inflight(
     let Planned {
         plan,
         conn,
-        objects,
+        inputs,
         memory,
     } = planned;
+    let objects = &inputs.objects;
     let options = &p.clusters[name].options;
     let bound = Duration::from_secs(options.task_timeout_seconds);
     let waiting = |task: &str| {
@@ -596,10 +705,10 @@ pub async fn plan(
     let json = format == PlanFormat::Json;
     // Only the plan goes to stdout in JSON and Markdown; the reasons for the job log go to stderr.
     let quiet = format != PlanFormat::Text;
-    let Some(p) = prepare_or_report(ctx, repo) else {
+    let Some(p) = prepare_config(ctx, repo).map_err(report_unprepared).ok() else {
         return Ok(exit::ERROR);
     };
-    print_warnings(&p);
+    print_warnings(&p.diags, None);
     let names = match clusters_to_run(repo, &p, only) {
         Ok(n) => n,
         Err(e) => {
@@ -612,22 +721,26 @@ pub async fn plan(
     let mut attention = false;
     let mut views = Vec::new();
     let mut sections = Vec::new();
-    // Clusters are independent: they are planned at once (their reads overlap), and shown
-    // one after the other, in order.
+    // Clusters are independent: each is planned as soon as its manifests are validated (one
+    // cluster after the other, on a thread of their own), several at once (their reads
+    // overlap), and shown one after the other, in order.
     let at_once = clusters_at_once(run, &p);
     let p = &p;
-    let mut planned = futures_util::stream::iter(names)
-        .map(|name| async move {
+    let validating = p.validating(ctx, &names);
+    let mut planned = futures_util::stream::iter(names.into_iter().zip(validating))
+        .map(|(name, inputs)| async move {
+            let inputs = inputs.await;
             // One run per cluster: a kind that fails here is not called again for it.
             let kinds = ctx.kinds.for_run(p.kind_budget);
             let sink = Sink::buffer();
-            let planned = plan_one(ctx, &kinds, repo, p, &name, quiet, run, &sink).await;
+            print_warnings(&inputs.diags, Some(&sink));
+            let planned = plan_one(ctx, &kinds, repo, p, &name, inputs, quiet, run, &sink).await;
             (name, planned, sink)
         })
         .buffered(at_once);
     while let Some((name, planned, sink)) = planned.next().await {
         sink.flush();
-        let Ok(Planned { plan, .. }) = planned else {
+        let Ok(Planned { plan, inputs, .. }) = planned else {
             failed = true;
             sections.push(markdown::Cluster {
                 name,
@@ -641,7 +754,7 @@ pub async fn plan(
         changes |= plan.has_changes();
         attention |= counts.anomalies + counts.pending > 0;
         failed |= counts.errors > 0;
-        let policies = policy_report(p, &name, &plan);
+        let policies = policy_report(p, &name, &inputs, &plan);
         // A plan that enforce-mode policies deny cannot be applied: plan says so with exit 1.
         failed |= policies.blocks();
         if json {
@@ -686,10 +799,10 @@ pub async fn apply(
     only: Option<&str>,
     run: RunOptions,
 ) -> anyhow::Result<u8> {
-    let Some(p) = prepare_or_report(ctx, repo) else {
+    let Some(p) = prepare_config(ctx, repo).map_err(report_unprepared).ok() else {
         return Ok(exit::ERROR);
     };
-    print_warnings(&p);
+    print_warnings(&p.diags, None);
     let names = match clusters_to_run(repo, &p, only) {
         Ok(n) => n,
         Err(e) => {
@@ -700,16 +813,21 @@ pub async fn apply(
     let (cancel, signal) = watch_signals();
     let mut failed = false;
     let mut attention = false;
-    // Clusters are independent: up to `at_once` are applied at the same time, each under its
-    // own lock, and each one's output is shown in one piece, in name order.
+    // Clusters are independent: each starts as soon as its manifests are validated (one
+    // cluster after the other, on a thread of their own), up to `at_once` are applied at the
+    // same time, each under its own lock, and each one's output is shown in one piece, in
+    // name order.
     let at_once = clusters_at_once(run, &p);
     let clusters = names.len();
     let locks = Locks::default();
     let (p, locks, cancel) = (&p, &locks, &cancel);
-    let mut applied = futures_util::stream::iter(names)
-        .map(|name| async move {
+    let validating = p.validating(ctx, &names);
+    let mut applied = futures_util::stream::iter(names.into_iter().zip(validating))
+        .map(|(name, inputs)| async move {
             let sink = sink_for(at_once, clusters);
-            let ended = apply_cluster(ctx, repo, p, &name, run, locks, cancel, &sink).await;
+            let inputs = inputs.await;
+            print_warnings(&inputs.diags, Some(&sink));
+            let ended = apply_cluster(ctx, repo, p, &name, inputs, run, locks, cancel, &sink).await;
             (sink, ended)
         })
         .buffered(at_once);
@@ -745,6 +863,7 @@ async fn apply_cluster(
     repo: &Path,
     p: &Prepared,
     name: &str,
+    inputs: Arc<ClusterInputs>,
     run: RunOptions,
     locks: &Locks,
     cancel: &tokio::sync::watch::Receiver<bool>,
@@ -776,7 +895,8 @@ async fn apply_cluster(
     }
     // One run per cluster (plan and every apply pass): see `KindRegistry::for_run`.
     let kinds = ctx.kinds.for_run(p.kind_budget);
-    let Ok(mut planned) = plan_one(ctx, &kinds, repo, p, name, false, run, sink).await else {
+    let Ok(mut planned) = plan_one(ctx, &kinds, repo, p, name, inputs, false, run, sink).await
+    else {
         return failed;
     };
     if let Err(e) = settle_inflight(&kinds, p, name, &mut planned, run, sink).await {
@@ -785,7 +905,7 @@ async fn apply_cluster(
     }
     let plan = &planned.plan;
     sink.out(render::plan(plan));
-    let policies = policy_report(p, name, plan);
+    let policies = policy_report(p, name, &planned.inputs, plan);
     print_policies(sink, &policies);
     sink.outln(render::plan_summary(plan));
     let counts = plan.counts();
@@ -830,7 +950,7 @@ pub(crate) async fn execute(
     let Planned {
         plan,
         conn,
-        objects,
+        inputs,
         memory,
     } = planned;
     let options = &p.clusters[name].options;
@@ -842,7 +962,7 @@ pub(crate) async fn execute(
         read_concurrency: options.read_concurrency,
         max_passes: options.max_passes,
         secrets: secrets_of(p, name),
-        gate: Some(policy_gate(p)),
+        gate: Some(policy_gate(p, inputs.clone())),
         memory: memory.clone(),
         cancel: Some(cancel),
     };
@@ -851,7 +971,7 @@ pub(crate) async fn execute(
     let report = proxops_reconcile::apply(
         kinds,
         &conn.client,
-        &objects,
+        &inputs.objects,
         plan,
         apply_options,
         progress.clone(),

@@ -21,19 +21,30 @@ pub struct Checked {
     pub sops: BTreeMap<String, Arc<LazySops>>,
 }
 
-/// Load and validate. With `--trusted-config`, cluster files, `proxops.yaml` and the SOPS
-/// files come from that folder and only the manifests from `repo`.
-pub fn check(ctx: &Context, repo: &Path) -> Checked {
+/// A repository up to its manifests: its cluster files and kind folders, the SOPS documents,
+/// and the problems found so far (`proxops.yaml`, cluster files, token variables, folders).
+pub struct Config {
+    /// `None` when the repository (or the trusted config folder) cannot be opened.
+    pub layout: Option<Arc<proxops_core::Layout>>,
+    /// Sorted by file.
+    pub diags: Vec<Diagnostic>,
+    pub sops: BTreeMap<String, Arc<LazySops>>,
+}
+
+impl Config {
+    /// The SOPS documents as the engine's per-cluster secret sources.
+    pub fn secrets(&self) -> proxops_reconcile::Secrets {
+        crate::secrets::sources(&self.sops)
+    }
+}
+
+/// Read everything but the manifests. With `--trusted-config`, cluster files, `proxops.yaml`
+/// and the SOPS files come from that folder and only the manifests from `repo`.
+pub fn config(ctx: &Context, repo: &Path) -> Config {
     let folders = ctx.kinds.folders();
     let folders: Vec<&str> = folders.iter().map(String::as_str).collect();
     let config = ctx.config_root(repo);
-    let started = std::time::Instant::now();
-    let (loaded, mut diags) = proxops_core::load_split(repo, config, &folders);
-    tracing::debug!(
-        "loaded {} manifests in {:?}",
-        loaded.manifests.len(),
-        started.elapsed()
-    );
+    let (layout, mut diags) = proxops_core::load_layout(repo, config, &folders);
     // Token variables: PROXOPS_*, PVE_*, or allowed by name in proxops.yaml (whose own errors
     // are reported here too, so that validate shows every problem).
     let allowed = match proxops_core::settings::load(config) {
@@ -44,10 +55,49 @@ pub fn check(ctx: &Context, repo: &Path) -> Checked {
             Vec::new()
         }
     };
-    for cluster in loaded.clusters.values() {
+    let clusters = layout.as_ref().map(|l| &l.clusters);
+    for cluster in clusters.into_iter().flat_map(BTreeMap::values) {
         diags.extend(proxops_core::cluster::check_token_env(cluster, &allowed));
     }
-    let sops = crate::secrets::for_repo(config, &loaded.clusters, ctx.age_identity.as_deref());
+    let sops = match clusters {
+        Some(clusters) => crate::secrets::for_repo(config, clusters, ctx.age_identity.as_deref()),
+        None => BTreeMap::new(),
+    };
+    diags.sort();
+    Config {
+        layout: layout.map(Arc::new),
+        diags,
+        sops,
+    }
+}
+
+/// Load and validate every manifest.
+pub fn check(ctx: &Context, repo: &Path) -> Checked {
+    let started = std::time::Instant::now();
+    let Config {
+        layout,
+        mut diags,
+        sops,
+    } = config(ctx, repo);
+    let mut loaded = proxops_core::Repo {
+        root: repo.to_path_buf(),
+        config_root: ctx.config_root(repo).to_path_buf(),
+        ..Default::default()
+    };
+    if let Some(layout) = &layout {
+        loaded.clusters = layout.clusters.clone();
+        for cluster in layout.manifest_clusters() {
+            let (mut manifests, mut more) = layout.manifests(cluster);
+            loaded.manifests.append(&mut manifests);
+            diags.append(&mut more);
+        }
+        loaded.manifests.sort_by(|a, b| a.file.cmp(&b.file));
+    }
+    tracing::debug!(
+        "loaded {} manifests in {:?}",
+        loaded.manifests.len(),
+        started.elapsed()
+    );
     let (catalog, mut more) =
         proxops_reconcile::validate_repo(&ctx.kinds, &loaded, &crate::secrets::sources(&sops));
     diags.append(&mut more);

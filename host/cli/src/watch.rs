@@ -205,14 +205,25 @@ async fn cycle(
         _ => None,
     };
     let kinds = ctx.kinds.for_run(p.kind_budget);
-    let mut planned =
-        match reconcile::plan_one(ctx, &kinds, repo, p, name, true, options.run, sink).await {
-            Ok(planned) => planned,
-            Err(unplanned) => {
-                return Cycle::error("not planned (the reason is on stderr)".into())
-                    .sent_by(unplanned.client.as_ref());
-            }
-        };
+    let mut planned = match reconcile::plan_one(
+        ctx,
+        &kinds,
+        repo,
+        p,
+        name,
+        p.inputs(name),
+        true,
+        options.run,
+        sink,
+    )
+    .await
+    {
+        Ok(planned) => planned,
+        Err(unplanned) => {
+            return Cycle::error("not planned (the reason is on stderr)".into())
+                .sent_by(unplanned.client.as_ref());
+        }
+    };
     let client = planned.conn.client.clone();
     if applying {
         // As apply does: work a killed run left in flight is waited for, never sent again.
@@ -222,7 +233,7 @@ async fn cycle(
             return Cycle::error(format!("not planned: {e}")).sent_by(Some(&client));
         }
     }
-    let policies = reconcile::policy_report(p, name, &planned.plan);
+    let policies = reconcile::policy_report(p, name, &planned.inputs, &planned.plan);
     let mut failed_apply = false;
     let (mut applied, mut failed) = (0, 0);
     let mut note = String::new();
@@ -287,8 +298,8 @@ fn prefixed(cluster: &str, text: &str) -> String {
 fn problems(loaded: &Result<Prepared, Vec<proxops_core::Diagnostic>>) -> Option<Vec<String>> {
     match loaded {
         Err(diags) => Some(diags.iter().map(|d| d.to_string()).collect()),
-        Ok(p) if p.diags.iter().any(|d| d.is_error()) => Some(
-            p.diags
+        Ok(p) if p.all_diags().iter().any(|d| d.is_error()) => Some(
+            p.all_diags()
                 .iter()
                 .filter(|d| d.is_error())
                 .map(|d| d.to_string())
@@ -360,7 +371,7 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
         // Warnings are printed when they change, not every cycle.
         if let Ok(p) = &loaded {
             let warnings: Vec<String> = p
-                .diags
+                .all_diags()
                 .iter()
                 .filter(|d| !d.is_error())
                 .map(|d| d.to_string())

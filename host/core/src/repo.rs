@@ -64,11 +64,49 @@ pub fn load(root: &Path, folders: &[&str]) -> (Repo, Vec<Diagnostic>) {
 
 /// [`load`] with the manifests from `root` and the cluster files from `config`.
 pub fn load_split(root: &Path, config: &Path, folders: &[&str]) -> (Repo, Vec<Diagnostic>) {
+    let (layout, mut diags) = load_layout(root, config, folders);
     let mut repo = Repo {
         root: root.to_path_buf(),
         config_root: config.to_path_buf(),
         ..Repo::default()
     };
+    let Some(layout) = layout else {
+        return (repo, diags);
+    };
+    for cluster in layout.manifest_clusters() {
+        let (mut manifests, mut more) = layout.manifests(cluster);
+        repo.manifests.append(&mut manifests);
+        diags.append(&mut more);
+    }
+    repo.manifests.sort_by(|a, b| a.file.cmp(&b.file));
+    diags.sort();
+    repo.clusters = layout.clusters;
+    (repo, diags)
+}
+
+/// What a repository holds before any manifest is read: its cluster files and which kind
+/// folders hold manifests for which cluster. [`Layout::manifests`] then reads one cluster's
+/// manifests, so that a run over many clusters can start on the first while it reads the
+/// next.
+#[derive(Debug)]
+pub struct Layout {
+    dir: RepoDir,
+    /// Every cluster file that parsed, by name.
+    pub clusters: BTreeMap<String, ClusterFile>,
+    /// Per cluster with manifests: the kind folders that hold a folder for it
+    /// (`<folder>/<cluster>/`), in the order the kinds were given. A cluster without a
+    /// cluster file is here too; its error is among the layout's diagnostics.
+    folders: BTreeMap<String, Vec<String>>,
+}
+
+/// Read the cluster files (from `config`) and list the kind folders (under `root`); `None`
+/// when a root cannot be opened. The diagnostics cover the cluster files and the folder
+/// layout (a manifest outside a cluster folder, a cluster folder without a cluster file).
+pub fn load_layout(
+    root: &Path,
+    config: &Path,
+    folders: &[&str],
+) -> (Option<Layout>, Vec<Diagnostic>) {
     let mut diags = Vec::new();
     let open = |path: &Path| {
         RepoDir::open(path)
@@ -81,25 +119,26 @@ pub fn load_split(root: &Path, config: &Path, folders: &[&str]) -> (Repo, Vec<Di
             if config != root {
                 diags.extend(b.err());
             }
-            return (repo, diags);
+            return (None, diags);
         }
     };
 
     // Every cluster file that exists, valid or not: a manifest folder whose cluster file is
     // invalid gets that file's errors, not a second, false "no cluster file".
+    let mut clusters = BTreeMap::new();
     let mut cluster_names = BTreeSet::new();
     for (file, doc) in read_folder_files(&config_dir, "clusters", &mut diags, &mut cluster_names) {
         let name = stem(&file).to_string();
         match ClusterFile::parse(&file, &name, &doc) {
             Ok(cluster) => {
                 check_named_files(&config_dir, &cluster, &mut diags);
-                repo.clusters.insert(name, cluster);
+                clusters.insert(name, cluster);
             }
             Err(mut errors) => diags.append(&mut errors),
         }
     }
 
-    let mut seen: BTreeMap<(String, String, String), String> = BTreeMap::new();
+    let mut by_cluster: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for folder in folders {
         let Some(entries) = list_optional(&dir, folder, &mut diags) else {
             continue;
@@ -128,12 +167,44 @@ pub fn load_split(root: &Path, config: &Path, folders: &[&str]) -> (Repo, Vec<Di
                     format!("no cluster file clusters/{cluster}.yaml for the manifests in {rel}/"),
                 ));
             }
-            for (file, document) in read_folder_files(&dir, &rel, &mut diags, &mut BTreeSet::new())
+            by_cluster
+                .entry(cluster)
+                .or_default()
+                .push(folder.to_string());
+        }
+    }
+    diags.sort();
+    (
+        Some(Layout {
+            dir,
+            clusters,
+            folders: by_cluster,
+        }),
+        diags,
+    )
+}
+
+impl Layout {
+    /// The clusters that have manifest folders, sorted.
+    pub fn manifest_clusters(&self) -> impl Iterator<Item = &str> {
+        self.folders.keys().map(String::as_str)
+    }
+
+    /// The manifests of `cluster` (`<folder>/<cluster>/*.yaml` of every kind folder), sorted
+    /// by file, and the problems reading them.
+    pub fn manifests(&self, cluster: &str) -> (Vec<Manifest>, Vec<Diagnostic>) {
+        let mut diags = Vec::new();
+        let mut manifests = Vec::new();
+        let mut seen: BTreeMap<(&str, String), String> = BTreeMap::new();
+        for folder in self.folders.get(cluster).into_iter().flatten() {
+            let rel = format!("{folder}/{cluster}");
+            for (file, document) in
+                read_folder_files(&self.dir, &rel, &mut diags, &mut BTreeSet::new())
             {
                 let name = stem(&file).to_string();
                 check_name(&file, &name, &document, &mut diags);
-                let key = (folder.to_string(), cluster.clone(), name.clone());
-                if let Some(first) = seen.get(&key) {
+                // `web.yaml` and `web.yml` in one folder claim the same object.
+                if let Some(first) = seen.get(&(folder.as_str(), name.clone())) {
                     diags.push(Diagnostic::error(
                         file.clone(),
                         "metadata.name",
@@ -141,20 +212,20 @@ pub fn load_split(root: &Path, config: &Path, folders: &[&str]) -> (Repo, Vec<Di
                     ));
                     continue;
                 }
-                seen.insert(key, file.clone());
-                repo.manifests.push(Manifest {
+                seen.insert((folder.as_str(), name.clone()), file.clone());
+                manifests.push(Manifest {
                     file,
                     folder: folder.to_string(),
-                    cluster: cluster.clone(),
+                    cluster: cluster.to_string(),
                     name,
                     document,
                 });
             }
         }
+        manifests.sort_by(|a, b| a.file.cmp(&b.file));
+        diags.sort();
+        (manifests, diags)
     }
-    repo.manifests.sort_by(|a, b| a.file.cmp(&b.file));
-    diags.sort();
-    (repo, diags)
 }
 
 /// The files a cluster file names must be readable inside the repository: the CA file now
@@ -255,30 +326,34 @@ fn read_folder_files(
         stems.insert(stem(&name).to_string());
         match entry {
             // Read (and refused there) below, so that every refusal has one wording.
-            Ok(_) => names.push(name),
+            Ok(entry) => names.push((name, entry == Entry::File)),
             Err(e) => diags.push(Diagnostic::error(file, "", e.to_string())),
         }
     }
     // Reading and parsing thousands of manifests is the bulk of loading: spread it over the
     // cores, keeping the order.
-    let read = |name: &String| -> Result<(String, serde_json::Value), Diagnostic> {
-        let file = format!("{rel}/{name}");
-        let bytes = dir
-            .read(&file, yaml::MAX_BYTES)
+    let read =
+        |(name, listed_file): &(String, bool)| -> Result<(String, serde_json::Value), Diagnostic> {
+            let file = format!("{rel}/{name}");
+            let bytes = if *listed_file {
+                dir.read_listed(&file, yaml::MAX_BYTES)
+            } else {
+                dir.read(&file, yaml::MAX_BYTES)
+            }
             .map_err(|e| Diagnostic::error(&file, "", e.to_string()))?;
-        let text = String::from_utf8(bytes).map_err(|e| {
-            Diagnostic::error(
-                &file,
-                "",
-                format!(
-                    "the file is not UTF-8 text (invalid byte at offset {})",
-                    e.utf8_error().valid_up_to()
-                ),
-            )
-        })?;
-        let doc = parse_yaml(&file, &text)?;
-        Ok((file, doc))
-    };
+            let text = String::from_utf8(bytes).map_err(|e| {
+                Diagnostic::error(
+                    &file,
+                    "",
+                    format!(
+                        "the file is not UTF-8 text (invalid byte at offset {})",
+                        e.utf8_error().valid_up_to()
+                    ),
+                )
+            })?;
+            let doc = parse_yaml(&file, &text)?;
+            Ok((file, doc))
+        };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let results: Vec<Result<(String, serde_json::Value), Diagnostic>> =
         if names.len() < 64 || threads < 2 {

@@ -148,18 +148,27 @@ impl RepoDir {
     /// The bytes of the regular file `rel`, at most `limit` of them.
     pub fn read(&self, rel: &str, limit: usize) -> Result<Vec<u8>, ReadError> {
         check_relative(rel)?;
-        let shown = || quote(rel);
         let meta = self.dir.metadata(rel).map_err(|e| classify(rel, e))?;
         if let Entry::Folder | Entry::Other(_) = entry_of(meta.file_type()) {
             return Err(not_regular(rel, meta.file_type()));
         }
         if meta.len() > limit as u64 {
             return Err(ReadError::TooLarge {
-                path: shown(),
+                path: quote(rel),
                 size: meta.len(),
                 limit,
             });
         }
+        self.read_listed(rel, limit)
+    }
+
+    /// [`RepoDir::read`] of a file that [`RepoDir::list`] just gave as [`Entry::File`]: the
+    /// listing stands for the type check before opening (a manifest folder holds thousands
+    /// of files, and the check cost three system calls each). The open is still non-blocking
+    /// and the handle is checked again, type and size, before a byte is read.
+    pub fn read_listed(&self, rel: &str, limit: usize) -> Result<Vec<u8>, ReadError> {
+        check_relative(rel)?;
+        let shown = || quote(rel);
         let mut options = OpenOptions::new();
         options.read(true);
         #[cfg(unix)]
@@ -175,7 +184,14 @@ impl RepoDir {
         if !meta.is_file() {
             return Err(not_regular(rel, meta.file_type()));
         }
-        let mut bytes = Vec::with_capacity(meta.len().min(limit as u64) as usize);
+        if meta.len() > limit as u64 {
+            return Err(ReadError::TooLarge {
+                path: shown(),
+                size: meta.len(),
+                limit,
+            });
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
         file.take(limit as u64 + 1)
             .read_to_end(&mut bytes)
             .map_err(|e| classify(rel, e))?;

@@ -24,4 +24,7 @@ pub use observe::{Cycle, ObserveError, plan_cluster};
 pub use plan::{ClusterPlan, ObjectPlan, ObjectRef};
 pub use proxops_core::ObjectId;
 pub use registry::KindRegistry;
-pub use validate::{Catalog, Object, Secrets, validate_repo};
+pub use validate::{
+    Catalog, ClusterInputs, Object, Secrets, validate_cluster, validate_in_order,
+    validate_manifests, validate_repo,
+};

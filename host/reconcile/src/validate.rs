@@ -1,11 +1,15 @@
 //! Everything that can be checked without PVE: routing manifests to kinds, each kind's
 //! `validate`, references between manifests and identity collisions. Any error here stops
 //! the cluster's cycle before the first PVE call.
+//!
+//! Every check is within one cluster (references, cycles and identities never cross
+//! clusters), so a run over many clusters validates them one at a time
+//! ([`validate_in_order`]) and starts on each as soon as it is ready.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use proxops_core::{API_VERSION, Diagnostic, Manifest, ObjectId, Repo};
+use proxops_core::{API_VERSION, Diagnostic, Layout, Manifest, ObjectId, Repo};
 use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{self, ObjectKey, Reference, Resolved, Severity};
 
@@ -114,10 +118,91 @@ pub fn validate_repo(
     repo: &Repo,
     secrets: &Secrets,
 ) -> (Catalog, Vec<Diagnostic>) {
+    let (objects, diags) = validate_manifests(registry, &repo.manifests, secrets);
+    (Catalog { objects }, diags)
+}
+
+/// One cluster's manifests, loaded and validated.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterInputs {
+    /// Sorted by file.
+    pub manifests: Vec<Manifest>,
+    /// The manifests that passed their kind's validation, in file order.
+    pub objects: Vec<Object>,
+    /// Problems of its manifests (reading, validation, references, identities), sorted.
+    pub diags: Vec<Diagnostic>,
+}
+
+/// Load and validate the manifests of `cluster` in `layout`.
+pub fn validate_cluster(
+    registry: &KindRegistry,
+    layout: &Layout,
+    cluster: &str,
+    secrets: &Secrets,
+) -> ClusterInputs {
+    let started = std::time::Instant::now();
+    let (manifests, mut diags) = layout.manifests(cluster);
+    tracing::debug!(
+        "{cluster}: loaded {} manifests in {:?}",
+        manifests.len(),
+        started.elapsed()
+    );
+    let (objects, mut more) = validate_manifests(registry, &manifests, secrets);
+    diags.append(&mut more);
+    diags.sort();
+    ClusterInputs {
+        manifests,
+        objects,
+        diags,
+    }
+}
+
+/// [`validate_cluster`] for each `(layout, cluster)`, one after the other on a thread of its
+/// own; one receiver per cluster, in the order given, answered as soon as that cluster is
+/// done. A run over many clusters starts on the first while the others are read: each
+/// cluster spreads its own manifests over the cores, so the first is ready after its own
+/// work, not after everyone's. The thread stops early when every receiver is gone; a
+/// receiver whose cluster could not be validated (a panic, reported as it happens) gets an
+/// error, and the clusters after it are still validated.
+pub fn validate_in_order(
+    registry: KindRegistry,
+    secrets: Secrets,
+    clusters: Vec<(Arc<Layout>, String)>,
+) -> Vec<tokio::sync::oneshot::Receiver<ClusterInputs>> {
+    let (senders, receivers): (Vec<_>, Vec<_>) = clusters
+        .iter()
+        .map(|_| tokio::sync::oneshot::channel())
+        .unzip();
+    std::thread::Builder::new()
+        .name("proxops-validate".into())
+        .spawn(move || {
+            for ((layout, cluster), sender) in clusters.iter().zip(senders) {
+                if sender.is_closed() {
+                    continue;
+                }
+                // A panic fails this cluster only (its sender is dropped); the others go on.
+                let validated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    validate_cluster(&registry, layout, cluster, &secrets)
+                }));
+                if let Ok(inputs) = validated {
+                    let _ = sender.send(inputs);
+                }
+            }
+        })
+        .expect("spawn the validation thread");
+    receivers
+}
+
+/// Validate `manifests` (of any clusters): the objects that passed and every diagnostic.
+pub fn validate_manifests(
+    registry: &KindRegistry,
+    manifests: &[Manifest],
+    secrets: &Secrets,
+) -> (Vec<Object>, Vec<Diagnostic>) {
     let started = std::time::Instant::now();
     let results = par_map(
         registry,
-        &repo.manifests,
+        manifests,
         |instances, m| -> Result<(Object, Vec<Diagnostic>), Vec<Diagnostic>> {
             let index = route(registry, m).map_err(|d| vec![d])?;
             let internal = |e: proxops_runtime::GuestError| {
@@ -218,10 +303,10 @@ pub fn validate_repo(
     diags.sort();
     tracing::debug!(
         "validated {} manifests in {:?}",
-        repo.manifests.len(),
+        manifests.len(),
         started.elapsed()
     );
-    (Catalog { objects }, diags)
+    (objects, diags)
 }
 
 /// Split `metadata.adopt: {vmid, name}` off a manifest: the claim, and the manifest without it
