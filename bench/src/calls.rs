@@ -48,8 +48,9 @@ async fn inputs(
         .await
         .expect("resources")
         .into_iter()
-        .find(|e| e["vmid"].as_u64() == Some(u64::from(vmid)))
+        .find(|e| e.get("vmid").and_then(|v| v.as_u64()) == Some(u64::from(vmid)))
         .expect("the VM is live")
+        .text()
         .to_string();
     let calls = inst
         .observe(Some(&desired), Some(&live), &[], &[])

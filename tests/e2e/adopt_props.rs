@@ -10,7 +10,6 @@ use std::sync::Arc;
 use proxops_pve::Method;
 use proxops_reconcile::adopt::{Adoption, adopt_entries, finish_manifest};
 use proxops_reconcile::{KindRegistry, Silent};
-use serde_json::Value;
 
 use crate::support::Rng;
 
@@ -229,9 +228,9 @@ async fn check_case(registry: &KindRegistry, seed: u64) -> usize {
     let live = proxops_reconcile::observe::listing(&lab.client, listing)
         .await
         .expect("cluster resources");
-    let guests: Vec<Value> = live
+    let guests: Vec<proxops_reconcile::live::Entry> = live
         .into_iter()
-        .filter(|e| e.get("type").and_then(Value::as_str) == Some("qemu"))
+        .filter(|e| e.str("type") == Some("qemu"))
         .collect();
     assert_eq!(guests.len(), made.len(), "seed {seed}");
     let results = adopt_entries(registry, &lab.client, listing, &guests, None).await;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use proxops_reconcile::adopt::{Adoption, adopt_entries, finish_manifest};
 use proxops_reconcile::import::{IMPORT_PREFIX, ImportingSecrets};
+use proxops_reconcile::live::{Entry, Field};
 use proxops_runtime::SecretSource;
 use serde_json::Value;
 
@@ -93,9 +94,9 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
         .with_context(|| format!("connecting to cluster {}", o.cluster))?;
     let listing = proxops_reconcile::observe::CLUSTER_RESOURCES;
     let live = proxops_reconcile::observe::listing(&conn.client, listing).await?;
-    let guests: Vec<&Value> = live
+    let guests: Vec<&Entry> = live
         .iter()
-        .filter(|e| matches!(e.get("type").and_then(Value::as_str), Some("qemu" | "lxc")))
+        .filter(|e| matches!(e.str("type"), Some("qemu" | "lxc")))
         .collect();
     // The guests the repository's manifests already name (in this cluster).
     let named: BTreeSet<&str> = checked
@@ -105,13 +106,8 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
         .filter(|obj| obj.id.cluster == o.cluster)
         .filter_map(|obj| obj.key.resource_id.as_deref())
         .collect();
-    let vmid = |e: &Value| e.get("vmid").and_then(Value::as_u64);
-    let id = |e: &Value| {
-        e.get("id")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
+    let vmid = |e: &Entry| e.get("vmid").and_then(Field::as_u64);
+    let id = |e: &Entry| e.str("id").unwrap_or_default().to_string();
     let mut chosen = Vec::new();
     let mut code = exit::OK;
     if o.all {
@@ -286,16 +282,10 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
 
 /// Images and ISOs on the cluster's storages, listed for the gap report: PVE keeps no URL
 /// for a volume, so no DiskImage or ISO manifest can be written for one.
-async fn report_volumes(client: &proxops_pve::Client, live: &[Value]) {
+async fn report_volumes(client: &proxops_pve::Client, live: &[Entry]) {
     let mut found = BTreeSet::new();
-    for s in live
-        .iter()
-        .filter(|e| e.get("type").and_then(Value::as_str) == Some("storage"))
-    {
-        let (Some(node), Some(storage)) = (
-            s.get("node").and_then(Value::as_str),
-            s.get("storage").and_then(Value::as_str),
-        ) else {
+    for s in live.iter().filter(|e| e.str("type") == Some("storage")) {
+        let (Some(node), Some(storage)) = (s.str("node"), s.str("storage")) else {
             continue;
         };
         let path = format!("/nodes/{node}/storage/{storage}/content");

@@ -278,7 +278,7 @@ fn read_manifest(path: &Path, cluster: Option<&str>) -> anyhow::Result<ManifestI
             .map(str::to_string)
             .unwrap_or(stem),
         file,
-        document,
+        document: document.to_string(),
     })
 }
 

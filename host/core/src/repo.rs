@@ -21,6 +21,11 @@ use crate::yaml;
 pub const MAX_CA_BYTES: usize = 1024 * 1024;
 
 /// One manifest file, parsed.
+///
+/// The document is kept as JSON text, which is what kinds and policies are handed: a
+/// 257-byte manifest took 7 KB as a `serde_json::Value` (70 MB for 10,000 of them, most of
+/// the memory of a plan), and its text its own size. The fields the host itself reads are
+/// taken out when the manifest is made.
 #[derive(Debug, Clone)]
 pub struct Manifest {
     /// Path relative to the repository root, e.g. `vm/lab/web-01.yaml`.
@@ -31,14 +36,62 @@ pub struct Manifest {
     pub cluster: String,
     /// File name without extension (equal to `metadata.name` once validated).
     pub name: String,
-    /// The document, YAML turned into JSON.
-    pub document: serde_json::Value,
+    /// The document, YAML turned into JSON, as JSON text.
+    json: Box<str>,
+    api_version: Option<String>,
+    kind: Option<String>,
+    /// `metadata.adopt`, the host's take-over field, when present.
+    adopt: Option<serde_json::Value>,
 }
 
 impl Manifest {
+    /// A manifest of `document` (YAML turned into JSON) read from `file`.
+    pub fn new(
+        file: String,
+        folder: String,
+        cluster: String,
+        name: String,
+        document: &serde_json::Value,
+    ) -> Manifest {
+        let text = |v: Option<&serde_json::Value>| v.and_then(|v| v.as_str()).map(str::to_string);
+        Manifest {
+            file,
+            folder,
+            cluster,
+            name,
+            json: document.to_string().into_boxed_str(),
+            api_version: text(document.get("apiVersion")),
+            kind: text(document.get("kind")),
+            adopt: document
+                .get("metadata")
+                .and_then(|m| m.get("adopt"))
+                .cloned(),
+        }
+    }
+
+    /// The document as JSON text.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// The document as a JSON value (read from its text again).
+    pub fn document(&self) -> serde_json::Value {
+        serde_json::from_str(&self.json).expect("the text was printed from a JSON value")
+    }
+
+    /// The document's `apiVersion:` value, if it is a string.
+    pub fn api_version(&self) -> Option<&str> {
+        self.api_version.as_deref()
+    }
+
     /// The document's `kind:` value, if it is a string.
     pub fn kind(&self) -> Option<&str> {
-        self.document.get("kind").and_then(|k| k.as_str())
+        self.kind.as_deref()
+    }
+
+    /// The document's `metadata.adopt`, if it has one.
+    pub fn adopt(&self) -> Option<&serde_json::Value> {
+        self.adopt.as_ref()
     }
 }
 
@@ -127,7 +180,14 @@ pub fn load_layout(
     // invalid gets that file's errors, not a second, false "no cluster file".
     let mut clusters = BTreeMap::new();
     let mut cluster_names = BTreeSet::new();
-    for (file, doc) in read_folder_files(&config_dir, "clusters", &mut diags, &mut cluster_names) {
+    let files = read_folder_files(
+        &config_dir,
+        "clusters",
+        &mut diags,
+        &mut cluster_names,
+        |_, doc| doc,
+    );
+    for (file, doc) in files {
         let name = stem(&file).to_string();
         match ClusterFile::parse(&file, &name, &doc) {
             Ok(cluster) => {
@@ -198,11 +258,31 @@ impl Layout {
         let mut seen: BTreeMap<(&str, String), String> = BTreeMap::new();
         for folder in self.folders.get(cluster).into_iter().flatten() {
             let rel = format!("{folder}/{cluster}");
-            for (file, document) in
-                read_folder_files(&self.dir, &rel, &mut diags, &mut BTreeSet::new())
-            {
-                let name = stem(&file).to_string();
-                check_name(&file, &name, &document, &mut diags);
+            // Each document becomes its manifest where it was read, so a folder's documents
+            // never all live as JSON trees at once.
+            let read = read_folder_files(
+                &self.dir,
+                &rel,
+                &mut diags,
+                &mut BTreeSet::new(),
+                |file, doc| {
+                    let stated = doc
+                        .pointer("/metadata/name")
+                        .and_then(|n| n.as_str())
+                        .map(str::to_string);
+                    let manifest = Manifest::new(
+                        file.to_string(),
+                        folder.to_string(),
+                        cluster.to_string(),
+                        stem(file).to_string(),
+                        &doc,
+                    );
+                    (stated, manifest)
+                },
+            );
+            for (file, (stated, manifest)) in read {
+                let name = manifest.name.clone();
+                check_name(&file, &name, stated.as_deref(), &mut diags);
                 // `web.yaml` and `web.yml` in one folder claim the same object.
                 if let Some(first) = seen.get(&(folder.as_str(), name.clone())) {
                     diags.push(Diagnostic::error(
@@ -212,14 +292,8 @@ impl Layout {
                     ));
                     continue;
                 }
-                seen.insert((folder.as_str(), name.clone()), file.clone());
-                manifests.push(Manifest {
-                    file,
-                    folder: folder.to_string(),
-                    cluster: cluster.to_string(),
-                    name,
-                    document,
-                });
+                seen.insert((folder.as_str(), name), file);
+                manifests.push(manifest);
             }
         }
         manifests.sort_by(|a, b| a.file.cmp(&b.file));
@@ -264,8 +338,9 @@ fn stem(file: &str) -> &str {
         .unwrap_or(base)
 }
 
-fn check_name(file: &str, stem: &str, document: &serde_json::Value, diags: &mut Vec<Diagnostic>) {
-    if let Some(name) = document.pointer("/metadata/name").and_then(|n| n.as_str())
+/// `metadata.name` (as written, if it is a string) must be the file's stem.
+fn check_name(file: &str, stem: &str, stated: Option<&str>, diags: &mut Vec<Diagnostic>) {
+    if let Some(name) = stated
         && name != stem
     {
         diags.push(Diagnostic::error(
@@ -300,13 +375,15 @@ fn list_optional(dir: &RepoDir, rel: &str, diags: &mut Vec<Diagnostic>) -> Optio
 }
 
 /// Parse every `.yaml`/`.yml` file directly in `rel`; other files are ignored with a warning.
-/// `names` receives the stem of every YAML file found, whether it parses or not.
-fn read_folder_files(
+/// `names` receives the stem of every YAML file found, whether it parses or not. Each file's
+/// document is handed to `convert` (with its path) on the thread that read it.
+fn read_folder_files<T: Send>(
     dir: &RepoDir,
     rel: &str,
     diags: &mut Vec<Diagnostic>,
     stems: &mut BTreeSet<String>,
-) -> Vec<(String, serde_json::Value)> {
+    convert: impl Fn(&str, serde_json::Value) -> T + Sync,
+) -> Vec<(String, T)> {
     let Some(entries) = list_optional(dir, rel, diags) else {
         return Vec::new();
     };
@@ -332,45 +409,44 @@ fn read_folder_files(
     }
     // Reading and parsing thousands of manifests is the bulk of loading: spread it over the
     // cores, keeping the order.
-    let read =
-        |(name, listed_file): &(String, bool)| -> Result<(String, serde_json::Value), Diagnostic> {
-            let file = format!("{rel}/{name}");
-            let bytes = if *listed_file {
-                dir.read_listed(&file, yaml::MAX_BYTES)
-            } else {
-                dir.read(&file, yaml::MAX_BYTES)
-            }
-            .map_err(|e| Diagnostic::error(&file, "", e.to_string()))?;
-            let text = String::from_utf8(bytes).map_err(|e| {
-                Diagnostic::error(
-                    &file,
-                    "",
-                    format!(
-                        "the file is not UTF-8 text (invalid byte at offset {})",
-                        e.utf8_error().valid_up_to()
-                    ),
-                )
-            })?;
-            let doc = parse_yaml(&file, &text)?;
-            Ok((file, doc))
-        };
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let results: Vec<Result<(String, serde_json::Value), Diagnostic>> =
-        if names.len() < 64 || threads < 2 {
-            names.iter().map(read).collect()
+    let read = |(name, listed_file): &(String, bool)| -> Result<(String, T), Diagnostic> {
+        let file = format!("{rel}/{name}");
+        let bytes = if *listed_file {
+            dir.read_listed(&file, yaml::MAX_BYTES)
         } else {
-            let chunk = names.len().div_ceil(threads);
-            std::thread::scope(|scope| {
-                let handles: Vec<_> = names
-                    .chunks(chunk)
-                    .map(|part| scope.spawn(move || part.iter().map(read).collect::<Vec<_>>()))
-                    .collect();
-                handles
-                    .into_iter()
-                    .flat_map(|h| h.join().expect("manifest reader panicked"))
-                    .collect()
-            })
-        };
+            dir.read(&file, yaml::MAX_BYTES)
+        }
+        .map_err(|e| Diagnostic::error(&file, "", e.to_string()))?;
+        let text = String::from_utf8(bytes).map_err(|e| {
+            Diagnostic::error(
+                &file,
+                "",
+                format!(
+                    "the file is not UTF-8 text (invalid byte at offset {})",
+                    e.utf8_error().valid_up_to()
+                ),
+            )
+        })?;
+        let doc = parse_yaml(&file, &text)?;
+        let converted = convert(&file, doc);
+        Ok((file, converted))
+    };
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let results: Vec<Result<(String, T), Diagnostic>> = if names.len() < 64 || threads < 2 {
+        names.iter().map(read).collect()
+    } else {
+        let chunk = names.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = names
+                .chunks(chunk)
+                .map(|part| scope.spawn(move || part.iter().map(read).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().expect("manifest reader panicked"))
+                .collect()
+        })
+    };
     let mut out = Vec::new();
     for r in results {
         match r {

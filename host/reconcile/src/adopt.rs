@@ -12,6 +12,7 @@ use proxops_runtime::kind::{Gap, Method, Observation, Read};
 use serde_json::{Value, json};
 
 use crate::KindRegistry;
+use crate::live::{Entry, Field};
 use crate::observe::to_pve_params;
 use crate::plan::method_name;
 use crate::workers::par_map;
@@ -43,7 +44,7 @@ pub async fn adopt_entries(
     registry: &KindRegistry,
     client: &Client,
     listing: &str,
-    entries: &[Value],
+    entries: &[Entry],
     secrets: Option<Arc<dyn SecretSource>>,
 ) -> Vec<Adoption> {
     let kinds: Vec<usize> = (0..registry.len())
@@ -68,18 +69,15 @@ pub async fn adopt_entries(
                     .iter()
                     .find(|l| l.path == listing)?
                     .id_field;
-                entry.get(field).map(|v| match v {
-                    Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                })
+                Some(entry.get(field)?.id()?.into_owned())
             })
             .unwrap_or_default();
-        let text = entry.to_string();
+        let text = entry.text();
         let mut reasons = Vec::new();
         let mut adopted = None;
         for &kind in &kinds {
             let name = registry.get(kind).info().kind.clone();
-            let observation = match observe(registry, client, kind, &text).await {
+            let observation = match observe(registry, client, kind, text).await {
                 Ok(o) => o,
                 Err(why) => {
                     reasons.push(format!("{name}: {why}"));
@@ -171,11 +169,11 @@ async fn observe(
 /// ownership tags to it. Returns the name; `taken` gains it.
 pub fn finish_manifest(
     manifest: &mut Value,
-    entry: &Value,
+    entry: &Entry,
     kind: &str,
     taken: &mut BTreeSet<(String, String)>,
 ) -> String {
-    let vmid = entry.get("vmid").and_then(Value::as_u64);
+    let vmid = entry.get("vmid").and_then(Field::as_u64);
     let shown_vmid = vmid.map(|v| v.to_string()).unwrap_or_default();
     let base = manifest
         .pointer("/metadata/name")
@@ -194,11 +192,7 @@ pub fn finish_manifest(
         n += 1;
     }
     taken.insert((kind.to_string(), name.clone()));
-    let pve_name = entry
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
+    let pve_name = entry.str("name").unwrap_or_default().to_string();
     if let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("name".into(), json!(name));
         if let Some(v) = vmid.filter(|_| !pve_name.is_empty()) {

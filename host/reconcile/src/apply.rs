@@ -282,11 +282,7 @@ pub async fn apply(
                     let ids = crate::observe::listing(client, path)
                         .await?
                         .iter()
-                        .filter_map(|e| match e.get(field) {
-                            Some(serde_json::Value::String(s)) => Some(s.clone()),
-                            Some(serde_json::Value::Number(n)) => Some(n.to_string()),
-                            _ => None,
-                        })
+                        .filter_map(|e| Some(e.get(field)?.id()?.into_owned()))
                         .collect();
                     listed.insert(key, ids);
                 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use proxops_pve::{Client, PveError, Upid};
 use proxops_runtime::kind::{Action, Call, Method, Operation};
-use serde_json::Value;
 use tokio::sync::{Semaphore, watch};
 
 use proxops_core::ObjectId;
@@ -483,11 +482,9 @@ async fn exists(shared: &Shared, object: &ObjectRef) -> Option<bool> {
     }
     for (path, field) in &object.listings {
         let list = listing(&shared.client, path).await.ok()?;
-        let found = list.iter().any(|e| match e.get(field) {
-            Some(Value::String(s)) => s == id,
-            Some(Value::Number(n)) => n.to_string() == *id,
-            _ => false,
-        });
+        let found = list
+            .iter()
+            .any(|e| e.get(field).and_then(|f| f.id()).as_deref() == Some(id.as_str()));
         if found {
             return Some(true);
         }

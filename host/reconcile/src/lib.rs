@@ -8,6 +8,7 @@ pub mod execute;
 pub mod grant;
 pub mod import;
 pub mod inflight;
+pub mod live;
 pub mod memory;
 pub mod observe;
 pub mod ownership;

@@ -14,8 +14,8 @@
 
 use std::collections::HashSet;
 
+use crate::live::{Entry, Field};
 use proxops_runtime::kind::{Action, Anomaly, Call, Change, Method, Operation, Param, Proposal};
-use serde_json::Value;
 
 /// The tag every proxops guest carries.
 pub const OWNERSHIP_TAG: &str = "proxops";
@@ -53,15 +53,6 @@ pub enum Mark {
     Missing,
 }
 
-fn flag(v: Option<&Value>) -> bool {
-    match v {
-        Some(Value::Bool(b)) => *b,
-        Some(Value::Number(n)) => n.as_u64() == Some(1),
-        Some(Value::String(s)) => s == "1",
-        _ => false,
-    }
-}
-
 /// PVE's tag list: `;`, `,` and spaces all separate tags.
 pub fn split_tags(text: &str) -> Vec<String> {
     text.split([';', ',', ' '])
@@ -72,32 +63,24 @@ pub fn split_tags(text: &str) -> Vec<String> {
 
 impl LiveGuest {
     /// The guest of a `/cluster/resources` entry; `None` for nodes, storages and the like.
-    pub fn from_entry(entry: &Value) -> Option<LiveGuest> {
-        let kind = entry.get("type").and_then(Value::as_str)?;
+    pub fn from_entry(entry: &Entry) -> Option<LiveGuest> {
+        let kind = entry.str("type")?;
         if kind != "qemu" && kind != "lxc" {
             return None;
         }
         let vmid = match entry.get("vmid")? {
-            Value::Number(n) => n.as_u64()?,
-            Value::String(s) => s.parse().ok()?,
+            Field::Num(n) => n.as_u64()?,
+            Field::Str(s) => s.parse().ok()?,
             _ => return None,
         };
         Some(LiveGuest {
             kind: kind.to_string(),
             vmid,
-            node: entry.get("node").and_then(Value::as_str)?.to_string(),
-            name: entry
-                .get("name")
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            tags: entry
-                .get("tags")
-                .and_then(Value::as_str)
-                .map(split_tags)
-                .unwrap_or_default(),
+            node: entry.str("node")?.to_string(),
+            name: entry.str("name").map(str::to_string),
+            tags: entry.str("tags").map(split_tags).unwrap_or_default(),
             raw_tags: entry
-                .get("tags")
-                .and_then(Value::as_str)
+                .str("tags")
                 .map(|t| {
                     t.split([';', ',', ' '])
                         .filter(|t| !t.is_empty())
@@ -105,10 +88,9 @@ impl LiveGuest {
                         .collect()
                 })
                 .unwrap_or_default(),
-            template: flag(entry.get("template")),
+            template: entry.get("template").is_some_and(Field::flag),
             lock: entry
-                .get("lock")
-                .and_then(Value::as_str)
+                .str("lock")
                 .filter(|l| !l.is_empty())
                 .map(str::to_string),
         })
@@ -409,18 +391,18 @@ mod tests {
     use serde_json::json;
 
     fn guest(tags: &str, vmid: u64) -> LiveGuest {
-        LiveGuest::from_entry(
+        LiveGuest::from_entry(&Entry::from_value(
             &json!({"id": format!("qemu/{vmid}"), "type": "qemu", "vmid": vmid,
             "node": "pve01", "name": "payroll", "tags": tags}),
-        )
+        ))
         .unwrap()
     }
 
     #[test]
     fn a_locked_placeholder_is_reported_as_a_lock_to_wait_for() {
-        let placeholder = LiveGuest::from_entry(
+        let placeholder = LiveGuest::from_entry(&Entry::from_value(
             &json!({"id": "qemu/400", "type": "qemu", "vmid": 400, "node": "pve01", "lock": "create"}),
-        )
+        ))
         .unwrap();
         let said = &unowned(&placeholder, None).anomalies[0].message;
         assert!(
@@ -465,7 +447,11 @@ mod tests {
             json!({"id": "storage/pve01/local", "type": "storage", "node": "pve01"}),
             json!({"id": "qemu/1", "type": "qemu", "node": "pve01"}),
         ] {
-            assert_eq!(LiveGuest::from_entry(&entry), None, "{entry}");
+            assert_eq!(
+                LiveGuest::from_entry(&Entry::from_value(&entry)),
+                None,
+                "{entry}"
+            );
         }
     }
 

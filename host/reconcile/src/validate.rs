@@ -47,8 +47,7 @@ fn guest_diag(file: &str, d: &kind::Diagnostic) -> Diagnostic {
 
 /// Route a manifest to its kind, or say why it cannot be routed.
 fn route(registry: &KindRegistry, m: &Manifest) -> Result<usize, Diagnostic> {
-    let api_version = m.document.get("apiVersion").and_then(|v| v.as_str());
-    let Some(api_version) = api_version else {
+    let Some(api_version) = m.api_version() else {
         return Err(Diagnostic::error(
             &m.file,
             "apiVersion",
@@ -215,11 +214,10 @@ pub fn validate_manifests(
             let instance = instances.get(index).map_err(internal)?;
             instance.set_secrets(secrets.for_cluster(&m.cluster));
             // `metadata.adopt` belongs to the host, not to the kind's schema.
-            let (adopt, stripped) = take_adopt(&m.document)
+            let (adopt, stripped) = take_adopt(m)
                 .map_err(|msg| vec![Diagnostic::error(&m.file, "metadata.adopt", msg)])?;
-            let manifest = stripped.as_ref().unwrap_or(&m.document).to_string();
             let validated = instance
-                .validate(&manifest)
+                .validate(stripped.as_deref().unwrap_or(m.json()))
                 .map_err(internal)?
                 .map_err(|diags| {
                     diags
@@ -309,12 +307,10 @@ pub fn validate_manifests(
     (objects, diags)
 }
 
-/// Split `metadata.adopt: {vmid, name}` off a manifest: the claim, and the manifest without it
-/// (`None` when there was nothing to remove).
-fn take_adopt(
-    document: &serde_json::Value,
-) -> Result<(Option<AdoptClaim>, Option<serde_json::Value>), String> {
-    let Some(adopt) = document.get("metadata").and_then(|m| m.get("adopt")) else {
+/// Split `metadata.adopt: {vmid, name}` off a manifest: the claim, and the manifest's JSON
+/// without it (`None` when there was nothing to remove).
+fn take_adopt(m: &Manifest) -> Result<(Option<AdoptClaim>, Option<String>), String> {
+    let Some(adopt) = m.adopt() else {
         return Ok((None, None));
     };
     let shape = "write it as `adopt: {vmid: <the live vmid>, name: <the live PVE name>}`";
@@ -335,7 +331,7 @@ fn take_adopt(
         .and_then(serde_json::Value::as_str)
         .filter(|n| !n.is_empty())
         .ok_or_else(|| format!("metadata.adopt.name is missing or empty; {shape}"))?;
-    let mut stripped = document.clone();
+    let mut stripped = m.document();
     if let Some(meta) = stripped
         .get_mut("metadata")
         .and_then(serde_json::Value::as_object_mut)
@@ -347,7 +343,7 @@ fn take_adopt(
             vmid,
             name: name.to_string(),
         }),
-        Some(stripped),
+        Some(stripped.to_string()),
     ))
 }
 

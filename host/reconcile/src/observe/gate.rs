@@ -3,7 +3,6 @@
 use std::collections::HashSet;
 
 use proxops_runtime::kind::Proposal;
-use serde_json::Value;
 
 use super::Item;
 use crate::error::PlanError;
@@ -18,10 +17,7 @@ pub(super) fn gate(
     proposal: Proposal,
     nodes: &HashSet<String>,
 ) -> (Proposal, Option<PlanError>) {
-    let guest = item
-        .live
-        .as_ref()
-        .and_then(|(entry, _)| LiveGuest::from_entry(entry));
+    let guest = item.live.and_then(LiveGuest::from_entry);
     let empty_proposal = || Proposal {
         actions: Vec::new(),
         drift: Vec::new(),
@@ -38,12 +34,9 @@ pub(super) fn gate(
             locked: false,
         }],
     };
-    let is_guest_entry = item.live.as_ref().is_some_and(|(entry, _)| {
-        matches!(
-            entry.get("type").and_then(Value::as_str),
-            Some("qemu" | "lxc")
-        )
-    });
+    let is_guest_entry = item
+        .live
+        .is_some_and(|entry| matches!(entry.str("type"), Some("qemu" | "lxc")));
     if is_guest_entry && guest.is_none() {
         // A guest entry without node or vmid: ownership cannot be proved, so nothing is sent.
         return (empty_proposal(), Some(PlanError::NoIdentity));

@@ -8,9 +8,9 @@ use proxops_core::{Diagnostic, ObjectId};
 use proxops_pve::{Client, Param};
 use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{Call, Method, Observation, Proposal, Read, Resolved};
-use serde_json::Value;
 
 use crate::error::PlanError;
+use crate::live::Entry;
 use crate::ownership::{AdoptClaim, LiveGuest};
 use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef, method_name};
 use crate::workers::par_map;
@@ -61,8 +61,8 @@ pub(super) struct Item<'a> {
     object: ObjectRef,
     kind: usize,
     desired: Option<&'a str>,
-    /// The `/cluster/resources` entry, and its JSON text (what kinds get, printed once).
-    live: Option<(&'a Value, String)>,
+    /// The object's entry in its kind's listings.
+    live: Option<&'a Entry>,
     depends_on: Vec<ObjectId>,
     resolved: Vec<Resolved>,
     referrers: Vec<Resolved>,
@@ -79,27 +79,21 @@ pub(super) struct Item<'a> {
 
 /// Every `/cluster/resources` entry: guests, and the nodes and storages (the node list is
 /// checked before any write, and comes from the same read).
-pub async fn resources(client: &Client) -> Result<Vec<Value>, ObserveError> {
+pub async fn resources(client: &Client) -> Result<Vec<Entry>, ObserveError> {
     listing(client, CLUSTER_RESOURCES).await
 }
 
 /// The listing every cycle reads: guests, nodes, storages.
 pub const CLUSTER_RESOURCES: &str = "/cluster/resources";
 
-/// The entries of one listing (a GET answered with a list).
-pub async fn listing(client: &Client, path: &str) -> Result<Vec<Value>, ObserveError> {
-    let data = client.get(path, &[]).await?;
-    match data {
-        Value::Array(entries) => Ok(entries),
-        other => Err(ObserveError::Listing(format!(
-            "GET {path} answered {} instead of a list; nothing is planned from it",
-            match other {
-                Value::Null => "null",
-                Value::Object(_) => "an object",
-                _ => "a scalar",
-            }
-        ))),
-    }
+/// The entries of one listing (a GET answered with a list), each kept as the text PVE sent.
+pub async fn listing(client: &Client, path: &str) -> Result<Vec<Entry>, ObserveError> {
+    let data = client.get_text(path, &[]).await?;
+    crate::live::entries(&data).map_err(|what| {
+        ObserveError::Listing(format!(
+            "GET {path} answered {what} instead of a list; nothing is planned from it"
+        ))
+    })
 }
 
 /// Run guest calls (CPU work on scoped threads) from async code: through `block_in_place` on
@@ -184,12 +178,7 @@ pub async fn plan_cluster(
             (Some(e), None) => (proposal, Some(e)),
             (None, None) => gate(&item, proposal, &nodes),
         };
-        let running = item
-            .live
-            .as_ref()
-            .and_then(|(entry, _)| entry.get("status"))
-            .and_then(Value::as_str)
-            == Some("running");
+        let running = item.live.and_then(|entry| entry.str("status")) == Some("running");
         plan.objects.push(ObjectPlan {
             object: item.object,
             kind_index: item.kind,
@@ -206,11 +195,11 @@ pub async fn plan_cluster(
 
 /// The cluster's nodes, from the same listing. Without them no write can be checked against
 /// the node list: fail closed.
-fn cluster_nodes(live: &[Value]) -> Result<HashSet<String>, ObserveError> {
+fn cluster_nodes(live: &[Entry]) -> Result<HashSet<String>, ObserveError> {
     let nodes: HashSet<String> = live
         .iter()
-        .filter(|e| e.get("type").and_then(Value::as_str) == Some("node"))
-        .filter_map(|e| e.get("node").and_then(Value::as_str).map(str::to_string))
+        .filter(|e| e.str("type") == Some("node"))
+        .filter_map(|e| e.str("node").map(str::to_string))
         .collect();
     if nodes.is_empty() {
         return Err(ObserveError::Listing(
@@ -225,7 +214,7 @@ fn cluster_nodes(live: &[Value]) -> Result<HashSet<String>, ObserveError> {
 async fn read_listings(
     registry: &KindRegistry,
     client: &Client,
-) -> Result<HashMap<String, Vec<Value>>, ObserveError> {
+) -> Result<HashMap<String, Vec<Entry>>, ObserveError> {
     let mut paths = vec![CLUSTER_RESOURCES.to_string()];
     for (kind, _) in registry.iter() {
         for l in &kind.info().listings {
@@ -254,12 +243,8 @@ fn kind_listings(registry: &KindRegistry, kind: usize) -> Vec<(String, String)> 
 }
 
 /// The id of a listing entry: the value of `field`, a string or a number.
-fn entry_id<'v>(entry: &'v Value, field: &str) -> Option<std::borrow::Cow<'v, str>> {
-    match entry.get(field)? {
-        Value::String(s) => Some(std::borrow::Cow::Borrowed(s.as_str())),
-        Value::Number(n) => Some(std::borrow::Cow::Owned(n.to_string())),
-        _ => None,
-    }
+fn entry_id<'v>(entry: &'v Entry, field: &str) -> Option<std::borrow::Cow<'v, str>> {
+    entry.get(field)?.id()
 }
 
 /// One item per manifest object (or per object in `only`), with its live entry (found in
@@ -268,11 +253,11 @@ fn entry_id<'v>(entry: &'v Value, field: &str) -> Option<std::borrow::Cow<'v, st
 fn manifest_items<'a>(
     registry: &KindRegistry,
     objects: &'a [Object],
-    listings: &'a HashMap<String, Vec<Value>>,
+    listings: &'a HashMap<String, Vec<Entry>>,
     only: Option<&HashSet<ObjectId>>,
 ) -> Vec<Item<'a>> {
     // Per (listing, id field): entries by id.
-    let mut by_id: HashMap<(&str, &str), HashMap<String, &Value>> = HashMap::new();
+    let mut by_id: HashMap<(&str, &str), HashMap<String, &Entry>> = HashMap::new();
     for (kind, _) in registry.iter() {
         for l in &kind.info().listings {
             let key = (l.path.as_str(), l.id_field.as_str());
@@ -289,7 +274,7 @@ fn manifest_items<'a>(
             by_id.insert((path.as_str(), l.id_field.as_str()), index);
         }
     }
-    let find = |kind: usize, id: &str| -> Option<&'a Value> {
+    let find = |kind: usize, id: &str| -> Option<&'a Entry> {
         registry.get(kind).info().listings.iter().find_map(|l| {
             by_id
                 .get(&(l.path.as_str(), l.id_field.as_str()))
@@ -323,7 +308,7 @@ fn manifest_items<'a>(
             },
             kind: o.kind,
             desired: Some(&o.desired),
-            live: entry.map(|e| (e, e.to_string())),
+            live: entry,
             depends_on: o
                 .references
                 .iter()
@@ -361,7 +346,7 @@ fn prune_items<'a>(
     registry: &KindRegistry,
     cluster: &str,
     objects: &[Object],
-    listings: &'a HashMap<String, Vec<Value>>,
+    listings: &'a HashMap<String, Vec<Entry>>,
 ) -> Vec<Item<'a>> {
     let matched: HashSet<&str> = objects
         .iter()
@@ -383,7 +368,7 @@ fn prune_items<'a>(
         let Some(entries) = listings.get(path) else {
             continue;
         };
-        let unmatched: Vec<(&'a Value, String)> = entries
+        let unmatched: Vec<(&'a Entry, String)> = entries
             .iter()
             .filter_map(|e| {
                 let id = entry_id(e, id_field)?;
@@ -392,21 +377,19 @@ fn prune_items<'a>(
             .collect();
         let claims = off_runtime(|| {
             par_map(registry, &unmatched, |instances, (entry, _)| {
-                let text = entry.to_string();
-                let answers: Vec<(usize, Result<bool, String>)> = kinds
+                kinds
                     .iter()
                     .map(|&k| {
                         let answer = instances
                             .get(k)
-                            .and_then(|i| i.claims(path, &text))
+                            .and_then(|i| i.claims(path, entry.text()))
                             .map_err(|e| e.to_string());
                         (k, answer)
                     })
-                    .collect();
-                (answers, text)
+                    .collect::<Vec<(usize, Result<bool, String>)>>()
             })
         });
-        for ((entry, id), (answers, text)) in unmatched.into_iter().zip(claims) {
+        for ((entry, id), answers) in unmatched.into_iter().zip(claims) {
             let claimed: Vec<usize> = answers
                 .iter()
                 .filter(|(_, a)| matches!(a, Ok(true)))
@@ -446,24 +429,20 @@ fn prune_items<'a>(
                 continue;
             };
             let name = entry
-                .get("name")
-                .and_then(Value::as_str)
+                .str("name")
                 .map(str::to_string)
                 .unwrap_or_else(|| id.clone());
             items.push(Item {
                 object: ObjectRef {
                     id: ObjectId::new(cluster, registry.get(kind).info().kind.clone(), name),
                     file: None,
-                    node: entry
-                        .get("node")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
+                    node: entry.str("node").map(str::to_string),
                     resource: Some(id),
                     listings: kind_listings(registry, kind),
                 },
                 kind,
                 desired: None,
-                live: Some((entry, text)),
+                live: Some(entry),
                 depends_on: Vec::new(),
                 resolved: Vec::new(),
                 referrers: Vec::new(),
@@ -489,7 +468,7 @@ fn wanted_reads(
             if let Some(refusal) = &item.refusal {
                 return Err(refusal.clone());
             }
-            let live = item.live.as_ref().map(|(_, text)| text.as_str());
+            let live = item.live.map(Entry::text);
             let calls = instances
                 .get(item.kind)
                 .and_then(|i| i.observe(item.desired, live, &item.resolved, &item.referrers))
@@ -542,8 +521,7 @@ fn observations(
         .zip(items.iter_mut())
         .enumerate()
         .map(|(i, (calls, item))| {
-            // The entry's text moves into the observation: nothing reads it after plan.
-            let live = item.live.as_mut().map(|(_, text)| std::mem::take(text));
+            let live = item.live.map(|e| e.text().to_string());
             let observation = calls.map(|calls| Observation {
                 live,
                 reads: calls
@@ -625,10 +603,10 @@ fn plan_items(
 
 /// A VM id that a manifest claims but PVE holds as a container is a conflict: qm and lxc
 /// share one id pool.
-fn check_live_conflicts(objects: &[Object], live: &[Value]) -> Result<(), ObserveError> {
-    let mut by_vmid: BTreeMap<String, &Value> = BTreeMap::new();
+fn check_live_conflicts(objects: &[Object], live: &[Entry]) -> Result<(), ObserveError> {
+    let mut by_vmid: BTreeMap<String, &Entry> = BTreeMap::new();
     for e in live {
-        if let Some(vmid) = e.get("vmid").and_then(Value::as_u64) {
+        if let Some(vmid) = e.get("vmid").and_then(crate::live::Field::as_u64) {
             by_vmid.insert(vmid.to_string(), e);
         }
     }
@@ -637,12 +615,12 @@ fn check_live_conflicts(objects: &[Object], live: &[Value]) -> Result<(), Observ
         let Some(entry) = by_vmid.get(&o.key.key) else {
             continue;
         };
-        let id = entry.get("id").and_then(Value::as_str).unwrap_or_default();
+        let id = entry.str("id").unwrap_or_default();
         if o.key.resource_id.as_deref() == Some(id) {
             continue;
         }
-        let kind = entry.get("type").and_then(Value::as_str).unwrap_or("guest");
-        let node = entry.get("node").and_then(Value::as_str).unwrap_or("?");
+        let kind = entry.str("type").unwrap_or("guest");
+        let node = entry.str("node").unwrap_or("?");
         let what = if kind == "lxc" {
             "an LXC container"
         } else {

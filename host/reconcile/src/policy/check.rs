@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 use proxops_core::Manifest;
 use proxops_runtime::kind::Change;
 use proxops_runtime::policy::{ActionView, ManifestView, Verdict, Violation};
-use serde_json::Value;
 
 use super::report::{Finding, FindingObject, PolicyReport, Severity, Stage};
 use super::{Check, PolicySet};
@@ -52,7 +51,7 @@ impl PolicySet {
                     cluster: m.cluster.clone(),
                     kind: m.kind.clone(),
                     name: m.name.clone(),
-                    document: m.document.to_string(),
+                    document: m.document.clone(),
                 };
                 let object = FindingObject {
                     kind: m.kind.clone(),
@@ -101,7 +100,7 @@ impl PolicySet {
                 .file
                 .as_deref()
                 .and_then(|f| by_file.get(f))
-                .map(|m| m.document.to_string());
+                .map(|m| m.json().to_string());
             for a in &o.proposal.actions {
                 actions.push(PlannedAction {
                     file: o.object.file.clone(),
@@ -229,8 +228,8 @@ pub struct ManifestInput {
     pub name: String,
     /// Path relative to the repository root.
     pub file: String,
-    /// The document as written (YAML turned into JSON).
-    pub document: Value,
+    /// The document as written (YAML turned into JSON), as JSON text.
+    pub document: String,
 }
 
 impl From<&Manifest> for ManifestInput {
@@ -240,7 +239,7 @@ impl From<&Manifest> for ManifestInput {
             kind: m.kind().unwrap_or_default().to_string(),
             name: m.name.clone(),
             file: m.file.clone(),
-            document: m.document.clone(),
+            document: m.json().to_string(),
         }
     }
 }

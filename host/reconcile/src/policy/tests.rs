@@ -63,13 +63,20 @@ fn entry(file: &str, bytes: &[u8], mode: &str, settings: Value) -> String {
 }
 
 fn manifest(cluster: &str, name: &str, doc: Value) -> Manifest {
-    Manifest {
-        file: format!("vm/{cluster}/{name}.yaml"),
-        folder: "vm".into(),
-        cluster: cluster.into(),
-        name: name.into(),
-        document: doc,
-    }
+    Manifest::new(
+        format!("vm/{cluster}/{name}.yaml"),
+        "vm".into(),
+        cluster.into(),
+        name.into(),
+        &doc,
+    )
+}
+
+/// `m` with its document changed by `edit`.
+fn edited(m: Manifest, edit: impl FnOnce(&mut Value)) -> Manifest {
+    let mut doc = m.document();
+    edit(&mut doc);
+    Manifest::new(m.file, m.folder, m.cluster, m.name, &doc)
 }
 
 fn prod_vm(protection: bool) -> Manifest {
@@ -150,8 +157,9 @@ fn every_example_loads_and_answers() {
     let repo = TempRepo::new(&refs, &yaml);
     let set = repo.load().expect("all examples load");
     assert_eq!(set.policies().len(), 4);
-    let mut vm = prod_vm(true);
-    vm.document["spec"]["networks"] = json!([{"bridge": "vmbr7"}]);
+    let vm = edited(prod_vm(true), |d| {
+        d["spec"]["networks"] = json!([{"bridge": "vmbr7"}]);
+    });
     let report = set.check_manifests("lab", &[vm]);
     let mut got: Vec<(&str, &str)> = report
         .findings
@@ -231,11 +239,11 @@ fn plan_checks_locate_objects_and_need_approval() {
         ),
     );
     let set = repo.load().expect("loads");
-    let mut approved = prod_vm(true);
+    let mut approved = edited(prod_vm(true), |d| {
+        d["metadata"]["annotations"] = json!({"proxops.io/approve-destructive": "CHG-7"});
+    });
     approved.name = "approved".into();
     approved.file = "vm/lab/approved.yaml".into();
-    approved.document["metadata"]["annotations"] =
-        json!({"proxops.io/approve-destructive": "CHG-7"});
     let plan = plan_with(vec![
         (
             "web-01",
@@ -303,10 +311,10 @@ fn plan_checks_locate_objects_and_need_approval() {
         action(Operation::Update, true, false),
         true,
     )]);
-    let mut approved = prod_vm(true);
+    let mut approved = edited(prod_vm(true), |d| {
+        d["metadata"]["annotations"] = json!({"proxops.io/approve-destructive": "CHG-7"});
+    });
     approved.file = "vm/lab/approved.yaml".into();
-    approved.document["metadata"]["annotations"] =
-        json!({"proxops.io/approve-destructive": "CHG-7"});
     let report = set.check_plan(&plan, &[approved]);
     assert!(!report.blocks());
     assert_eq!(report.verdict(), "warn");
