@@ -70,9 +70,15 @@ impl AsyncKind {
         store
     }
 
-    /// Median time of `samples` rounds of `identity(desired)`: with `fresh`, each round
-    /// instantiates first (a policy evaluation's cost), else one instance serves all.
-    pub async fn identity_median(&self, desired: &str, fresh: bool, samples: usize) -> Duration {
+    /// Median time of `samples` rounds of `identity`, over the `desired` states in turn: with
+    /// `fresh`, each round instantiates first (a policy evaluation's cost), else one instance
+    /// serves all.
+    pub async fn identity_median(
+        &self,
+        desired: &[String],
+        fresh: bool,
+        samples: usize,
+    ) -> Duration {
         let mut store = self.store();
         let mut kind = self
             .pre
@@ -80,7 +86,9 @@ impl AsyncKind {
             .await
             .expect("instantiate");
         let mut times = Vec::with_capacity(samples);
-        for _ in 0..samples {
+        for i in 0..samples {
+            // In turn: the kind SDK keeps the desired state it read last.
+            let desired = &desired[i % desired.len()];
             let t = Instant::now();
             if fresh {
                 store = self.store();
