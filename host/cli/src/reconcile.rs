@@ -27,7 +27,6 @@ use crate::{exit, markdown, render, validate};
 /// ([`ClusterInputs`]): all of them validated up front ([`prepare`]), or one cluster after
 /// the other while the first ones are planned ([`prepare_config`], [`Prepared::validating`]).
 pub(crate) struct Prepared {
-    pub(crate) clusters: BTreeMap<String, ClusterFile>,
     /// Problems of the repository itself (`proxops.yaml`, cluster files, token variables,
     /// folders); each cluster's own are in its inputs. Sorted.
     pub(crate) diags: Vec<Diagnostic>,
@@ -51,11 +50,6 @@ pub(crate) fn prepare_config(ctx: &Context, repo: &Path) -> Result<Prepared, Vec
     let policies = PolicySet::load(&ctx.runtime, ctx.config_root(repo), &settings)?;
     let config = validate::config(ctx, repo);
     Ok(Prepared {
-        clusters: config
-            .layout
-            .as_ref()
-            .map(|l| l.clusters.clone())
-            .unwrap_or_default(),
         secrets: config.secrets(),
         diags: config.diags,
         layout: config.layout,
@@ -94,6 +88,12 @@ pub(crate) fn prepare_or_report(ctx: &Context, repo: &Path) -> Option<Prepared> 
 }
 
 impl Prepared {
+    /// The cluster files that parsed, by name.
+    pub(crate) fn clusters(&self) -> &BTreeMap<String, ClusterFile> {
+        static NONE: BTreeMap<String, ClusterFile> = BTreeMap::new();
+        self.layout.as_ref().map_or(&NONE, |l| &l.clusters)
+    }
+
     /// Cluster `name`'s inputs after [`prepare`] (none when it has no manifests).
     pub(crate) fn inputs(&self, name: &str) -> Arc<ClusterInputs> {
         self.validated
@@ -213,7 +213,7 @@ fn cycle<'a>(
         client,
         cluster: name,
         objects,
-        read_concurrency: p.clusters[name].options.read_concurrency,
+        read_concurrency: p.clusters()[name].options.read_concurrency,
         secrets: secrets_of(p, name),
     }
 }
@@ -251,7 +251,7 @@ fn cluster_errors<'d>(
 /// Clusters to work on: every cluster file, plus folders naming a cluster without one
 /// (so their error is reported), filtered by `--cluster`.
 fn selected(p: &Prepared) -> Vec<String> {
-    let mut names: Vec<String> = p.clusters.keys().cloned().collect();
+    let mut names: Vec<String> = p.clusters().keys().cloned().collect();
     for d in p.diags.iter().filter(|d| d.is_error()) {
         // An invalid cluster file is not in `clusters`: its errors name the cluster.
         if let Some(c) = d.file.split('/').nth(1) {
@@ -562,7 +562,7 @@ pub(crate) async fn plan_one(
         }
         return Err(unplanned);
     }
-    let Some(cluster) = p.clusters.get(name) else {
+    let Some(cluster) = p.clusters().get(name) else {
         say(format!(
             "Cluster {name}: no cluster file clusters/{name}.yaml"
         ));
@@ -649,7 +649,7 @@ pub(crate) async fn settle_inflight(
         memory,
     } = planned;
     let objects = &inputs.objects;
-    let options = &p.clusters[name].options;
+    let options = &p.clusters()[name].options;
     let bound = Duration::from_secs(options.task_timeout_seconds);
     let waiting = |task: &str| {
         sink.outln(format!(
@@ -878,7 +878,7 @@ async fn apply_cluster(
         return Ended::default();
     }
     // One apply per cluster at a time: held until this cluster is done.
-    let _lock = match p.clusters.get(name) {
+    let _lock = match p.clusters().get(name) {
         Some(c) => match locks.take(ctx, repo, c, sink).await {
             Ok(lock) => Some(lock),
             Err(e) => {
@@ -953,7 +953,7 @@ pub(crate) async fn execute(
         inputs,
         memory,
     } = planned;
-    let options = &p.clusters[name].options;
+    let options = &p.clusters()[name].options;
     let apply_options = ApplyOptions {
         limits: Limits {
             write_concurrency: options.write_concurrency,

@@ -85,13 +85,10 @@ pub fn check(ctx: &Context, repo: &Path) -> Checked {
         ..Default::default()
     };
     if let Some(layout) = &layout {
+        let (manifests, mut more) = layout.all_manifests();
         loaded.clusters = layout.clusters.clone();
-        for cluster in layout.manifest_clusters() {
-            let (mut manifests, mut more) = layout.manifests(cluster);
-            loaded.manifests.append(&mut manifests);
-            diags.append(&mut more);
-        }
-        loaded.manifests.sort_by(|a, b| a.file.cmp(&b.file));
+        loaded.manifests = manifests;
+        diags.append(&mut more);
     }
     tracing::debug!(
         "loaded {} manifests in {:?}",

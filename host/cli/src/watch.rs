@@ -197,7 +197,7 @@ async fn cycle(
 ) -> Cycle {
     let applying = options.apply && !stale;
     // The apply lock is held over the plan and the apply, as apply holds it.
-    let _lock = match (applying, p.clusters.get(name)) {
+    let _lock = match (applying, p.clusters().get(name)) {
         (true, Some(c)) => match locks.take(ctx, repo, c, sink).await {
             Ok(lock) => Some(lock),
             Err(e) => return Cycle::error(e),

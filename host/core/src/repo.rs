@@ -126,12 +126,9 @@ pub fn load_split(root: &Path, config: &Path, folders: &[&str]) -> (Repo, Vec<Di
     let Some(layout) = layout else {
         return (repo, diags);
     };
-    for cluster in layout.manifest_clusters() {
-        let (mut manifests, mut more) = layout.manifests(cluster);
-        repo.manifests.append(&mut manifests);
-        diags.append(&mut more);
-    }
-    repo.manifests.sort_by(|a, b| a.file.cmp(&b.file));
+    let (manifests, mut more) = layout.all_manifests();
+    repo.manifests = manifests;
+    diags.append(&mut more);
     diags.sort();
     repo.clusters = layout.clusters;
     (repo, diags)
@@ -248,6 +245,19 @@ impl Layout {
     /// The clusters that have manifest folders, sorted.
     pub fn manifest_clusters(&self) -> impl Iterator<Item = &str> {
         self.folders.keys().map(String::as_str)
+    }
+
+    /// Every cluster's manifests, sorted by file, and the problems reading them.
+    pub fn all_manifests(&self) -> (Vec<Manifest>, Vec<Diagnostic>) {
+        let (mut manifests, mut diags) = (Vec::new(), Vec::new());
+        for cluster in self.manifest_clusters() {
+            let (mut more, mut problems) = self.manifests(cluster);
+            manifests.append(&mut more);
+            diags.append(&mut problems);
+        }
+        manifests.sort_by(|a, b| a.file.cmp(&b.file));
+        diags.sort();
+        (manifests, diags)
     }
 
     /// The manifests of `cluster` (`<folder>/<cluster>/*.yaml` of every kind folder), sorted

@@ -135,8 +135,8 @@ impl<'de> Deserialize<'de> for Fields {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
                 let mut fields = Vec::with_capacity(map.size_hint().unwrap_or(16));
-                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-                    fields.push((Box::from(key.as_ref()), map.next_value::<Field>()?));
+                while let Some(key) = map.next_key::<String>()? {
+                    fields.push((key.into_boxed_str(), map.next_value::<Field>()?));
                 }
                 Ok(Fields(fields))
             }
