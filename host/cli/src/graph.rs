@@ -8,7 +8,7 @@ use proxops_core::Diagnostic;
 use crate::context::Context;
 use crate::exit;
 use crate::output::{self, errln, out};
-use crate::reconcile::prepare_or_report;
+use crate::prepared::prepare_or_report;
 
 /// Output format of `proxops graph`.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]

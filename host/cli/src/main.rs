@@ -11,6 +11,7 @@ mod markdown;
 mod metrics;
 mod output;
 mod policy_cmd;
+mod prepared;
 mod progress;
 mod reconcile;
 mod render;

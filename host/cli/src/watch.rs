@@ -12,7 +12,8 @@ use futures_util::StreamExt as _;
 use crate::context::Context;
 use crate::metrics::{self, Metrics};
 use crate::output::{errln, out, outln};
-use crate::reconcile::{self, Locks, Prepared, RunOptions};
+use crate::prepared::{self, Prepared};
+use crate::reconcile::{self, Locks, RunOptions};
 use crate::sink::Sink;
 use crate::{exit, render};
 
@@ -366,7 +367,7 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
             break;
         }
         cycles += 1;
-        let loaded = reconcile::prepare(ctx, repo);
+        let loaded = prepared::prepare(ctx, repo);
         let broken = problems(&loaded);
         // Warnings are printed when they change, not every cycle.
         if let Ok(p) = &loaded {
