@@ -80,16 +80,21 @@ impl Vm {
                 out.push('\n');
             }
         }
+        let entry = |out: &mut String, k: &str, v: &str| {
+            out.push_str(k);
+            out.push_str(": ");
+            out.push_str(v);
+            out.push('\n');
+        };
         for (k, v) in &self.conf {
-            if k == "description" {
-                continue;
+            if k != "description" {
+                entry(&mut out, k, v);
             }
-            out.push_str(&format!("{k}: {v}\n"));
         }
         if !self.pending.is_empty() || !self.pending_delete.is_empty() {
             out.push_str("\n[PENDING]\n");
             for (k, v) in &self.pending {
-                out.push_str(&format!("{k}: {v}\n"));
+                entry(&mut out, k, v);
             }
             if !self.pending_delete.is_empty() {
                 let list: Vec<String> = self
