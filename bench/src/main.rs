@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use proxops_bench::fixture::{self, Endpoint, TOKEN_VAR};
 use proxops_bench::native::NativeQemu;
-use proxops_bench::{counter_delta, peak_rss};
+use proxops_bench::{counter_delta, peak_rss, process_cpu};
 use proxops_bench::{cycle, many};
 use proxops_guests::Role;
 use proxops_reconcile::execute::{Limits, Silent};
@@ -223,7 +223,9 @@ async fn child(args: &[String]) -> Value {
             let clusters: Vec<(PathBuf, Endpoint)> = repos.into_iter().zip(endpoints).collect();
             // One cluster alone, then all of them at once, then one after another.
             let (single, _) = many::plan_clusters(&registry, &clusters[..1], 1).await;
+            let cpu_before = process_cpu();
             let (together, runs) = many::plan_clusters(&registry, &clusters, concurrency).await;
+            let together_cpu = process_cpu().saturating_sub(cpu_before);
             let (sequential, _) = many::plan_clusters(&registry, &clusters, 1).await;
             let slowest = runs.iter().map(|r| r.total()).max().unwrap_or_default();
             // Then an apply of MANY_NEW fresh running VMs per cluster, the same three ways; each
@@ -258,6 +260,7 @@ async fn child(args: &[String]) -> Value {
             json!({
                 "single_ms": ms(single),
                 "concurrent_ms": ms(together),
+                "concurrent_cpu_ms": ms(together_cpu),
                 "sequential_ms": ms(sequential),
                 "slowest_ms": ms(slowest),
                 "apply_single_ms": ms(apply_single),

@@ -728,6 +728,17 @@ pub(super) async fn many_clusters(
     );
     table.add(
         "7 many clusters",
+        "  the planning process's CPU (user + system) during the all-at-once plan / its wall time (the 8 simulators run in the bench's own process, on the same cores)",
+        format!("{:.0} ms / {:.0} ms", f("concurrent_cpu_ms"), f("concurrent_ms")),
+        format!(
+            "{:.2} of {} cores",
+            f("concurrent_cpu_ms") / f("concurrent_ms"),
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        ),
+        None,
+    );
+    table.add(
+        "7 many clusters",
         "  peak RSS of the planning process",
         format!("{:.0} MiB", mib(f("rss") as u64)),
         "",
