@@ -6,6 +6,7 @@ pub mod cluster;
 pub mod diag;
 pub mod grant;
 pub mod id;
+pub mod parallel;
 pub mod repo;
 pub mod rooted;
 pub mod settings;

@@ -445,17 +445,7 @@ fn read_folder_files<T: Send>(
     let results: Vec<Result<(String, T), Diagnostic>> = if names.len() < 64 || threads < 2 {
         names.iter().map(read).collect()
     } else {
-        let chunk = names.len().div_ceil(threads);
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = names
-                .chunks(chunk)
-                .map(|part| scope.spawn(move || part.iter().map(read).collect::<Vec<_>>()))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().expect("manifest reader panicked"))
-                .collect()
-        })
+        crate::parallel::map_ordered(&names, threads, || (), |_, name| read(name))
     };
     let mut out = Vec::new();
     for r in results {

@@ -140,15 +140,15 @@ fn threads_for(items: usize) -> usize {
         .min(items.max(1))
 }
 
-/// Map `f` over `items` on up to `available_parallelism` threads, keeping order. Called
-/// from a tokio thread, even a single item goes to a worker thread of its own.
+/// Map `f` over `items` on up to `available_parallelism` threads, keeping order; the threads
+/// take small batches from a shared queue ([`proxops_core::parallel`]). Called from a tokio
+/// thread, even a single item goes to a worker thread of its own.
 pub fn par_map<T: Sync, R: Send>(
     registry: &KindRegistry,
     items: &[T],
     f: impl Fn(&mut Instances<'_>, &T) -> R + Sync,
 ) -> Vec<R> {
     let threads = threads_for(items.len());
-    let chunk = items.len().div_ceil(threads).max(1);
     let new_instances = || Instances {
         registry,
         slots: (0..registry.len()).map(|_| None).collect(),
@@ -158,22 +158,5 @@ pub fn par_map<T: Sync, R: Send>(
         let mut instances = new_instances();
         return items.iter().map(|item| f(&mut instances, item)).collect();
     }
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| {
-                let f = &f;
-                scope.spawn(move || {
-                    let mut instances = new_instances();
-                    part.iter()
-                        .map(|item| f(&mut instances, item))
-                        .collect::<Vec<R>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("worker thread panicked"))
-            .collect()
-    })
+    proxops_core::parallel::map_ordered(items, threads, new_instances, f)
 }
