@@ -46,8 +46,9 @@ async fn create_from_empty_then_a_second_apply_changes_nothing() {
         "loaded 2 manifests in ",
         "validated 2 manifests in ",
         "lab: listed 2 guests in ",
+        "lab: the kinds named their reads for 2 objects in ",
         "lab: read 2 answers in ",
-        "lab: planned 2 objects, ",
+        "lab: planned 2 objects in ",
     ] {
         assert!(
             verbose.stderr.contains(stage),

@@ -152,7 +152,13 @@ pub async fn plan_cluster(
         items.extend(prune_items(registry, cluster, objects, &listings));
     }
 
+    let step = std::time::Instant::now();
     let wanted = wanted_reads(registry, &items);
+    tracing::debug!(
+        "{cluster}: the kinds named their reads for {} objects in {:?}",
+        items.len(),
+        step.elapsed()
+    );
     let step = std::time::Instant::now();
     let reads = perform_reads(client, &wanted, read_concurrency).await;
     tracing::debug!(
@@ -161,10 +167,12 @@ pub async fn plan_cluster(
         step.elapsed()
     );
     let inputs = observations(wanted, &mut items, reads);
+    let step = std::time::Instant::now();
     let planned = plan_items(registry, &items, &inputs, secrets);
     tracing::debug!(
-        "{cluster}: planned {} objects, {:?} since the list",
+        "{cluster}: planned {} objects in {:?}, {:?} since the list",
         planned.len(),
+        step.elapsed(),
         started.elapsed()
     );
 
