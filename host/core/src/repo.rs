@@ -9,7 +9,7 @@
 //! With `--trusted-config`, manifests come from the tree under review and cluster files from
 //! another root (the protected branch's checkout): [`load_split`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, hash_map};
 use std::path::{Path, PathBuf};
 
 use crate::cluster::{ClusterFile, Tls};
@@ -181,7 +181,7 @@ pub fn load_layout(
         &config_dir,
         "clusters",
         &mut diags,
-        &mut cluster_names,
+        Some(&mut cluster_names),
         |_, doc| doc,
     );
     for (file, doc) in files {
@@ -265,44 +265,46 @@ impl Layout {
     pub fn manifests(&self, cluster: &str) -> (Vec<Manifest>, Vec<Diagnostic>) {
         let mut diags = Vec::new();
         let mut manifests = Vec::new();
-        let mut seen: BTreeMap<(&str, String), String> = BTreeMap::new();
         for folder in self.folders.get(cluster).into_iter().flatten() {
             let rel = format!("{folder}/{cluster}");
             // Each document becomes its manifest where it was read, so a folder's documents
             // never all live as JSON trees at once.
-            let read = read_folder_files(
-                &self.dir,
-                &rel,
-                &mut diags,
-                &mut BTreeSet::new(),
-                |file, doc| {
-                    let stated = doc
-                        .pointer("/metadata/name")
-                        .and_then(|n| n.as_str())
-                        .map(str::to_string);
-                    let manifest = Manifest::new(
-                        file.to_string(),
-                        folder.to_string(),
-                        cluster.to_string(),
-                        stem(file).to_string(),
-                        &doc,
-                    );
-                    (stated, manifest)
-                },
-            );
+            let read = read_folder_files(&self.dir, &rel, &mut diags, None, |file, doc| {
+                let stated = doc
+                    .pointer("/metadata/name")
+                    .and_then(|n| n.as_str())
+                    .map(str::to_string);
+                let manifest = Manifest::new(
+                    file.to_string(),
+                    folder.to_string(),
+                    cluster.to_string(),
+                    stem(file).to_string(),
+                    &doc,
+                );
+                (stated, manifest)
+            });
+            // The file that claimed each name first; `web.yaml` and `web.yml` in one folder
+            // claim the same object. Names of other folders are other kinds' objects.
+            let mut seen: HashMap<String, String> = HashMap::with_capacity(read.len());
             for (file, (stated, manifest)) in read {
-                let name = manifest.name.clone();
-                check_name(&file, &name, stated.as_deref(), &mut diags);
-                // `web.yaml` and `web.yml` in one folder claim the same object.
-                if let Some(first) = seen.get(&(folder.as_str(), name.clone())) {
-                    diags.push(Diagnostic::error(
-                        file.clone(),
-                        "metadata.name",
-                        format!("`{name}` is already defined by {first} (same kind and cluster); remove one of them"),
-                    ));
-                    continue;
+                check_name(&file, &manifest.name, stated.as_deref(), &mut diags);
+                match seen.entry(manifest.name.clone()) {
+                    hash_map::Entry::Occupied(first) => {
+                        diags.push(Diagnostic::error(
+                            file,
+                            "metadata.name",
+                            format!(
+                                "`{}` is already defined by {} (same kind and cluster); remove one of them",
+                                manifest.name,
+                                first.get()
+                            ),
+                        ));
+                        continue;
+                    }
+                    hash_map::Entry::Vacant(slot) => {
+                        slot.insert(file);
+                    }
                 }
-                seen.insert((folder.as_str(), name), file);
                 manifests.push(manifest);
             }
         }
@@ -385,13 +387,14 @@ fn list_optional(dir: &RepoDir, rel: &str, diags: &mut Vec<Diagnostic>) -> Optio
 }
 
 /// Parse every `.yaml`/`.yml` file directly in `rel`; other files are ignored with a warning.
-/// `names` receives the stem of every YAML file found, whether it parses or not. Each file's
+/// `stems`, when given, receives the stem of every YAML file found, whether it parses or not
+/// (the cluster names of `clusters/`). Each file's
 /// document is handed to `convert` (with its path) on the thread that read it.
 fn read_folder_files<T: Send>(
     dir: &RepoDir,
     rel: &str,
     diags: &mut Vec<Diagnostic>,
-    stems: &mut BTreeSet<String>,
+    mut stems: Option<&mut BTreeSet<String>>,
     convert: impl Fn(&str, serde_json::Value) -> T + Sync,
 ) -> Vec<(String, T)> {
     let Some(entries) = list_optional(dir, rel, diags) else {
@@ -410,7 +413,9 @@ fn read_folder_files<T: Send>(
             ));
             continue;
         }
-        stems.insert(stem(&name).to_string());
+        if let Some(stems) = stems.as_deref_mut() {
+            stems.insert(stem(&name).to_string());
+        }
         match entry {
             // Read (and refused there) below, so that every refusal has one wording.
             Ok(entry) => names.push((name, entry == Entry::File)),

@@ -6,7 +6,7 @@
 //! clusters), so a run over many clusters validates them one at a time
 //! ([`validate_in_order`]) and starts on each as soon as it is ready.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use proxops_core::{API_VERSION, Diagnostic, Layout, Manifest, ObjectId, Repo};
@@ -576,7 +576,7 @@ impl<'a> RefIndex<'a> {
 /// Two objects of one cluster with the same `(space, key)` collide (VMs, templates and
 /// containers share PVE's guest id pool across the whole cluster).
 fn check_identities(objects: &[Object], diags: &mut Vec<Diagnostic>) {
-    let mut seen: BTreeMap<(&str, &str, &str), &Object> = BTreeMap::new();
+    let mut seen: HashMap<(&str, &str, &str), &Object> = HashMap::with_capacity(objects.len());
     for o in objects {
         let k = (
             o.id.cluster.as_str(),
