@@ -15,17 +15,20 @@ fn batch_size(items: usize, threads: usize) -> usize {
     (items / (threads * 8)).clamp(1, 16)
 }
 
-/// `f` over `items` on `threads` scoped threads (at least one, at most one per item), the
-/// results in the order of `items`. Each thread starts from its own `init()` state (a guest
-/// instance per kind, say), created on that thread. A panic in `f` is resumed on the caller
-/// with its own payload once every thread has stopped.
+/// `f` over `items` on `threads` scoped threads (at least one, at most one per item; none for
+/// no items), the results in the order of `items`. Each thread starts from its own `init()`
+/// state (a guest instance per kind, say), created on that thread. A panic in `f` is resumed
+/// on the caller with its own payload once every thread has stopped.
 pub fn map_ordered<T: Sync, R: Send, S>(
     items: &[T],
     threads: usize,
     init: impl Fn() -> S + Sync,
     f: impl Fn(&mut S, &T) -> R + Sync,
 ) -> Vec<R> {
-    let threads = threads.clamp(1, items.len().max(1));
+    if items.is_empty() {
+        return Vec::new();
+    }
+    let threads = threads.clamp(1, items.len());
     let batch = batch_size(items.len(), threads);
     let next = AtomicUsize::new(0);
     let work = || {
@@ -91,7 +94,7 @@ mod tests {
 
     #[test]
     fn results_keep_the_order_of_the_items() {
-        check(0, 4, 1);
+        check(0, 4, 0);
         check(1, 4, 1);
         check(3, 8, 3);
         check(17, 2, 2);

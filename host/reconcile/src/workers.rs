@@ -1,4 +1,4 @@
-//! Parallel guest calls: items are split across worker threads, each with its own lazily
+//! Parallel guest calls: worker threads take the items in small batches, each with its own lazily
 //! created instance per bundled kind (trusted to be reused within a cycle); third-party kinds
 //! get a fresh instance per object.
 //! The workers are plain threads, never tokio's: wasmtime-wasi's synchronous bindings block
@@ -141,7 +141,7 @@ fn threads_for(items: usize) -> usize {
 }
 
 /// Map `f` over `items` on up to `available_parallelism` threads, keeping order; the threads
-/// take small batches from a shared queue ([`proxops_core::parallel`]). Called from a tokio
+/// take small batches by a shared counter ([`proxops_core::parallel`]). Called from a tokio
 /// thread, even a single item goes to a worker thread of its own.
 pub fn par_map<T: Sync, R: Send>(
     registry: &KindRegistry,
