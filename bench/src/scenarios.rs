@@ -617,9 +617,10 @@ pub(super) struct ScaleFigures {
 }
 
 /// Section 7, many clusters: [`MANY_CLUSTERS`] simulators of [`MANY_VMS`] converged VMs
-/// each, every request delayed by [`APPLY_LATENCY_MS`]; one child plans one cluster alone,
-/// then all of them [`MANY_CONCURRENCY`] at a time, then one after another, and then applies
-/// [`MANY_NEW`] new running VMs per cluster the same three ways.
+/// each, every request delayed by [`APPLY_LATENCY_MS`]; one child plans one cluster alone
+/// and all of them [`MANY_CONCURRENCY`] at a time, alternated [`MANY_ROUNDS`] times, then
+/// one after another, and then applies [`MANY_NEW`] new running VMs per cluster the same
+/// ways.
 pub(super) async fn many_clusters(
     registry: &KindRegistry,
     tmp: &tempfile::TempDir,
@@ -686,7 +687,7 @@ pub(super) async fn many_clusters(
     table.add(
         "7 many clusters",
         format!(
-            "no-op plan, {MANY_CLUSTERS} x {MANY_VMS} VMs, {APPLY_LATENCY_MS} ms/request: one cluster alone / all, {MANY_CONCURRENCY} at a time / one after another"
+            "no-op plan, {MANY_CLUSTERS} x {MANY_VMS} VMs, {APPLY_LATENCY_MS} ms/request: one cluster alone / all, {MANY_CONCURRENCY} at a time (medians of {MANY_ROUNDS}, alternated) / one after another"
         ),
         format!(
             "{:.0} ms / {:.0} ms / {:.0} ms",
@@ -704,7 +705,7 @@ pub(super) async fn many_clusters(
     table.add(
         "7 many clusters",
         format!(
-            "apply of {MANY_NEW} new running VMs per cluster, same clusters: one alone / all, {MANY_CONCURRENCY} at a time / one after another"
+            "apply of {MANY_NEW} new running VMs per cluster, same clusters: one alone / all, {MANY_CONCURRENCY} at a time (medians of {MANY_ROUNDS}, alternated) / one after another"
         ),
         format!(
             "{:.0} ms / {:.0} ms / {:.0} ms",
@@ -721,14 +722,14 @@ pub(super) async fn many_clusters(
     );
     table.add(
         "7 many clusters",
-        "  the last cluster's manifests validated after (load + validate, one cluster after the other, overlapping the plans)",
+        "  the last cluster's manifests validated after, in the median all-at-once plan (load + validate, one cluster after the other, overlapping the plans)",
         format!("{:.0} ms", f("validate_ms")),
         "",
         None,
     );
     table.add(
         "7 many clusters",
-        "  the planning process's CPU (user + system) during the all-at-once plan / its wall time (the 8 simulators run in the bench's own process, on the same cores)",
+        "  the planning process's CPU (user + system) during the median all-at-once plan / its wall time (the 8 simulators run in the bench's own process, on the same cores)",
         format!("{:.0} ms / {:.0} ms", f("concurrent_cpu_ms"), f("concurrent_ms")),
         format!(
             "{:.2} of {} cores",
