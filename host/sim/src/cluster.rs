@@ -210,6 +210,34 @@ pub(crate) fn nodes(sim: &Arc<Sim>) -> ApiResult {
     Ok(Reply::data(Value::Array(out)))
 }
 
+/// `GET /cluster/status`: with more than one node, the cluster's entry (quorate: every node is
+/// online) and one per node with its corosync id; a single node is not a cluster, and PVE
+/// lists the node alone, with node id 0 (pve-manager's `get_status`). The simulator answers
+/// as its first node (`local`); node addresses come from the documentation range
+/// 192.0.2.0/24, as the simulator has no network of its own.
+pub(crate) fn status(sim: &Arc<Sim>) -> ApiResult {
+    let mut out = Vec::new();
+    let clustered = sim.nodes.len() > 1;
+    if clustered {
+        out.push(json!({
+            "type": "cluster", "id": "cluster", "name": CLUSTER_NAME,
+            "nodes": sim.nodes.len(), "quorate": 1, "version": sim.nodes.len(),
+        }));
+    }
+    for (i, n) in sim.nodes.iter().enumerate() {
+        out.push(json!({
+            "type": "node", "id": format!("node/{n}"), "name": n,
+            "nodeid": if clustered { i + 1 } else { 0 },
+            "ip": format!("192.0.2.{}", (i % 254) + 1), "online": 1, "local": u8::from(i == 0),
+            "level": "",
+        }));
+    }
+    Ok(Reply::data(Value::Array(out)))
+}
+
+/// The name `GET /cluster/status` gives the simulated cluster.
+const CLUSTER_NAME: &str = "sim";
+
 /// `GET /cluster/mapping/pci`: the configured mappings (`id`, `description`, `map`, the config's `digest`);
 /// with `check-node`, each gets `checks` (a warning when it has no entry for that node).
 pub(crate) fn pci_mappings(sim: &Arc<Sim>, req: &Req) -> ApiResult {

@@ -7,8 +7,9 @@
 //!
 //! Served endpoints (everything else answers 501 `Method '<M> <path>' not implemented`) are listed in
 //! `schema/served.txt`: `/` and the indexes below it (each listing only served children), `/version`,
-//! `/cluster/{resources,nextid,tasks}`, `/cluster/mapping/pci`, `/nodes`, `/nodes/{node}/qemu` (GET, POST),
-//! `/nodes/{node}/qemu/{vmid}` (GET, DELETE), `.../config` (GET, POST, PUT), `.../pending`, `.../unlink`,
+//! `/cluster/{resources,nextid,tasks,status}`, `/cluster/mapping/pci`, `/nodes`, `/nodes/{node}/qemu` (GET,
+//! POST), `/nodes/{node}/qemu/{vmid}` (GET, DELETE), `.../config` (GET, POST, PUT), `.../pending`,
+//! `.../snapshot` (GET: the `current` entry alone), `.../unlink`,
 //! `.../clone`, `.../template`, `.../status/{current,start,stop,shutdown,reboot,reset,suspend,resume}`,
 //! `.../resize`, `/nodes/{node}/tasks` and `/nodes/{node}/tasks/{upid}` with its `status` and `log`,
 //! `/nodes/{node}/storage`, `.../storage/{storage}/status`, `.../content` (GET), `.../content/{volume}` (DELETE),

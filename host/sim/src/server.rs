@@ -237,6 +237,7 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
         ["cluster", "resources"] => ("/cluster/resources", vec![]),
         ["cluster", "nextid"] => ("/cluster/nextid", vec![]),
         ["cluster", "tasks"] => ("/cluster/tasks", vec![]),
+        ["cluster", "status"] => ("/cluster/status", vec![]),
         ["cluster", "mapping", "pci"] => ("/cluster/mapping/pci", vec![]),
         ["nodes"] => ("/nodes", vec![]),
         ["nodes", n] => ("/nodes/{node}", vec![p("node", n)]),
@@ -277,6 +278,7 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
                 "status" => "/nodes/{node}/qemu/{vmid}/status",
                 "resize" => "/nodes/{node}/qemu/{vmid}/resize",
                 "unlink" => "/nodes/{node}/qemu/{vmid}/unlink",
+                "snapshot" => "/nodes/{node}/qemu/{vmid}/snapshot",
                 _ => return None,
             };
             (t, vec![p("node", n), p("vmid", v)])
@@ -614,6 +616,7 @@ async fn call(
         ("GET", "/cluster/resources") => cluster::resources(sim, &req),
         ("GET", "/cluster/nextid") => cluster::nextid(sim, &req),
         ("GET", "/cluster/tasks") => tasks::cluster_list(sim),
+        ("GET", "/cluster/status") => cluster::status(sim),
         ("GET", "/cluster/mapping/pci") => cluster::pci_mappings(sim, &req),
         ("GET", "/nodes") => cluster::nodes(sim),
         ("GET", "/nodes/{node}") => Ok(index(template, "name")),
@@ -640,6 +643,7 @@ async fn call(
         ("POST", "/nodes/{node}/qemu/{vmid}/config") => qemu::update_config_async(sim, &req),
         ("PUT", "/nodes/{node}/qemu/{vmid}/config") => qemu::update_config_sync(sim, &req).await,
         ("GET", "/nodes/{node}/qemu/{vmid}/pending") => qemu::pending(sim, &req),
+        ("GET", "/nodes/{node}/qemu/{vmid}/snapshot") => qemu::snapshot_list(sim, &req),
         ("POST", "/nodes/{node}/qemu/{vmid}/clone") => qemu::clone_vm(sim, &req),
         ("POST", "/nodes/{node}/qemu/{vmid}/template") => qemu::template(sim, &req),
         ("GET", "/nodes/{node}/qemu/{vmid}/status") => qemu::status_index(sim, &req),

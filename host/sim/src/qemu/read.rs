@@ -214,6 +214,20 @@ pub(crate) fn list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     Ok(Reply::data(Value::Array(out)))
 }
 
+/// `GET .../snapshot`: the simulator keeps no snapshots (taking one is not served), so the
+/// list is PVE's entry for the current state alone: `current`, the config digest, whether the
+/// guest runs, and PVE's description of it.
+pub(crate) fn snapshot_list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
+    let st = sim.read();
+    let vm = get_vm(&st, req.node(), req.vmid())?;
+    Ok(Reply::data(json!([{
+        "name": "current",
+        "description": "You are here!",
+        "digest": vm.digest(),
+        "running": u8::from(vm.running),
+    }])))
+}
+
 pub(crate) fn index(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let st = sim.read();
     get_vm(&st, req.node(), req.vmid())?;

@@ -25,13 +25,17 @@ async fn indexes_list_only_what_is_served() {
     t.create(100, &[]).await;
     let cases: &[(&str, &str, &[&str])] = &[
         ("/", "subdir", &["version", "cluster", "nodes"]),
-        ("/cluster", "name", &["resources", "nextid", "tasks"]),
+        (
+            "/cluster",
+            "name",
+            &["resources", "nextid", "tasks", "status"],
+        ),
         ("/nodes/pve01", "name", &["qemu", "tasks", "storage", "lxc"]),
         (
             VM,
             "subdir",
             &[
-                "config", "pending", "unlink", "clone", "template", "status", "resize",
+                "config", "pending", "snapshot", "unlink", "clone", "template", "status", "resize",
             ],
         ),
         (
@@ -444,5 +448,69 @@ async fn a_guest_whose_disk_or_iso_is_missing_does_not_start() {
     assert_eq!(
         t.task("POST", &format!("{VM}/status/start"), &[]).await,
         "OK"
+    );
+}
+
+/// `GET /cluster/status` as PVE answers it: a cluster entry only when there is more than one
+/// node, then one entry per node, the answering node `local`; a node alone has node id 0.
+#[tokio::test]
+async fn cluster_status_lists_the_cluster_and_its_nodes() {
+    async fn check(nodes: &[&str], expected: Value) {
+        let t = T::with(SimConfig {
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            ..SimConfig::default()
+        })
+        .await;
+        assert_eq!(t.get("/cluster/status", &[]).await, expected, "{nodes:?}");
+    }
+    check(
+        &["pve01"],
+        json!([{"type": "node", "id": "node/pve01", "name": "pve01", "nodeid": 0,
+                "ip": "192.0.2.1", "online": 1, "local": 1, "level": ""}]),
+    )
+    .await;
+    check(
+        &["a", "b"],
+        json!([
+            {"type": "cluster", "id": "cluster", "name": "sim", "nodes": 2, "quorate": 1,
+             "version": 2},
+            {"type": "node", "id": "node/a", "name": "a", "nodeid": 1, "ip": "192.0.2.1",
+             "online": 1, "local": 1, "level": ""},
+            {"type": "node", "id": "node/b", "name": "b", "nodeid": 2, "ip": "192.0.2.2",
+             "online": 1, "local": 0, "level": ""},
+        ]),
+    )
+    .await;
+}
+
+/// The snapshot list of a guest is PVE's `current` entry alone (the simulator takes no
+/// snapshots): its digest is the config's, `running` follows the guest; a missing guest is
+/// PVE's 500.
+#[tokio::test]
+async fn snapshot_list_is_the_current_state() {
+    let t = T::new().await;
+    t.create(100, &[]).await;
+    let current = |running: u8, digest: &Value| {
+        json!([{"name": "current", "description": "You are here!", "digest": digest,
+                "running": running}])
+    };
+    let digest = t.get(&format!("{VM}/config"), &[]).await["digest"].clone();
+    assert_eq!(
+        t.get(&format!("{VM}/snapshot"), &[]).await,
+        current(0, &digest)
+    );
+    assert_eq!(
+        t.task("POST", &format!("{VM}/status/start"), &[]).await,
+        "OK"
+    );
+    assert_eq!(
+        t.get(&format!("{VM}/snapshot"), &[]).await,
+        current(1, &digest)
+    );
+    let (status, body) = t.req("GET", "/nodes/pve01/qemu/999/snapshot", &[]).await;
+    assert_eq!(status, 500, "{body}");
+    assert_eq!(
+        body["message"],
+        "Configuration file 'nodes/pve01/qemu-server/999.conf' does not exist\n"
     );
 }
