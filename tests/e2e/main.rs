@@ -4,6 +4,7 @@
 mod adopt;
 mod adopt_props;
 mod canary;
+mod clients;
 mod concurrency;
 mod containers;
 mod crash;
