@@ -4,15 +4,13 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, bail};
 use clap::Subcommand;
 
 use crate::output::outln;
+use crate::scaffold;
 
 const COMMON_WIT: &str = include_str!("../../../wit/common/0.1.0/common.wit");
 const KIND_WIT: &str = include_str!("../../../wit/kind/0.2.0/kind.wit");
-/// The wit-bindgen the scaffold depends on: the version proxops's own guests use.
-const WIT_BINDGEN_VERSION: &str = "0.63";
 
 #[derive(Debug, Subcommand)]
 pub enum KindCommand {
@@ -49,30 +47,10 @@ pub fn run(command: &KindCommand) -> anyhow::Result<u8> {
 
 /// Write a kind crate named `name` into `dir` (which must not exist or be empty).
 pub fn scaffold(name: &str, dir: &Path) -> anyhow::Result<PathBuf> {
-    let mut chars = name.chars();
-    let valid = chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.ends_with('-')
-        && name.len() <= 64;
-    if !valid {
-        bail!(
-            "`{name}` is not a crate name for a kind; use lower-case letters, digits and `-`, starting with a letter"
-        );
-    }
-    if dir.exists()
-        && std::fs::read_dir(dir)
-            .with_context(|| format!("cannot read {}", dir.display()))?
-            .next()
-            .is_some()
-    {
-        bail!(
-            "{} exists and is not empty; choose another --dir",
-            dir.display()
-        );
-    }
+    scaffold::check_target("kind", name, dir)?;
     let file = name.replace('-', "_");
     let files: [(&str, String); 6] = [
-        ("Cargo.toml", cargo_toml(name)),
+        ("Cargo.toml", scaffold::cargo_toml(name, "the logic")),
         ("src/lib.rs", LIB_RS.replace("{{name}}", name)),
         ("wit/common/common.wit", COMMON_WIT.to_string()),
         ("wit/kind/kind.wit", KIND_WIT.to_string()),
@@ -82,41 +60,7 @@ pub fn scaffold(name: &str, dir: &Path) -> anyhow::Result<PathBuf> {
         ),
         (".gitignore", "/target\n".to_string()),
     ];
-    for (rel, content) in files {
-        let path = dir.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
-        }
-        std::fs::write(&path, content)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(dir.to_path_buf())
-}
-
-fn cargo_toml(name: &str) -> String {
-    format!(
-        r#"[package]
-name = "{name}"
-version = "0.1.0"
-edition = "2024"
-publish = false
-
-[lib]
-# cdylib: the component; rlib: so that `cargo test` runs the logic natively.
-crate-type = ["cdylib", "rlib"]
-
-[dependencies]
-wit-bindgen = {{ version = "{WIT_BINDGEN_VERSION}", default-features = false, features = ["macros", "realloc", "std"] }}
-serde_json = "1"
-
-[profile.release]
-opt-level = "s"
-
-# This crate is its own workspace, even when created inside another one.
-[workspace]
-"#
-    )
+    scaffold::write_files(dir, &files)
 }
 
 const LIB_RS: &str = r##"//! `{{name}}`: a proxops resource kind (`kind: Pool`): PVE resource pools, created and

@@ -15,6 +15,7 @@ mod prepared;
 mod progress;
 mod reconcile;
 mod render;
+mod scaffold;
 mod secrets;
 mod signals;
 mod sink;

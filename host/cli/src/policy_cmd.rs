@@ -2,9 +2,10 @@
 //! `opa test`) and `proxops policy new` (scaffold a policy crate).
 
 use crate::output::{self, errln, outln};
+use crate::scaffold;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use clap::Subcommand;
 use proxops_core::settings::{GuestBudget, Mode, PolicyEntry, Scope};
 use proxops_reconcile::policy::{
@@ -26,7 +27,6 @@ pub mod exit {
 
 const COMMON_WIT: &str = include_str!("../../../wit/common/0.1.0/common.wit");
 const POLICY_WIT: &str = include_str!("../../../wit/policy/0.1.0/policy.wit");
-const WIT_BINDGEN_VERSION: &str = "0.63";
 
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
@@ -282,37 +282,13 @@ fn read_manifest(path: &Path, cluster: Option<&str>) -> anyhow::Result<ManifestI
     })
 }
 
-/// Whether `name` can name a policy crate: a lower-case letter, then letters, digits, `-`.
-fn valid_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.ends_with('-')
-        && name.len() <= 64
-}
-
 /// Write a policy crate named `name` into `dir` (which must not exist or be empty): a
 /// standalone crate (its own workspace) with the proxops WIT copied in, a small working
 /// policy with tests, and a README. Returns `dir`.
 pub fn scaffold(name: &str, dir: &Path) -> anyhow::Result<PathBuf> {
-    if !valid_name(name) {
-        bail!(
-            "`{name}` is not a crate name for a policy; use lower-case letters, digits and `-`, starting with a letter"
-        );
-    }
-    if dir.exists()
-        && std::fs::read_dir(dir)
-            .with_context(|| format!("cannot read {}", dir.display()))?
-            .next()
-            .is_some()
-    {
-        bail!(
-            "{} exists and is not empty; choose another --dir",
-            dir.display()
-        );
-    }
+    scaffold::check_target("policy", name, dir)?;
     let files: [(&str, String); 7] = [
-        ("Cargo.toml", cargo_toml(name)),
+        ("Cargo.toml", scaffold::cargo_toml(name, "the rules")),
         ("src/lib.rs", LIB_RS.replace("{{name}}", name)),
         ("wit/common/common.wit", COMMON_WIT.to_string()),
         ("wit/policy/policy.wit", POLICY_WIT.to_string()),
@@ -325,41 +301,7 @@ pub fn scaffold(name: &str, dir: &Path) -> anyhow::Result<PathBuf> {
         ("settings.yaml", "label: owner\n".to_string()),
         (".gitignore", "/target\n".to_string()),
     ];
-    for (rel, content) in files {
-        let path = dir.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
-        }
-        std::fs::write(&path, content)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    Ok(dir.to_path_buf())
-}
-
-fn cargo_toml(name: &str) -> String {
-    format!(
-        r#"[package]
-name = "{name}"
-version = "0.1.0"
-edition = "2024"
-publish = false
-
-[lib]
-# cdylib: the component; rlib: so that `cargo test` runs the rules natively.
-crate-type = ["cdylib", "rlib"]
-
-[dependencies]
-wit-bindgen = {{ version = "{WIT_BINDGEN_VERSION}", default-features = false, features = ["macros", "realloc", "std"] }}
-serde_json = "1"
-
-[profile.release]
-opt-level = "s"
-
-# This crate is its own workspace, even when created inside another one.
-[workspace]
-"#
-    )
+    scaffold::write_files(dir, &files)
 }
 
 const LIB_RS: &str = r##"//! `{{name}}`: a proxops site policy. It requires every manifest to carry a label (by
@@ -553,21 +495,6 @@ pub(crate) fn build_scaffold(krate: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn names() {
-        for (name, ok) in [
-            ("require-owner", true),
-            ("a1", true),
-            ("A", false),
-            ("1a", false),
-            ("a_b", false),
-            ("a-", false),
-            ("", false),
-        ] {
-            assert_eq!(valid_name(name), ok, "{name}");
-        }
-    }
 
     #[test]
     fn scaffold_refuses_a_non_empty_folder() {
