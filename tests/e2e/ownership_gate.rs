@@ -1,7 +1,8 @@
 //! Property test of the ownership gate, in-process against the simulator library with the
-//! bundled kinds: for random live states with untagged guests on random vmids and random
+//! bundled kinds: for random live states with unowned guests (untagged, or copies of a proxops
+//! guest) on random vmids and random
 //! manifests (VMs and TemplateVMs, some on those vmids, some cloning from them), no mutating
-//! request ever targets an untagged guest, and their configs are left as they were.
+//! request ever targets an unowned guest, and their configs are left as they were.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -29,7 +30,7 @@ async fn check_case(registry: &KindRegistry, seed: u64) {
     let mut rng = Rng::for_seed(seed);
     let lab = crate::support::Lab::start().await;
     let nodes = ["pve01", "pve02"];
-    // Untagged guests: someone else's VMs and templates, running or not.
+    // Unowned guests: someone else's VMs and templates, running or not.
     let mut untagged: BTreeMap<u32, BTreeMap<String, String>> = BTreeMap::new();
     for _ in 0..(2 + rng.below(4)) {
         let vmid = 100 + rng.below(12) as u32;
@@ -38,7 +39,8 @@ async fn check_case(registry: &KindRegistry, seed: u64) {
         }
         let node = nodes[rng.below(2) as usize];
         let id = vmid.to_string();
-        let tags = ["", "prod", "prod;web"][rng.below(3) as usize];
+        // Untagged, or a copy of a proxops guest (tagged, its mark naming another vmid).
+        let tags = ["", "prod", "prod;web", "proxops;proxops-999"][rng.below(4) as usize];
         let running = if rng.below(2) == 0 { "1" } else { "0" };
         let mut params = vec![
             ("vmid", id.as_str()),

@@ -82,17 +82,67 @@ async fn a_templatevm_manifest_never_templates_someone_elses_running_vm() {
     assert!(!lab.config(6019).contains_key("template"));
 }
 
+/// A template tagged `proxops` whose mark names another vmid is a copy (a GUI clone of a
+/// proxops guest, or a restore to another vmid): neither its TemplateVM manifest nor a clone
+/// from it is planned.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_copy_of_a_proxops_template_is_not_cloned_from() {
+    let lab = Lab::start().await;
+    lab.pve(
+        Post,
+        "/nodes/pve01/qemu",
+        &[
+            ("vmid", "9000"),
+            ("name", "golden"),
+            ("tags", "proxops;proxops-8999"),
+            ("scsi0", "local-lvm:4"),
+            ("net0", "virtio,bridge=vmbr0"),
+        ],
+    )
+    .await;
+    lab.pve(Post, "/nodes/pve01/qemu/9000/template", &[]).await;
+    let before = lab.config(9000);
+    lab.write(
+        "templatevm/lab/golden.yaml",
+        &template("golden", "pve01", 9000, "  state: stopped\n"),
+    );
+    lab.write(
+        "vm/lab/c1.yaml",
+        &vm("c1", "pve01", 501, "  clone: golden\n")
+            .replace("  disks:\n    - {storage: local-lvm, size: 4GiB}\n", ""),
+    );
+    lab.clear();
+    let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 3, "{}\n{}", plan.stdout, plan.stderr);
+    assert!(
+        plan.stdout.contains("not cloning from it"),
+        "{}",
+        plan.stdout
+    );
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+    assert_eq!(lab.config(9000), before);
+    assert!(lab.sim.vm_config(501).is_none());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn metadata_adopt_adds_only_the_ownership_tags_then_the_guest_is_managed() {
     let lab = Lab::start().await;
     payroll(&lab, 6019).await;
     let before = lab.config(6019);
-    let manifest = vm("payroll", "pve01", 6019, "  memory: 4GiB\n")
-        .replace("  memory: 1GiB\n", "")
-        .replace(
-            "metadata: {name: payroll}",
-            "metadata:\n  name: payroll\n  adopt: {vmid: 6019, name: payroll}",
-        );
+    // The manifest differs from the guest, a restart included (machine).
+    let manifest = vm(
+        "payroll",
+        "pve01",
+        6019,
+        "  memory: 4GiB\n  hardware: {machine: q35}\n",
+    )
+    .replace("  memory: 1GiB\n", "")
+    .replace(
+        "metadata: {name: payroll}",
+        "metadata:\n  name: payroll\n  adopt: {vmid: 6019, name: payroll}",
+    );
     // A claim that no longer matches the live guest is an anomaly, nothing more.
     lab.write(
         "vm/lab/payroll.yaml",
@@ -111,24 +161,20 @@ async fn metadata_adopt_adds_only_the_ownership_tags_then_the_guest_is_managed()
     let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
     assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
     assert!(plan.stdout.contains("adopt VM 6019"), "{}", plan.stdout);
+    assert!(!plan.stdout.contains("with a restart"), "{}", plan.stdout);
     lab.clear();
-    // One apply: the take-over write, then the next pass manages the guest like any other.
+    // The apply does what the plan showed: the take-over write, nothing else, no restart.
     let apply = lab.run(&["apply"]).await;
-    assert!(
-        apply.code == 0 || apply.code == 3,
-        "{}\n{}",
-        apply.stdout,
-        apply.stderr
-    );
-    let writes = lab.mutations();
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
     assert_eq!(
-        writes.first().map(String::as_str),
-        Some("POST /nodes/pve01/qemu/6019/config -> 200"),
-        "{writes:?}"
+        lab.mutations(),
+        ["POST /nodes/pve01/qemu/6019/config -> 200"],
+        "an adoption writes the ownership tags and nothing else"
     );
     assert!(
-        !writes.iter().any(|w| w.contains("/status/")),
-        "an adoption must not stop or restart the guest: {writes:?}"
+        apply.stdout.contains("left for the next run"),
+        "{}",
+        apply.stdout
     );
     let after = lab.config(6019);
     let tags: Vec<&str> = after["tags"].split(';').collect();
@@ -137,6 +183,21 @@ async fn metadata_adopt_adds_only_the_ownership_tags_then_the_guest_is_managed()
         "{tags:?}"
     );
     assert_eq!(after["memory"], before["memory"]);
+    assert!(!after.contains_key("machine"), "{after:?}");
+    assert_eq!(lab.sim.vm_status(6019).as_deref(), Some("running"));
+
+    // From now on the guest is managed like any other: the next plan shows the restart.
+    let next = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(next.code, 2, "{}\n{}", next.stdout, next.stderr);
+    assert!(next.stdout.contains("with a restart"), "{}", next.stdout);
+    let managed = lab.run(&["apply"]).await;
+    assert!(
+        managed.code == 0 || managed.code == 3,
+        "{}\n{}",
+        managed.stdout,
+        managed.stderr
+    );
+    assert_eq!(lab.config(6019)["machine"], "q35");
     assert_eq!(lab.sim.vm_status(6019).as_deref(), Some("running"));
 }
 
@@ -240,6 +301,76 @@ async fn a_failed_stop_required_write_starts_the_guest_again_and_is_not_retried_
     assert_eq!(retry.code, 0, "{}\n{}", retry.stdout, retry.stderr);
     assert_eq!(lab.config(150)["machine"], "q35");
     assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+}
+
+/// A guest with pending changes: the failed sequence's shutdown applies them, so the config's
+/// digest is not the one the failed write was planned against (that write carried none); the
+/// next run still does not stop the guest again, until someone changes it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_stop_is_not_repeated_when_its_shutdown_applied_pending_changes() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 151, ""));
+    lab.apply().await;
+    // Not hot-pluggable: pending until the guest stops.
+    lab.pve(Post, "/nodes/pve01/qemu/151/config", &[("vga", "std")])
+        .await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 151, "  hardware: {machine: q35}\n"),
+    );
+    lab.sim.set_faults(vec![FaultRule {
+        method: "POST".into(),
+        path: "/nodes/{node}/qemu/{vmid}/config".into(),
+        kind: FaultKind::Status {
+            code: 500,
+            message: "injected: storage unreachable".into(),
+        },
+        probability: None,
+        times: None,
+    }]);
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(
+        requests_about(&lab, 151),
+        [
+            "POST /nodes/pve01/qemu/151/status/shutdown",
+            "POST /nodes/pve01/qemu/151/config",
+            "POST /nodes/pve01/qemu/151/status/start",
+        ],
+    );
+    assert_eq!(lab.config(151)["vga"], "std", "the shutdown applied it");
+    assert_eq!(lab.sim.vm_status(151).as_deref(), Some("running"));
+
+    for run in 2..=3 {
+        lab.clear();
+        let again = lab.run(&["apply"]).await;
+        assert_eq!(
+            again.code, 3,
+            "run {run}\n{}\n{}",
+            again.stdout, again.stderr
+        );
+        assert!(
+            again.stdout.contains("not stopping the guest again"),
+            "run {run}: {}",
+            again.stdout
+        );
+        assert_eq!(requests_about(&lab, 151), Vec::<String>::new(), "run {run}");
+    }
+
+    // Someone changes the guest: the change is planned (and stopped for) again.
+    lab.sim.set_faults(Vec::new());
+    lab.pve(
+        Post,
+        "/nodes/pve01/qemu/151/config",
+        &[("description", "edited")],
+    )
+    .await;
+    lab.clear();
+    let after = lab.run(&["apply"]).await;
+    assert_eq!(after.code, 0, "{}\n{}", after.stdout, after.stderr);
+    assert_eq!(lab.config(151)["machine"], "q35");
+    assert_eq!(lab.sim.vm_status(151).as_deref(), Some("running"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

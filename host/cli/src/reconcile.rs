@@ -251,6 +251,13 @@ pub(crate) struct Planned {
     memory: Arc<StopMemory>,
 }
 
+impl Planned {
+    /// Keep what planning learnt about failed stop-required changes ([`save_memory`]).
+    pub(crate) fn save_memory(&self, sink: &Sink) {
+        save_memory(&self.memory, sink);
+    }
+}
+
 /// Where the failed stop-required changes of a cluster are remembered: beside the embedded
 /// simulator's state for `sim:` (deleting `.proxops/` starts over), else in the cache folder,
 /// keyed by endpoint and token (never in the repository, which may be read-only).
@@ -759,6 +766,7 @@ async fn apply_cluster(
         sink.outln(format!("  cannot plan: {}", output::inline(&e)));
         return failed;
     }
+    planned.save_memory(sink);
     let plan = &planned.plan;
     sink.out(render::plan(plan));
     let policies = policy_report(p, name, &planned.inputs, plan);
@@ -836,9 +844,15 @@ pub(crate) async fn execute(
     if let Some(bar) = &progress.bar {
         bar.finish_and_clear();
     }
+    save_memory(&memory, sink);
+    drop(conn);
+    report
+}
+
+/// Keep what this run learnt about failed stop-required changes (a failure, or the digest
+/// the first plan after it saw); only under the apply lock, so two writers never race.
+pub(crate) fn save_memory(memory: &StopMemory, sink: &Sink) {
     if let Err(e) = memory.save() {
         sink.errln(format!("warning: {e}"));
     }
-    drop(conn);
-    report
 }

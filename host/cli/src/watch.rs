@@ -233,6 +233,7 @@ async fn cycle(
         {
             return Cycle::error(format!("not planned: {e}")).sent_by(Some(&client));
         }
+        planned.save_memory(sink);
     }
     let policies = reconcile::policy_report(p, name, &planned.inputs, &planned.plan);
     let mut failed_apply = false;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use proxops_pve::Client;
 use proxops_runtime::SecretSource;
-use proxops_runtime::kind::Operation;
+use proxops_runtime::kind::{Anomaly, Operation};
 
 use proxops_core::ObjectId;
 
@@ -167,6 +167,13 @@ pub async fn apply(
         read_concurrency: options.read_concurrency,
         secrets: options.secrets.clone(),
     };
+    // Take-overs write the ownership tags and nothing else in this run.
+    let taken_over: HashSet<ObjectId> = first
+        .objects
+        .iter()
+        .filter(|o| o.taking_over && o.has_actions())
+        .map(|o| o.object.id.clone())
+        .collect();
     let mut last = first.clone();
     let mut outcomes: Vec<ObjectOutcome> = Vec::new();
     // A prune candidate and a manifest object may share an id (a template whose vmid
@@ -324,6 +331,7 @@ pub async fn apply(
         }
         plan = plan_cluster(&cycle, Some(&manifest_touched)).await?;
         options.memory.hold_back(&mut plan, false);
+        leave_for_the_next_run(&mut plan, &taken_over);
         // Replace the re-planned objects in `last`.
         let fresh: HashMap<&ObjectId, &ObjectPlan> = plan
             .objects
@@ -380,6 +388,30 @@ pub async fn apply(
         converged,
         stopped,
     })
+}
+
+/// A guest taken over in this run (`metadata.adopt`) got its ownership tags and nothing else:
+/// "no stop, no restart" is what its plan promised. Whatever its next plan holds is shown as
+/// an anomaly and left for the next run, so that a plan shows it before anything is done.
+fn leave_for_the_next_run(plan: &mut ClusterPlan, taken_over: &HashSet<ObjectId>) {
+    for o in plan
+        .objects
+        .iter_mut()
+        .filter(|o| o.has_actions() && taken_over.contains(&o.object.id))
+    {
+        let left: Vec<String> = std::mem::take(&mut o.proposal.actions)
+            .into_iter()
+            .map(|a| a.summary)
+            .collect();
+        o.proposal.anomalies.push(Anomaly {
+            path: "metadata.adopt".into(),
+            message: format!(
+                "taken over in this run (only the ownership tags were written); left for the next run, so that a plan shows it first: {}",
+                left.join("; ")
+            ),
+            locked: false,
+        });
+    }
 }
 
 /// The `finally` step of every kind whose objects this apply changed: asked once per kind
@@ -467,6 +499,7 @@ async fn run_finally(
             },
             depends_on: Vec::new(),
             error: None,
+            taking_over: false,
         });
     }
     if plan.objects.is_empty() {

@@ -191,6 +191,7 @@ mod tests {
             proposal,
             depends_on: Vec::new(),
             error: None,
+            taking_over: false,
         }
     }
 

@@ -1,8 +1,13 @@
 //! What one run remembers for the next: stop-required changes that failed. A guest that was
 //! stopped for a change, whose write then failed (and which was started again), is not
 //! stopped again for the same unchanged change: the next plans show an anomaly instead, until
-//! the manifest or the live config changes (the action's calls, which carry the config's
-//! digest, then differ) or the operator asks to retry.
+//! the manifest or the live config changes or the operator asks to retry.
+//!
+//! "The same change" is the action's calls without the config's `digest`: the failed sequence
+//! may itself change the digest (a shutdown applies the guest's pending changes), and a write
+//! planned while changes were pending carries no digest at all. The live config is judged by
+//! the digest the first plan after the failure saw: a later plan against another digest means
+//! someone changed the guest since, and the change is planned again.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -45,6 +50,10 @@ pub struct Failure {
     pub error: String,
     /// When it failed (seconds since the Unix epoch).
     pub at: u64,
+    /// The config digest the first plan after the failure held the action back against
+    /// (`None` until then, or while the planned write carries no digest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// Failed stop-required actions by fingerprint, backed by a file (or by nothing).
@@ -54,8 +63,18 @@ pub struct StopMemory {
     failures: Mutex<BTreeMap<String, Failure>>,
 }
 
+/// The config digest a call of `action` was planned against, if any carries one.
+fn planned_digest(action: &Action) -> Option<&str> {
+    action
+        .calls
+        .iter()
+        .flat_map(|c| &c.params)
+        .find(|p| p.name == "digest")
+        .map(|p| p.value.as_str())
+}
+
 /// The fingerprint of `action` of `object`: its calls (method, path, parameter names and
-/// non-secret values, including the digest of the config the write was planned against).
+/// non-secret values), without the config digest (see the module documentation).
 pub fn fingerprint(object: &ObjectRef, action: &Action) -> String {
     let mut h = Sha256::new();
     let id = &object.id;
@@ -66,7 +85,7 @@ pub fn fingerprint(object: &ObjectRef, action: &Action) -> String {
     for c in &action.calls {
         h.update(method_name(c.method).as_bytes());
         h.update(c.path.as_bytes());
-        for p in &c.params {
+        for p in c.params.iter().filter(|p| p.name != "digest") {
             h.update(p.name.as_bytes());
             h.update([1]);
             if !p.sensitive {
@@ -123,6 +142,7 @@ impl StopMemory {
                 summary: action.summary.clone(),
                 error: error.to_string(),
                 at,
+                digest: None,
             },
         );
     }
@@ -156,12 +176,18 @@ impl StopMemory {
                     kept.push(a);
                     continue;
                 }
-                if retry {
+                let now = planned_digest(&a);
+                let f = failures.get_mut(&key).expect("checked above");
+                let live_changed =
+                    matches!((&f.digest, now), (Some(seen), Some(now)) if seen != now);
+                if retry || live_changed {
                     failures.remove(&key);
                     kept.push(a);
                     continue;
                 }
-                let f = &failures[&key];
+                if f.digest.is_none() {
+                    f.digest = now.map(str::to_string);
+                }
                 o.proposal.anomalies.push(Anomaly {
                     path: String::new(),
                     message: format!(
@@ -247,6 +273,7 @@ mod tests {
                 },
                 depends_on: Vec::new(),
                 error: None,
+                taking_over: false,
             }],
         }
     }
@@ -275,15 +302,46 @@ mod tests {
             "{message}"
         );
 
-        // The live config changed (another digest): planned again.
+        // The live config changed since (another digest): planned again, and forgotten.
         let mut changed = plan(action("d2"));
         memory.hold_back(&mut changed, false);
         assert_eq!(changed.objects[0].proposal.actions.len(), 1);
+        assert!(memory.is_empty());
 
         // Retry: planned again, and forgotten.
+        memory.record(
+            &p.objects[0].object,
+            &p.objects[0].proposal.actions[0],
+            "boom",
+        );
         let mut retried = plan(action("d1"));
         memory.hold_back(&mut retried, true);
         assert_eq!(retried.objects[0].proposal.actions.len(), 1);
         assert!(memory.is_empty());
+    }
+
+    /// The failed sequence itself may change the digest (the shutdown applied pending
+    /// changes), and a write planned while changes were pending carries none: the first plan
+    /// after the failure still holds it back, and binds the digest it saw.
+    #[test]
+    fn a_digest_changed_by_the_failed_sequence_is_not_a_live_change() {
+        let memory = StopMemory::in_memory();
+        let p = plan(action("before"));
+        let without_digest = {
+            let mut a = action("x");
+            a.calls[0].params.clear();
+            a
+        };
+        memory.record(&p.objects[0].object, &without_digest, "boom");
+        for (seen, held) in [("after", true), ("after", true), ("edited", false)] {
+            let mut next = plan(action(seen));
+            memory.hold_back(&mut next, false);
+            assert_eq!(
+                next.objects[0].proposal.actions.is_empty(),
+                held,
+                "planned against {seen}"
+            );
+        }
+        assert!(memory.is_empty(), "a live change forgets the failure");
     }
 }

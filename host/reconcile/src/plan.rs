@@ -48,6 +48,9 @@ pub struct ObjectPlan {
     pub depends_on: Vec<ObjectId>,
     /// Planning failed for this object (guest error, refused call, blocked dependency).
     pub error: Option<PlanError>,
+    /// The plan is a take-over (`metadata.adopt`): its one action writes the ownership tags,
+    /// and apply plans nothing else for the object in the same run.
+    pub taking_over: bool,
 }
 
 impl ObjectPlan {

@@ -113,6 +113,7 @@ mod tests {
                 })
                 .collect(),
             error: None,
+            taking_over: false,
         }
     }
 

@@ -8,6 +8,32 @@ use super::Item;
 use crate::error::PlanError;
 use crate::ownership::{self, LiveGuest, Scope};
 
+/// Whether a manifest may manage `g`, its live guest: tagged, and not a copy of a proxops
+/// guest (a mark naming another vmid), unless it is this VM's own clone of one of its
+/// templates, half configured.
+fn manageable(item: &Item<'_>, g: &LiveGuest) -> bool {
+    let foreign_copy = match g.mark() {
+        ownership::Mark::Other(of) => !of
+            .iter()
+            .all(|v| item.sources.iter().any(|(_, source, _)| source == v)),
+        _ => false,
+    };
+    g.tagged() && !foreign_copy
+}
+
+/// Whether the gate answers `item` with the take-over proposal: a manifest whose
+/// `metadata.adopt` matches the live guest proxops does not own yet.
+pub(super) fn takes_over(item: &Item<'_>) -> bool {
+    let Some(g) = item.live.and_then(LiveGuest::from_entry) else {
+        return false;
+    };
+    item.desired.is_some()
+        && !manageable(item, &g)
+        && item
+            .adopt
+            .is_some_and(|claim| ownership::claim_matches(claim, &g))
+}
+
 /// The ownership gate, for every kind and every write: a live guest proxops does not own gets
 /// no actions (an anomaly instead, or the ownership tags alone for an explicit take-over); a
 /// prune needs the vmid-bound mark; a clone source must be owned; and every mutating call
@@ -42,15 +68,7 @@ pub(super) fn gate(
         return (empty_proposal(), Some(PlanError::NoIdentity));
     }
     if let Some(g) = &guest {
-        // A copy of a proxops guest (its mark names another vmid) is not proxops's either,
-        // unless it is this VM's own clone of one of its templates, half configured.
-        let foreign_copy = match g.mark() {
-            ownership::Mark::Other(of) => !of
-                .iter()
-                .all(|v| item.sources.iter().any(|(_, source, _)| source == v)),
-            _ => false,
-        };
-        if item.desired.is_some() && (!g.tagged() || foreign_copy) {
+        if item.desired.is_some() && !manageable(item, g) {
             return match item.adopt {
                 Some(claim) if ownership::claim_matches(claim, g) => {
                     (ownership::adopt_proposal(g), None)
@@ -95,7 +113,9 @@ pub(super) fn gate(
     let mut clone_sources = Vec::new();
     for (label, vmid, source) in &item.sources {
         match source {
-            Some(s) if !s.tagged() => {
+            // Owned as a manifest's own guest would be: tagged, and not a copy of another
+            // proxops guest (a mark naming another vmid).
+            Some(s) if !s.tagged() || matches!(s.mark(), ownership::Mark::Other(_)) => {
                 let clones_it = proposal
                     .actions
                     .iter()

@@ -181,10 +181,13 @@ pub async fn plan_cluster(
         objects: Vec::new(),
     };
     for (item, (proposal, error)) in items.into_iter().zip(planned) {
-        let (proposal, error) = match (error, item.refusal.clone()) {
-            (_, Some(refusal)) => (proposal, Some(refusal)),
-            (Some(e), None) => (proposal, Some(e)),
-            (None, None) => gate(&item, proposal, &nodes),
+        let (proposal, error, taking_over) = match (error, item.refusal.clone()) {
+            (_, Some(refusal)) => (proposal, Some(refusal), false),
+            (Some(e), None) => (proposal, Some(e), false),
+            (None, None) => {
+                let (proposal, error) = gate(&item, proposal, &nodes);
+                (proposal, error, gate::takes_over(&item))
+            }
         };
         let running = item.live.and_then(|entry| entry.str("status")) == Some("running");
         plan.objects.push(ObjectPlan {
@@ -195,6 +198,7 @@ pub async fn plan_cluster(
             proposal,
             depends_on: item.depends_on,
             error,
+            taking_over,
         });
     }
     block_dependents(&mut plan);

@@ -201,6 +201,7 @@ fn plan_with(actions: Vec<(&str, Option<&str>, Action, bool)>) -> ClusterPlan {
                 },
                 depends_on: vec![],
                 error: None,
+                taking_over: false,
             })
             .collect(),
     }
