@@ -180,7 +180,14 @@ pub fn resolve(ci: Option<&CloudInitData>, secrets: &dyn Secrets) -> Result<Reso
             match secrets.resolve(r) {
                 Ok(v) => {
                     let found = key_lines(v.expose());
-                    if found.iter().any(|k| !looks_like_key(k)) {
+                    if found.is_empty() {
+                        // Blank lines only: an empty entry, even when other refs hold keys.
+                        all_ok = false;
+                        errors.push(Diag::error(
+                            at,
+                            crate::secrets::SecretError::Empty.message(r),
+                        ));
+                    } else if found.iter().any(|k| !looks_like_key(k)) {
                         all_ok = false;
                         errors.push(Diag::error(
                             at,

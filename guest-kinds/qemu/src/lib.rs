@@ -140,6 +140,7 @@ pub fn check_references(
 ) -> Vec<proxops_kind_sdk::check::Diag> {
     let mut out = refs::targets(d, resolved).err().unwrap_or_default();
     out.extend(refs::placement_warnings(d, resolved));
+    out.extend(refs::password_warnings(d, resolved));
     out
 }
 

@@ -172,6 +172,38 @@ pub fn targets(d: &Desired, resolved: &[(Reference, String)]) -> Result<Targets,
     }
 }
 
+/// A clone inherits its template's `cipassword`, and proxops writes `cipassword` only where
+/// none is set: when the TemplateVM declares a `ci-password-ref` (so the template carries a
+/// password) and the clone declares another one, the clone's has no effect. A warning, so
+/// that nobody believes the clone's SOPS password is set.
+pub fn password_warnings(d: &Desired, resolved: &[(Reference, String)]) -> Vec<Diag> {
+    const FIELD: &str = "spec.cloud-init-data.ci-password-ref";
+    let Some(own) = d
+        .cloud_init_data
+        .as_ref()
+        .and_then(|c| c.ci_password_ref.as_deref())
+    else {
+        return Vec::new();
+    };
+    resolved
+        .iter()
+        .filter(|(r, _)| r.path == "spec.clone")
+        .filter_map(|(r, desired)| {
+            let t: Value = serde_json::from_str(desired).ok()?;
+            let theirs = t.pointer("/cloud-init-data/ci-password-ref")?.as_str()?;
+            (theirs != own).then(|| {
+                Diag::warning(
+                    FIELD,
+                    format!(
+                        "TemplateVM `{}` sets its cipassword from `{theirs}`, and a clone inherits it; proxops writes cipassword only where none is set, so `{own}` has no effect on this VM (its password is the template's). Use `{theirs}` here, or drop ci-password-ref from the template",
+                        r.name
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
 /// A warning for each ISO or DiskImage whose explicit `spec.nodes` leaves out this VM's node.
 /// Only a warning: on shared storage one file serves every node, and only the plan, which
 /// reads the storage's `shared` flag, can tell; it blocks the VM when the file is not there.

@@ -231,11 +231,16 @@ pub fn pci_eq(a: &str, b: &str) -> bool {
     norm(a) == norm(b)
 }
 
-/// The create form of the EFI vars disk.
+/// The create form of the EFI vars disk. `efitype` is `4m` unless pinned (what PVE recommends
+/// and Secure Boot needs; PVE's own default `2m` is kept for old VMs only). `pre-enrolled-keys`
+/// is written only when `secure-boot` is declared: omitted, it is not owned, and PVE's default
+/// (no keys enrolled) applies.
 pub fn new_efidisk(e: &EfiDisk) -> String {
     let mut p = PropString::with_bare(format!("{}:1", e.storage));
     p.set("efitype", e.template.clone().unwrap_or_else(|| "4m".into()));
-    p.set("pre-enrolled-keys", b(e.secure_boot.unwrap_or(true)));
+    if let Some(on) = e.secure_boot {
+        p.set("pre-enrolled-keys", b(on));
+    }
     p.canonical()
 }
 

@@ -29,11 +29,47 @@ fn create_vm_and_start_it_in_one_task() {
             // before the start, so PVE starts the guest in the create's task.
             "Create: create VM 100 (web-01) on pve01 and start it",
             "  Post /nodes/pve01/qemu vmid=100 name=web-01 tags=proxops;proxops-100;web memory=2048 cores=2 cpu=host machine=pc bios=ovmf \
-scsihw=virtio-scsi-single scsi0=local-lvm:32,iothread=1 efidisk0=local-lvm:1,efitype=4m,pre-enrolled-keys=1 \
+scsihw=virtio-scsi-single scsi0=local-lvm:32,iothread=1 efidisk0=local-lvm:1,efitype=4m \
 ide2=local-lvm:cloudinit ide3=none,media=cdrom net0=virtio,bridge=vmbr0,tag=10 start=1",
             "drift : - -> VM 100 on pve01",
         ],
     );
+}
+
+/// `secure-boot` omitted is not owned: the create leaves `pre-enrolled-keys` to PVE's default
+/// (no keys enrolled); declared, it is written either way.
+#[test]
+fn create_writes_pre_enrolled_keys_only_when_secure_boot_is_declared() {
+    for (efi, efidisk0) in [
+        (json!({"storage": "local-lvm"}), "local-lvm:1,efitype=4m"),
+        (
+            json!({"storage": "local-lvm", "secure-boot": "enabled"}),
+            "local-lvm:1,efitype=4m,pre-enrolled-keys=1",
+        ),
+        (
+            json!({"storage": "local-lvm", "template": "2m", "secure-boot": "disabled"}),
+            "local-lvm:1,efitype=2m,pre-enrolled-keys=0",
+        ),
+    ] {
+        check(
+            Case {
+                live: None,
+                patches: &[
+                    ("spec/hardware/bios", json!("ovmf")),
+                    ("spec/hardware/efi-disk", efi),
+                ],
+                ..Case::default()
+            },
+            &[
+                "Create: create VM 100 (web-01) on pve01",
+                &format!(
+                    "  Post /nodes/pve01/qemu vmid=100 name=web-01 tags=proxops;proxops-100 memory=2048 cores=2 cpu=host bios=ovmf \
+scsi0=local-lvm:32 efidisk0={efidisk0} net0=virtio,bridge=vmbr0"
+                ),
+                "drift : - -> VM 100 on pve01",
+            ],
+        );
+    }
 }
 
 #[test]
@@ -352,5 +388,68 @@ fn clone_references_fail_closed() {
             Ok(p) => assert!(want.is_empty() && p.actions.len() == 1, "{p:?}"),
             Err(e) => assert_eq!(show(e), want),
         }
+    }
+}
+
+/// A clone inherits the template's cipassword, and cipassword is written only where none is
+/// set: a clone's own ci-password-ref next to a template that sets another one is warned
+/// about (decisions: "so nobody believes the SOPS password is set").
+#[test]
+fn a_clones_password_ref_beside_the_templates_is_a_warning() {
+    let template = |password_ref: Option<&str>| {
+        let mut t = json!({"kind": "TemplateVM", "node": "pve01", "vmid": 9000});
+        if let Some(r) = password_ref {
+            t["cloud-init-data"] = json!({"ci-password-ref": r});
+        }
+        t.to_string()
+    };
+    let clone_desired = |password_ref: Option<&str>| {
+        let mut doc = base();
+        patch(&mut doc, "spec/clone", json!("golden"));
+        patch(&mut doc, "spec/disks", Value::Null);
+        if let Some(r) = password_ref {
+            patch(&mut doc, "spec/cloud-init-data/ci-password-ref", json!(r));
+        }
+        crate::validate(Flavour::Vm, &doc, &secrets())
+            .unwrap()
+            .desired
+    };
+    let golden = |t: String| {
+        vec![(
+            Reference {
+                kind: "TemplateVM".into(),
+                name: "golden".into(),
+                path: "spec.clone".into(),
+            },
+            t,
+        )]
+    };
+    let warned = "warning spec.cloud-init-data.ci-password-ref: TemplateVM `golden` sets its cipassword from `cloud-init.passwords.admin`, and a clone inherits it; proxops writes cipassword only where none is set, so `cloud-init.passwords.root` has no effect on this VM (its password is the template's). Use `cloud-init.passwords.admin` here, or drop ci-password-ref from the template";
+    for (own, theirs, want) in [
+        (
+            Some("cloud-init.passwords.root"),
+            Some("cloud-init.passwords.admin"),
+            vec![warned],
+        ),
+        (
+            Some("cloud-init.passwords.root"),
+            Some("cloud-init.passwords.root"),
+            vec![],
+        ),
+        (Some("cloud-init.passwords.root"), None, vec![]),
+        (None, Some("cloud-init.passwords.admin"), vec![]),
+    ] {
+        let got: Vec<String> =
+            crate::check_references(&clone_desired(own), &golden(template(theirs)))
+                .into_iter()
+                .map(|d| {
+                    let severity = match d.severity {
+                        proxops_kind_sdk::check::Severity::Error => "error",
+                        proxops_kind_sdk::check::Severity::Warning => "warning",
+                    };
+                    format!("{severity} {}: {}", d.path, d.message)
+                })
+                .collect();
+        assert_eq!(got, want, "own {own:?}, template's {theirs:?}");
     }
 }

@@ -240,11 +240,22 @@ fn secret_refs_resolve_at_validation() {
             "`cloud-init.ssh-keys.empty` is empty in the cluster's SOPS document; a missing or empty secret is never treated as \"nothing to write\"",
         )],
     );
+    // An entry of blank lines is empty, alone or beside one that holds keys.
     vm(
         &[refs(&["cloud-init.ssh-keys.blank"])],
         &[(
-            "spec.cloud-init-data.ssh-key-refs",
-            "the references resolve to no keys; an empty key set is never written as \"no keys\"",
+            "spec.cloud-init-data.ssh-key-refs[0]",
+            "`cloud-init.ssh-keys.blank` is empty in the cluster's SOPS document; a missing or empty secret is never treated as \"nothing to write\"",
+        )],
+    );
+    vm(
+        &[refs(&[
+            "cloud-init.ssh-keys.alice",
+            "cloud-init.ssh-keys.blank",
+        ])],
+        &[(
+            "spec.cloud-init-data.ssh-key-refs[1]",
+            "`cloud-init.ssh-keys.blank` is empty in the cluster's SOPS document; a missing or empty secret is never treated as \"nothing to write\"",
         )],
     );
     vm(
