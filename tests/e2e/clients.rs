@@ -1,13 +1,24 @@
 //! Real PVE clients against `proxops sim serve`: proxmoxer (Python, what Ansible's
 //! community.proxmox is built on) drives a VM's life (create, config, power, resize, clone,
-//! delete, refusals), then the test checks the simulator's own state.
+//! delete, refusals), and Ansible's community.proxmox modules converge a cluster twice (the
+//! second run changes nothing), then power it down and remove what they made; each test then
+//! checks the simulator's own state.
 //!
-//! Without python3 and proxmoxer the test is skipped with a note, except in CI (`CI=true`, as
-//! .ci/run runs, which installs proxmoxer) or with PROXOPS_REQUIRE_CLIENTS=1, where it fails.
+//! Without python3 and proxmoxer (or ansible-playbook with community.proxmox) a test is
+//! skipped with a note, except in CI (`CI=true`, as .ci/run runs, which installs them) or with
+//! PROXOPS_REQUIRE_CLIENTS=1, where it fails.
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const INSTALL: &str = "install it with `pip install proxmoxer==2.3.0 requests`";
+const INSTALL_ANSIBLE: &str = "install it with `pip install ansible==12.3.0 proxmoxer==2.3.0 requests` (community.proxmox 1.4.0)";
+const SECRET: &str = "0c0ffee0-1111-2222-3333-444444444444";
+
+/// Whether a missing client fails the test instead of skipping it.
+fn clients_required() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+        || std::env::var("PROXOPS_REQUIRE_CLIENTS").as_deref() == Ok("1")
+}
 
 /// Whether python3 can import proxmoxer; `false` (skip) when not, outside CI.
 fn have_proxmoxer() -> bool {
@@ -15,10 +26,8 @@ fn have_proxmoxer() -> bool {
         .args(["-c", "import proxmoxer, requests"])
         .output()
         .is_ok_and(|o| o.status.success());
-    let required = std::env::var("CI").as_deref() == Ok("true")
-        || std::env::var("PROXOPS_REQUIRE_CLIENTS").as_deref() == Ok("1");
     assert!(
-        found || !required,
+        found || !clients_required(),
         "python3 cannot import proxmoxer: {INSTALL}"
     );
     if !found {
@@ -27,36 +36,121 @@ fn have_proxmoxer() -> bool {
     found
 }
 
+/// Why ansible-playbook cannot run community.proxmox modules, if it cannot: it is missing, the
+/// collection is missing, or the Python it runs on cannot import proxmoxer (the modules need it).
+fn ansible_missing() -> Option<String> {
+    let version = std::process::Command::new("ansible-playbook")
+        .arg("--version")
+        .output();
+    let Ok(version) = version.map(|o| String::from_utf8_lossy(&o.stdout).to_string()) else {
+        return Some("ansible-playbook is not on PATH".into());
+    };
+    let collections = std::process::Command::new("ansible-galaxy")
+        .args(["collection", "list", "community.proxmox"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).to_string())
+        .unwrap_or_default();
+    if !collections.contains("community.proxmox") {
+        return Some("the community.proxmox collection is not installed".into());
+    }
+    // `  python version = 3.11.7 (main, ...) [GCC 12.2.0] (/usr/bin/python3)`
+    let python = version
+        .lines()
+        .find(|l| l.trim_start().starts_with("python version ="))
+        .and_then(|l| l.trim_end().strip_suffix(')'))
+        .and_then(|l| l.rsplit_once('(').map(|(_, p)| p.to_string()))
+        .unwrap_or_else(|| "python3".into());
+    let imports = std::process::Command::new(&python)
+        .args(["-c", "import proxmoxer, requests"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !imports {
+        return Some(format!(
+            "{python} (Ansible's Python) cannot import proxmoxer"
+        ));
+    }
+    None
+}
+
+/// Whether Ansible can run community.proxmox; `false` (skip) when not, outside CI.
+fn have_ansible() -> bool {
+    let missing = ansible_missing();
+    if let Some(why) = &missing {
+        assert!(!clients_required(), "{why}: {INSTALL_ANSIBLE}");
+        eprintln!("skipping the Ansible test: {why}; {INSTALL_ANSIBLE}");
+    }
+    missing.is_none()
+}
+
+/// A `proxops sim serve` child (killed on drop) with a fixed token `root@pam!<token_id>`.
+struct Served {
+    _child: tokio::process::Child,
+    port: String,
+    client: proxops_pve::Client,
+    _dir: tempfile::TempDir,
+}
+
+impl Served {
+    async fn start(token_id: &str) -> Served {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+            .args([
+                "sim",
+                "serve",
+                "--nodes",
+                "pve01,pve02",
+                "--listen",
+                "127.0.0.1:0",
+            ])
+            .arg("--token")
+            .arg(format!("root@pam!{token_id}={SECRET}"))
+            .arg("--state")
+            .arg(dir.path().join("sim.json"))
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let url = lines.next_line().await.unwrap().unwrap();
+        let _token = lines.next_line().await.unwrap().unwrap();
+        let fingerprint = lines.next_line().await.unwrap().unwrap();
+        let port = url.rsplit(':').next().unwrap().to_string();
+        let client = proxops_pve::Client::new(proxops_pve::ClientConfig {
+            base_url: url,
+            token_id: format!("root@pam!{token_id}"),
+            token_secret: SECRET.into(),
+            tls: proxops_pve::TlsMode::Fingerprint(fingerprint),
+            timeout: std::time::Duration::from_secs(10),
+        })
+        .unwrap();
+        Served {
+            _child: child,
+            port,
+            client,
+            _dir: dir,
+        }
+    }
+
+    /// The vmids of node pve01's VMs, sorted.
+    async fn vmids(&self) -> Vec<u64> {
+        let guests = self.client.get("/nodes/pve01/qemu", &[]).await.unwrap();
+        let mut vmids: Vec<u64> = guests
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["vmid"].as_u64().unwrap())
+            .collect();
+        vmids.sort_unstable();
+        vmids
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn proxmoxer_drives_a_vm_through_its_life() {
     if !have_proxmoxer() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
-        .args([
-            "sim",
-            "serve",
-            "--nodes",
-            "pve01,pve02",
-            "--listen",
-            "127.0.0.1:0",
-        ])
-        .args([
-            "--token",
-            "root@pam!client=0c0ffee0-1111-2222-3333-444444444444",
-        ])
-        .arg("--state")
-        .arg(dir.path().join("sim.json"))
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = lines.next_line().await.unwrap().unwrap();
-    let _token = lines.next_line().await.unwrap().unwrap();
-    let fingerprint = lines.next_line().await.unwrap().unwrap();
-    let port = url.rsplit(':').next().unwrap().to_string();
+    let sim = Served::start("client").await;
 
     let flow = concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -64,12 +158,7 @@ async fn proxmoxer_drives_a_vm_through_its_life() {
     );
     let run = tokio::process::Command::new("python3")
         .arg(flow)
-        .args([
-            "127.0.0.1",
-            &port,
-            "client",
-            "0c0ffee0-1111-2222-3333-444444444444",
-        ])
+        .args(["127.0.0.1", &sim.port, "client", SECRET])
         .output()
         .await
         .unwrap();
@@ -82,23 +171,9 @@ async fn proxmoxer_drives_a_vm_through_its_life() {
 
     // The simulator's own view: the clone is the only guest left, with the source's config
     // as proxmoxer wrote it and the grown disk.
-    let client = proxops_pve::Client::new(proxops_pve::ClientConfig {
-        base_url: url,
-        token_id: "root@pam!client".into(),
-        token_secret: "0c0ffee0-1111-2222-3333-444444444444".into(),
-        tls: proxops_pve::TlsMode::Fingerprint(fingerprint),
-        timeout: std::time::Duration::from_secs(10),
-    })
-    .unwrap();
-    let guests = client.get("/nodes/pve01/qemu", &[]).await.unwrap();
-    let vmids: Vec<u64> = guests
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|g| g["vmid"].as_u64().unwrap())
-        .collect();
-    assert_eq!(vmids, [101], "{guests}");
-    let config = client
+    assert_eq!(sim.vmids().await, [101]);
+    let config = sim
+        .client
         .get("/nodes/pve01/qemu/101/config", &[])
         .await
         .unwrap();
@@ -110,5 +185,143 @@ async fn proxmoxer_drives_a_vm_through_its_life() {
         disk.starts_with("local-lvm:vm-101-disk-0") && disk.ends_with("size=5G"),
         "{disk}"
     );
-    child.kill().await.unwrap();
+}
+
+/// One `ansible-playbook` run of a playbook in tests/e2e/clients/ against `sim`; returns the
+/// recap's `changed=` count after checking that nothing failed.
+async fn playbook(sim: &Served, name: &str, first: bool, temp: &std::path::Path) -> u64 {
+    let path = format!(
+        "{}/../../tests/e2e/clients/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let vars = serde_json::json!({
+        "api_port": sim.port.parse::<u16>().unwrap(),
+        "token_id": "ansible",
+        "token_secret": SECRET,
+        "first": first,
+    });
+    let run = tokio::process::Command::new("ansible-playbook")
+        .args(["-i", "localhost,", "-c", "local", &path, "-e"])
+        .arg(vars.to_string())
+        .env("ANSIBLE_NOCOLOR", "1")
+        .env("ANSIBLE_LOCAL_TEMP", temp)
+        .env("ANSIBLE_REMOTE_TEMP", temp)
+        .output()
+        .await
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&run.stdout),
+        String::from_utf8_lossy(&run.stderr),
+    );
+    let context = format!("{name} (first run: {first}):\n{stdout}\n{stderr}");
+    assert!(run.status.success(), "{context}");
+    // `localhost : ok=48 changed=12 unreachable=0 failed=0 skipped=0 rescued=0 ignored=0`
+    let recap = stdout
+        .lines()
+        .rfind(|l| l.starts_with("localhost") && l.contains(" ok="))
+        .unwrap_or_else(|| panic!("no play recap in {context}"));
+    let count = |key: &str| -> u64 {
+        recap
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(key))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in {recap}"))
+    };
+    assert_eq!(count("failed="), 0, "{context}");
+    assert_eq!(count("unreachable="), 0, "{context}");
+    count("changed=")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ansible_converges_vms_and_changes_nothing_the_second_time() {
+    if !have_ansible() {
+        return;
+    }
+    let sim = Served::start("ansible").await;
+    let temp = tempfile::tempdir().unwrap();
+
+    // The desired state: each playbook asserts per task that it changed on the first run only.
+    let converge = "ansible_converge.yml";
+    assert_eq!(playbook(&sim, converge, true, temp.path()).await, 12);
+    assert_eq!(playbook(&sim, converge, false, temp.path()).await, 0);
+    assert_eq!(sim.vmids().await, [100, 102, 200, 201]);
+    // The boot disk's new options wait for the next start, as on PVE.
+    let pending = sim
+        .client
+        .get("/nodes/pve01/qemu/100/pending", &[])
+        .await
+        .unwrap();
+    let scsi0 = pending
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["key"] == "scsi0")
+        .unwrap();
+    assert_eq!(
+        scsi0["value"], "local-lvm:vm-100-disk-0,size=4G,ssd=1",
+        "{scsi0}"
+    );
+    assert_eq!(
+        scsi0["pending"], "local-lvm:vm-100-disk-0,discard=on,iothread=1,size=4G,ssd=1",
+        "{scsi0}"
+    );
+
+    // Power and removals; the second run changes only `update: true`, which always reports a change.
+    let teardown = "ansible_teardown.yml";
+    assert_eq!(playbook(&sim, teardown, true, temp.path()).await, 6);
+    assert_eq!(playbook(&sim, teardown, false, temp.path()).await, 1);
+
+    // The simulator's own view: the VM as the modules left it (the reboot applied what was
+    // pending), the template, and no volume of the removed disk or guests.
+    assert_eq!(sim.vmids().await, [100, 200]);
+    let config = sim
+        .client
+        .get("/nodes/pve01/qemu/100/config", &[])
+        .await
+        .unwrap();
+    assert_eq!(config["memory"], "2048", "{config}");
+    assert_eq!(config["description"], "updated by ansible", "{config}");
+    assert_eq!(config["cores"], 2, "{config}");
+    assert_eq!(config["tags"], "ansible;web", "{config}");
+    assert_eq!(
+        config["scsi0"], "local-lvm:vm-100-disk-0,discard=on,iothread=1,size=4G,ssd=1",
+        "{config}"
+    );
+    let net0 = config["net0"].as_str().unwrap();
+    assert!(
+        net0.starts_with("virtio=BC:24:11:") && net0.ends_with(",bridge=vmbr0,tag=10"),
+        "{net0}"
+    );
+    let net1 = config["net1"].as_str().unwrap();
+    assert!(net1.ends_with(",bridge=vmbr0,firewall=1,tag=20"), "{net1}");
+    for gone in ["scsi1", "unused0", "net2"] {
+        assert!(config.get(gone).is_none(), "{gone}: {config}");
+    }
+    let status = sim
+        .client
+        .get("/nodes/pve01/qemu/100/status/current", &[])
+        .await
+        .unwrap();
+    assert_eq!(status["status"], "stopped", "{status}");
+    let template = sim
+        .client
+        .get("/nodes/pve01/qemu/200/config", &[])
+        .await
+        .unwrap();
+    assert_eq!(template["template"], 1, "{template}");
+    let content = sim
+        .client
+        .get("/nodes/pve01/storage/local-lvm/content", &[])
+        .await
+        .unwrap();
+    let volids: Vec<&str> = content
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["volid"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        volids,
+        ["local-lvm:base-200-disk-0", "local-lvm:vm-100-disk-0"]
+    );
 }

@@ -13,7 +13,8 @@
 //! `.../clone`, `.../template`, `.../status/{current,start,stop,shutdown,reboot,reset,suspend,resume}`,
 //! `.../resize`, `/nodes/{node}/tasks` and `/nodes/{node}/tasks/{upid}` with its `status` and `log`,
 //! `/nodes/{node}/storage`, `.../storage/{storage}/status`, `.../content` (GET), `.../content/{volume}` (DELETE),
-//! `.../download-url` (POST) and `/nodes/{node}/lxc` (GET, read-only).
+//! `.../download-url` (POST), `/nodes/{node}/lxc` (GET, read-only) and the storage configuration, `/storage` and
+//! `/storage/{storage}` (GET).
 //!
 //! Guests are serialised as PVE's per-guest config flock does: every task on a guest takes its lock (shared for a
 //! clone's stopped source) and holds it for the task duration; a synchronous config write waits for it (PVE's
@@ -40,6 +41,7 @@ mod server;
 mod sim;
 mod state;
 mod storage;
+mod storage_cfg;
 mod tasks;
 
 #[cfg(test)]

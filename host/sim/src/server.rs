@@ -16,7 +16,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::faults::{Drawn, FaultRule};
 use crate::sim::Sim;
-use crate::{RequestRecord, cluster, lxc, qemu, storage, tasks};
+use crate::{RequestRecord, cluster, lxc, qemu, storage, storage_cfg, tasks};
 
 /// Returned by the service to make hyper drop the connection without answering (the `reset` fault).
 #[derive(Debug)]
@@ -240,6 +240,8 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
         ["cluster", "status"] => ("/cluster/status", vec![]),
         ["cluster", "mapping", "pci"] => ("/cluster/mapping/pci", vec![]),
         ["nodes"] => ("/nodes", vec![]),
+        ["storage"] => ("/storage", vec![]),
+        ["storage", s] => ("/storage/{storage}", vec![p("storage", s)]),
         ["nodes", n] => ("/nodes/{node}", vec![p("node", n)]),
         ["nodes", n, "tasks"] => ("/nodes/{node}/tasks", vec![p("node", n)]),
         ["nodes", n, "qemu"] => ("/nodes/{node}/qemu", vec![p("node", n)]),
@@ -619,6 +621,8 @@ async fn call(
         ("GET", "/cluster/status") => cluster::status(sim),
         ("GET", "/cluster/mapping/pci") => cluster::pci_mappings(sim, &req),
         ("GET", "/nodes") => cluster::nodes(sim),
+        ("GET", "/storage") => storage_cfg::index(sim, &req),
+        ("GET", "/storage/{storage}") => storage_cfg::read(sim, &req),
         ("GET", "/nodes/{node}") => Ok(index(template, "name")),
         ("GET", "/nodes/{node}/tasks") => tasks::node_list(sim, &req),
         ("GET", "/nodes/{node}/lxc") => lxc::list(sim, &req),

@@ -136,18 +136,25 @@ pub(super) fn apply_pending(sim: &Sim, st: &mut State, vmid: u32) {
     }
 }
 
-fn hotpluggable(vm: &Vm, key: &str) -> bool {
-    let features = vm
-        .merged()
+/// The `hotplug` features in effect: the config's list, else PVE's default `network,disk,usb`.
+fn hotplug_features(vm: &Vm) -> Vec<String> {
+    vm.merged()
         .get("hotplug")
         .and_then(|h| crate::formats::hotplug_features(h))
-        .unwrap_or_else(|| vec!["network".into(), "disk".into(), "usb".into()]);
+        .unwrap_or_else(|| vec!["network".into(), "disk".into(), "usb".into()])
+}
+
+/// Whether a key set or deleted on a running VM is applied at once (other than the fast-plug keys).
+/// A deleted drive is unplugged only on the `disk` feature and never on `ide`/`sata`, nor an
+/// `efidisk0`/`tpmstate0` (qemu-server `vmconfig_hotplug_pending`); a drive set is [`drive_hotplugs`].
+fn hotpluggable(vm: &Vm, key: &str) -> bool {
+    let features = hotplug_features(vm);
     let has = |f: &str| features.iter().any(|x| x == f);
     if split_indexed(key).is_some_and(|(f, _)| f == "net") {
         return has("network");
     }
-    if is_drive_key(key) && key != "efidisk0" && key != "tpmstate0" {
-        return has("disk");
+    if is_drive_key(key) {
+        return has("disk") && !is_ide_sata(key) && key != "efidisk0" && key != "tpmstate0";
     }
     if split_indexed(key).is_some_and(|(f, _)| f == "usb") {
         return has("usb");
@@ -157,6 +164,48 @@ fn hotpluggable(vm: &Vm, key: &str) -> bool {
         "balloon" => true,
         _ => false,
     }
+}
+
+fn is_ide_sata(key: &str) -> bool {
+    split_indexed(key).is_some_and(|(f, _)| f == "ide" || f == "sata")
+}
+
+/// Drive options a running VM cannot change: a change to any of them stays pending even when the
+/// volume stays the same (qemu-server `PVE/QemuServer.pm`, `vmconfig_update_disk`, "skip non
+/// hotpluggable value").
+const COLD_DRIVE_OPTIONS: [&str; 9] = [
+    "aio", "discard", "iothread", "queues", "product", "cache", "ssd", "vendor", "ro",
+];
+
+/// Whether PVE applies a drive value on a running VM at once, as `vmconfig_update_disk` decides: a CD-ROM
+/// changes its medium; the same volume with other throttling limits is applied, with another
+/// [`COLD_DRIVE_OPTIONS`] value it is not; another volume or a new drive is plugged only with the `disk`
+/// feature and never on `ide`/`sata`; `efidisk0`, `tpmstate0` and a change of media type wait.
+fn drive_hotplugs(vm: &Vm, key: &str, new: &str) -> bool {
+    if key == "efidisk0" || key == "tpmstate0" {
+        return false;
+    }
+    let disk = hotplug_features(vm).iter().any(|f| f == "disk");
+    let plugs = disk && !is_ide_sata(key);
+    let Some(old) = vm.conf.get(key).and_then(|o| parse_drive(key, o)) else {
+        return plugs;
+    };
+    let Some(new) = parse_drive(key, new) else {
+        return false;
+    };
+    let media = |m: &BTreeMap<String, String>| m.get("media").cloned();
+    if media(&old).as_deref().unwrap_or("disk") != media(&new).as_deref().unwrap_or("disk") {
+        return false;
+    }
+    if is_cdrom(&old) {
+        return true;
+    }
+    if old.get("file") != new.get("file") {
+        return plugs;
+    }
+    COLD_DRIVE_OPTIONS
+        .iter()
+        .all(|k| old.get(*k) == new.get(*k))
 }
 
 /// The update itself (`$update_vm_api` after its early checks): writes pending, then applies what may be applied.
@@ -217,7 +266,12 @@ fn apply_update(
         let Some(vm) = st.vms.get_mut(&vmid) else {
             break;
         };
-        if running && !is_fast_plug(key) && !hotpluggable(vm, key) {
+        let live = if is_drive_key(key) {
+            drive_hotplugs(vm, key, &value)
+        } else {
+            is_fast_plug(key) || hotpluggable(vm, key)
+        };
+        if running && !live {
             vm.pending.insert(key.clone(), value);
             vm.pending_delete.remove(key);
         } else {

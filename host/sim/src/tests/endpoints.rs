@@ -24,7 +24,7 @@ async fn indexes_list_only_what_is_served() {
     let t = T::new().await;
     t.create(100, &[]).await;
     let cases: &[(&str, &str, &[&str])] = &[
-        ("/", "subdir", &["version", "cluster", "nodes"]),
+        ("/", "subdir", &["version", "cluster", "nodes", "storage"]),
         (
             "/cluster",
             "name",

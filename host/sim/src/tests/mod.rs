@@ -1,6 +1,7 @@
 //! In-process HTTP tests of the simulator: each starts a server and talks to it with reqwest.
 
 mod behaviour;
+mod clients;
 mod conformance;
 mod endpoints;
 mod infra;
