@@ -112,7 +112,7 @@ async fn adopted_guests_plan_nothing_but_their_ownership_tags() {
 
     // The first plan: the ownership tags, nothing else, for each guest.
     let plan = lab.run(&["plan"]).await;
-    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
     assert_eq!(
         plan.stdout
             .matches("add the ownership tags (nothing else changes, no restart)")
@@ -368,7 +368,7 @@ async fn adopt_matches_sops_keys_and_imports_the_others_with_adopt_secrets() {
 
     // The first plan: the ownership tags of both guests, nothing else (the keys resolve to what runs).
     let plan = run(vec!["plan"]).await;
-    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
     assert!(
         plan.stdout
             .contains("Plan: 0 to create, 2 to update, 0 to delete, 0 power changes"),

@@ -303,7 +303,7 @@ async fn no_form_of_any_secret_reaches_stdout_or_stderr() {
             deny_policy: false,
             args: &["plan", "--json"],
             env: &[("PROXOPS_LOG", "trace")],
-            code: 0,
+            code: 2,
             shows: "(sensitive)",
             sent: false,
         },

@@ -54,7 +54,7 @@ async fn plan_markdown_is_stable_escaped_and_keeps_the_exit_codes() {
     // --json stays as it was, and --format json is the same.
     let json = lab.run(&["plan", "--json"]).await;
     let format_json = lab.run(&["plan", "--format", "json"]).await;
-    assert_eq!(json.code, 0, "{}", json.stderr);
+    assert_eq!(json.code, 2, "{}", json.stderr);
     assert_eq!(json.stdout, format_json.stdout);
 }
 
@@ -85,7 +85,7 @@ async fn plan_markdown_shows_secrets_as_sensitive() {
             "markdown",
         ])
         .await;
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("(sensitive)"), "{}", run.stdout);
     // The values of tests/fixtures/sops/cluster.sops.yaml.
     for secret in [

@@ -133,18 +133,18 @@ async fn every_policy_misbehaviour_is_contained() {
         (
             "plan",
             "stdout",
-            want(0, "", "check-manifest: stdout: stdout line 0"),
+            want(2, "", "check-manifest: stdout: stdout line 0"),
         ),
         (
             "plan",
             "stderr",
-            want(0, "", "check-manifest: stderr: stderr line 0"),
+            want(2, "", "check-manifest: stderr: stderr line 0"),
         ),
         (
             "plan",
             "stdin",
             want(
-                0,
+                2,
                 "warns VM web (vm/lab/web.yaml) at spec: stdin: 0 bytes",
                 "",
             ),
@@ -153,7 +153,7 @@ async fn every_policy_misbehaviour_is_contained() {
             "plan",
             "sleep",
             want(
-                0,
+                2,
                 "warns VM web (vm/lab/web.yaml) at spec: slept an hour",
                 "",
             ),
@@ -161,7 +161,7 @@ async fn every_policy_misbehaviour_is_contained() {
         (
             "plan",
             "socket",
-            want(0, "warns VM web (vm/lab/web.yaml) at spec: denied:", ""),
+            want(2, "warns VM web (vm/lab/web.yaml) at spec: denied:", ""),
         ),
     ];
     let lab = Lab::start().await;
@@ -273,9 +273,10 @@ async fn policy_test_and_plan_give_the_same_answer() {
             "{what}: {}",
             test.stdout
         );
+        // The plan creates the VM: 2 when the policy lets it through.
         assert_eq!(
             plan.code,
-            if failing { 1 } else { 0 },
+            if failing { 1 } else { 2 },
             "{what}: {}",
             plan.stdout
         );

@@ -116,7 +116,7 @@ async fn a_fifo_is_refused_and_symlinks_inside_work() {
     )
     .unwrap();
     let run = lab.run(&["plan"]).await;
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("+ VM web"), "{}", run.stdout);
 }
 
@@ -238,7 +238,7 @@ async fn trusted_config_takes_clusters_and_settings_from_the_protected_checkout(
     lab.write("proxops.yaml", "allow-token-env: [SOME_CI_SECRET]\n");
     let dir = trusted.path().display().to_string();
     let run = lab.run(&["plan", "--trusted-config", &dir]).await;
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     assert!(
         run.stdout
             .contains(&format!("Cluster lab ({})", lab.sim.base_url())),

@@ -71,7 +71,7 @@ async fn every_hostile_third_party_kind_is_contained_and_the_bundled_kinds_plan_
         (
             "{plan: secret}",
             grant(""),
-            0,
+            2,
             "secret x.y: Denied: cannot resolve `x.y`: this kind is not granted access",
         ),
         (

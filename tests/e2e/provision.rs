@@ -255,7 +255,7 @@ async fn the_api_token_can_come_from_sops() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
-        Some(0),
+        Some(2),
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );

@@ -592,7 +592,7 @@ async fn tls_wrong_fingerprint_is_refused_right_one_accepted() {
     );
     lab.write("clusters/lab.yaml", &cluster);
     let ok = lab.run(&["plan"]).await;
-    assert_eq!(ok.code, 0, "{}", ok.stdout);
+    assert_eq!(ok.code, 2, "{}", ok.stdout);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -675,7 +675,7 @@ async fn clusters_are_planned_at_once_and_shown_in_order() {
     }]);
     lab.clear();
     let run = lab.run(&["plan"]).await;
-    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 2, "{}\n{}", run.stdout, run.stderr);
     let reads: Vec<String> = lab
         .sim
         .requests()

@@ -29,11 +29,11 @@ use clap::{Parser, Subcommand};
 
 /// Exit codes, documented in the README.
 pub mod exit {
-    /// Success; for `plan --detailed-exitcode`: no changes.
+    /// Success; for `plan`: converged, no anomaly, nothing pending.
     pub const OK: u8 = 0;
     /// Invalid input, a failed action, or any error.
     pub const ERROR: u8 = 1;
-    /// `plan --detailed-exitcode`: the plan has changes.
+    /// `plan`: the plan has changes.
     pub const CHANGES: u8 = 2;
     /// Nothing left to apply, but anomalies or pending-until-reboot changes need a human.
     pub const ATTENTION: u8 = 3;
@@ -100,10 +100,11 @@ enum Command {
     },
     /// Show what apply would change, cluster by cluster, without changing anything.
     #[command(
-        after_help = "Exit status: 0 success, 1 error (invalid input, a cluster not planned, a denying policy).\n\
-        With --detailed-exitcode: 0 converged and clean, 1 error, 2 changes to apply,\n\
-        3 nothing to apply but anomalies or pending-until-reboot changes need a human.\n\n\
-        Example:\n  proxops plan examples/homelab --cluster lab --detailed-exitcode"
+        after_help = "Exit status: 0 converged and clean, 1 error (invalid input, a cluster not planned, a\n\
+        denying policy), 2 changes to apply (with or without anomalies), 3 nothing to apply but\n\
+        anomalies or pending-until-reboot changes need a human. A CI step that only posts the plan\n\
+        treats 0, 2 and 3 as success.\n\n\
+        Example:\n  proxops plan examples/homelab --cluster lab"
     )]
     Plan {
         repo: PathBuf,
@@ -120,7 +121,8 @@ enum Command {
         /// 1000); sections past it are left out with a closing note.
         #[arg(long, value_name = "N", default_value_t = markdown::DEFAULT_LIMIT, value_parser = markdown::parse_limit)]
         max_chars: usize,
-        /// Exit with 2 when there are changes, 3 when only anomalies or pending changes remain.
+        /// Accepted for Terraform habits: plan always exits with the codes above (2 changes, 3
+        /// attention).
         #[arg(long)]
         detailed_exitcode: bool,
         #[command(flatten)]
@@ -166,8 +168,8 @@ enum Command {
         /// Serve Prometheus metrics on ADDR (GET /metrics, GET /healthz).
         #[arg(long, value_name = "ADDR")]
         metrics_listen: Option<std::net::SocketAddr>,
-        /// Stop after N cycles, with the exit status of the last one (as plan
-        /// --detailed-exitcode, or apply with --apply).
+        /// Stop after N cycles, with the exit status of the last one (as plan, or apply with
+        /// --apply).
         #[arg(long, value_name = "N")]
         cycles: Option<u64>,
         #[command(flatten)]
@@ -524,7 +526,6 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             json,
             format,
             max_chars,
-            detailed_exitcode,
             run,
             ..
         } => runtime.block_on(reconcile::plan(
@@ -537,7 +538,6 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 format
             },
             max_chars,
-            detailed_exitcode,
             run.into(),
         )),
         Command::Watch {

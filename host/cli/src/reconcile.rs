@@ -562,7 +562,6 @@ pub async fn plan(
     only: Option<&str>,
     format: PlanFormat,
     max_chars: usize,
-    detailed: bool,
     run: RunOptions,
 ) -> anyhow::Result<u8> {
     let json = format == PlanFormat::Json;
@@ -645,8 +644,6 @@ pub async fn plan(
     }
     Ok(if failed {
         exit::ERROR
-    } else if !detailed {
-        exit::OK
     } else if changes {
         exit::CHANGES
     } else if attention {

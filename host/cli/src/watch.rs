@@ -29,7 +29,7 @@ applies nothing, and sets proxops_watch_stale_desired_state to 1. --apply takes 
 per-cluster lock as apply.\n\n\
 Exit status: 130/143 on SIGINT/SIGTERM, after the cycle in flight (as for apply, allow a grace\n\
 period of at least the cluster's task-timeout-seconds times 3); 1 when it cannot start. With --cycles N, the status of the last cycle: as plan\n\
---detailed-exitcode (0, 1, 2, 3); with --apply as apply (0, 1, 3), and 2 when changes were\n\
+(0, 1, 2, 3); with --apply as apply (0, 1, 3), and 2 when changes were\n\
 left unapplied because the repository failed validation.\n\n\
 Example:\n  proxops watch examples/homelab --cluster lab --interval 5m --apply --metrics-listen 0.0.0.0:9184";
 
