@@ -8,8 +8,6 @@
 //! skipped with a note, except in CI (`CI=true`, as .ci/run runs, which installs them) or with
 //! PROXOPS_REQUIRE_CLIENTS=1, where it fails.
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-
 const INSTALL: &str = "install it with `pip install proxmoxer==2.3.0 requests`";
 const INSTALL_ANSIBLE: &str = "install it with `pip install ansible==12.3.0 proxmoxer==2.3.0 requests` (community.proxmox 1.4.0)";
 const SECRET: &str = "0c0ffee0-1111-2222-3333-444444444444";
@@ -93,40 +91,17 @@ struct Served {
 impl Served {
     async fn start(token_id: &str) -> Served {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
-            .args([
-                "sim",
-                "serve",
-                "--nodes",
-                "pve01,pve02",
-                "--listen",
-                "127.0.0.1:0",
-            ])
-            .arg("--token")
-            .arg(format!("root@pam!{token_id}={SECRET}"))
-            .arg("--state")
-            .arg(dir.path().join("sim.json"))
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let url = lines.next_line().await.unwrap().unwrap();
-        let _token = lines.next_line().await.unwrap().unwrap();
-        let fingerprint = lines.next_line().await.unwrap().unwrap();
-        let port = url.rsplit(':').next().unwrap().to_string();
-        let client = proxops_pve::Client::new(proxops_pve::ClientConfig {
-            base_url: url,
-            token_id: format!("root@pam!{token_id}"),
-            token_secret: SECRET.into(),
-            tls: proxops_pve::TlsMode::Fingerprint(fingerprint),
-            timeout: std::time::Duration::from_secs(10),
-        })
-        .unwrap();
+        let state = dir.path().join("sim.json");
+        let sim = crate::support::sim_child(
+            token_id,
+            SECRET,
+            &["--nodes", "pve01,pve02", "--state", state.to_str().unwrap()],
+        )
+        .await;
         Served {
-            _child: child,
-            port,
-            client,
+            _child: sim.child,
+            port: sim.url.rsplit(':').next().unwrap().to_string(),
+            client: sim.client,
             _dir: dir,
         }
     }

@@ -5,7 +5,6 @@
 use std::path::{Path, PathBuf};
 
 use proxops_sim::RequestRecord;
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 const SECRET: &str = "s3cret-for-the-reliability-tests";
 
@@ -24,32 +23,22 @@ impl Served {
     pub async fn start(task_ms: u64) -> Served {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("sim.json");
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
-            .args(["sim", "serve", "--listen", "127.0.0.1:0", "--token"])
-            .arg(format!("root@pam!ci={SECRET}"))
-            .args(["--task-duration", &task_ms.to_string(), "--state"])
-            .arg(&state)
-            .stdout(std::process::Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let url = lines.next_line().await.unwrap().unwrap();
-        let _token = lines.next_line().await.unwrap().unwrap();
-        let fingerprint = lines.next_line().await.unwrap().unwrap();
-        let client = proxops_pve::Client::new(proxops_pve::ClientConfig {
-            base_url: url.clone(),
-            token_id: "root@pam!ci".into(),
-            token_secret: SECRET.into(),
-            tls: proxops_pve::TlsMode::Fingerprint(fingerprint.clone()),
-            timeout: std::time::Duration::from_secs(30),
-        })
-        .unwrap();
+        let sim = crate::support::sim_child(
+            "ci",
+            SECRET,
+            &[
+                "--task-duration",
+                &task_ms.to_string(),
+                "--state",
+                state.to_str().unwrap(),
+            ],
+        )
+        .await;
         Served {
-            _child: child,
-            client,
-            url,
-            fingerprint,
+            _child: sim.child,
+            client: sim.client,
+            url: sim.url,
+            fingerprint: sim.fingerprint,
             dir,
         }
     }

@@ -1,41 +1,14 @@
 //! `proxops sim serve` (URL, token and fingerprint printed; the PVE API served; `--task-duration`) and
 //! `proxops sim unlock`.
 
-use tokio::io::{AsyncBufReadExt, BufReader};
-
 #[tokio::test(flavor = "multi_thread")]
 async fn sim_serve_prints_url_token_fingerprint_and_serves_pve() {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
-        .args([
-            "sim",
-            "serve",
-            "--nodes",
-            "pve01,pve02,pve03",
-            "--listen",
-            "127.0.0.1:0",
-            "--token",
-            "root@pam!ci=s3cret",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = lines.next_line().await.unwrap().unwrap();
-    let token = lines.next_line().await.unwrap().unwrap();
-    let fingerprint = lines.next_line().await.unwrap().unwrap();
+    let sim = crate::support::sim_child("ci", "s3cret", &["--nodes", "pve01,pve02,pve03"]).await;
+    let (mut child, url, token, fingerprint, client) =
+        (sim.child, sim.url, sim.token, sim.fingerprint, sim.client);
     assert!(url.starts_with("https://127.0.0.1:"), "{url}");
     assert_eq!(token, "root@pam!ci=s3cret");
     assert_eq!(fingerprint.split(':').count(), 32, "{fingerprint}");
-
-    let client = proxops_pve::Client::new(proxops_pve::ClientConfig {
-        base_url: url,
-        token_id: "root@pam!ci".into(),
-        token_secret: "s3cret".into(),
-        tls: proxops_pve::TlsMode::Fingerprint(fingerprint),
-        timeout: std::time::Duration::from_secs(10),
-    })
-    .unwrap();
     let nodes = client.get("/nodes", &[]).await.unwrap();
     assert_eq!(nodes.as_array().map(Vec::len), Some(3), "{nodes}");
     let version = client.get("/version", &[]).await.unwrap();
@@ -53,34 +26,11 @@ struct Served {
 }
 
 async fn serve(extra: &[&str]) -> Served {
-    let mut args = vec![
-        "sim",
-        "serve",
-        "--listen",
-        "127.0.0.1:0",
-        "--token",
-        "root@pam!ci=s3cret",
-    ];
-    args.extend_from_slice(extra);
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
-        .args(&args)
-        .stdout(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let url = lines.next_line().await.unwrap().unwrap();
-    let _token = lines.next_line().await.unwrap().unwrap();
-    let fingerprint = lines.next_line().await.unwrap().unwrap();
-    let client = proxops_pve::Client::new(proxops_pve::ClientConfig {
-        base_url: url,
-        token_id: "root@pam!ci".into(),
-        token_secret: "s3cret".into(),
-        tls: proxops_pve::TlsMode::Fingerprint(fingerprint),
-        timeout: std::time::Duration::from_secs(10),
-    })
-    .unwrap();
-    Served { child, client }
+    let sim = crate::support::sim_child("ci", "s3cret", extra).await;
+    Served {
+        child: sim.child,
+        client: sim.client,
+    }
 }
 
 async fn create(client: &proxops_pve::Client, vmid: &str) -> String {

@@ -351,3 +351,51 @@ pub fn apply_options() -> proxops_reconcile::ApplyOptions {
         cancel: None,
     }
 }
+
+/// A `proxops sim serve` child (killed on drop): what it printed on its first three lines and
+/// a client pinned to its certificate.
+pub struct SimChild {
+    pub child: tokio::process::Child,
+    pub url: String,
+    /// The token line, `USER@REALM!ID=SECRET`.
+    pub token: String,
+    pub fingerprint: String,
+    pub client: proxops_pve::Client,
+}
+
+/// Start `proxops sim serve --listen 127.0.0.1:0 --token root@pam!TOKEN_ID=SECRET EXTRA…`.
+pub async fn sim_child(token_id: &str, secret: &str, extra: &[&str]) -> SimChild {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+        .args(["sim", "serve", "--listen", "127.0.0.1:0", "--token"])
+        .arg(format!("root@pam!{token_id}={secret}"))
+        .args(extra)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start proxops sim serve");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut line = async || {
+        lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("sim serve printed a line")
+    };
+    let (url, token, fingerprint) = (line().await, line().await, line().await);
+    let client = proxops_pve::Client::new(proxops_pve::ClientConfig {
+        base_url: url.clone(),
+        token_id: format!("root@pam!{token_id}"),
+        token_secret: secret.into(),
+        tls: proxops_pve::TlsMode::Fingerprint(fingerprint.clone()),
+        timeout: std::time::Duration::from_secs(30),
+    })
+    .unwrap();
+    SimChild {
+        child,
+        url,
+        token,
+        fingerprint,
+        client,
+    }
+}
