@@ -84,7 +84,12 @@ fn apply_set(sim: &Sim, st: &mut State, vmid: u32, key: &str, value: &str) {
         }
     }
     if let Some(vm) = st.vms.get_mut(&vmid) {
-        vm.conf.insert(key.to_string(), value.to_string());
+        // An empty description is not written to the config (qemu-server `write_vm_config`).
+        if key == "description" && value.is_empty() {
+            vm.conf.remove(key);
+        } else {
+            vm.conf.insert(key.to_string(), value.to_string());
+        }
         vm.pending.remove(key);
         vm.pending_delete.remove(key);
     }
@@ -161,9 +166,19 @@ fn hotpluggable(vm: &Vm, key: &str) -> bool {
     }
     match key {
         "vcpus" => has("cpu"),
-        "balloon" => true,
+        // Deleting `balloon` turns ballooning back on unless it is off (`balloon: 0`), which
+        // is not hot-pluggable (qemu-server `vmconfig_hotplug_pending`).
+        "balloon" => vm.conf.get("balloon").is_none_or(|b| b != "0"),
         _ => false,
     }
+}
+
+/// Whether a running VM takes `balloon: new` at once: only while ballooning stays on or off
+/// (qemu-server `vmconfig_hotplug_pending`: "enable/disable ballooning device is not
+/// hotpluggable"); absent counts as on.
+fn balloon_hotplugs(vm: &Vm, new: &str) -> bool {
+    let on = |v: Option<&str>| v.is_none_or(|b| b != "0");
+    on(vm.conf.get("balloon").map(String::as_str)) == on(Some(new))
 }
 
 fn is_ide_sata(key: &str) -> bool {
@@ -258,7 +273,11 @@ fn apply_update(
             if current.as_deref() == Some(value.as_str()) {
                 value.clone()
             } else {
-                create_disk(sim, st, &node, vmid, key, value, log)?
+                let template = st
+                    .vms
+                    .get(&vmid)
+                    .is_some_and(|vm| vm.conf.get("template").is_some_and(|t| t == "1"));
+                create_disk(sim, st, &node, vmid, key, value, template, log)?
             }
         } else {
             value.clone()
@@ -268,6 +287,8 @@ fn apply_update(
         };
         let live = if is_drive_key(key) {
             drive_hotplugs(vm, key, &value)
+        } else if key == "balloon" {
+            balloon_hotplugs(vm, &value)
         } else {
             is_fast_plug(key) || hotpluggable(vm, key)
         };
@@ -287,6 +308,53 @@ fn apply_update(
             || vm.conf.contains_key("boot")
         {
             vm.conf.remove("bootdisk");
+        }
+    }
+    Ok(())
+}
+
+/// The boot order with the CD/DVD drives `set` adds appended, when the guest has an explicit
+/// `order=` (qemu-server `update_vm_api`: "append new CD drives to bootorder to mark them
+/// bootable"; the default legacy order boots every CD-ROM anyway). Cloud-init drives are not CDs
+/// here (`drive_is_cdrom($drive, 1)`). `None` when nothing changes.
+fn boot_with_new_cdroms(vm: &Vm, set: &BTreeMap<String, String>) -> Option<String> {
+    let boot = vm.conf.get("boot")?;
+    let order = boot.split(',').find_map(|p| p.strip_prefix("order="))?;
+    let mut devices: Vec<&str> = order.split(';').filter(|d| !d.is_empty()).collect();
+    if devices.is_empty() {
+        return None;
+    }
+    let before = devices.len();
+    for (key, value) in set {
+        let Some(map) = parse_drive(key, value).filter(is_cdrom) else {
+            continue;
+        };
+        let file = map.get("file").map(String::as_str).unwrap_or_default();
+        let cloudinit = file.ends_with(":cloudinit") || is_cloudinit_file(file);
+        if !cloudinit && !devices.contains(&key.as_str()) {
+            devices.push(key);
+        }
+    }
+    (devices.len() > before).then(|| format!("order={}", devices.join(";")))
+}
+
+/// A protected guest keeps its drives: removing one (or an `unusedN` volume) fails as
+/// qemu-server's `update_vm_api` does (`check_protection`).
+fn check_protected_drives(vm: &Vm, delete: &[String]) -> Result<(), String> {
+    if vm.conf.get("protection").is_none_or(|p| p != "1") {
+        return Ok(());
+    }
+    for key in delete {
+        if split_indexed(key).is_some_and(|(f, _)| f == "unused") {
+            let file = vm.conf.get(key).cloned().unwrap_or_default();
+            return Err(format!(
+                "can't remove unused disk '{file}' - protection mode enabled"
+            ));
+        }
+        if is_drive_key(key) {
+            return Err(format!(
+                "can't remove drive '{key}' - protection mode enabled"
+            ));
         }
     }
     Ok(())
@@ -312,6 +380,7 @@ impl Update {
         };
         check_digest(vm, self.digest.as_deref())?;
         check_lock(vm, self.skiplock)?;
+        check_protected_drives(vm, &self.delete)?;
         apply_update(
             sim,
             st,
@@ -392,6 +461,11 @@ fn check_update(sim: &Arc<Sim>, req: &Req) -> Result<Update, ApiError> {
     let mut set = BTreeMap::new();
     for (k, v) in &raw {
         set.insert(k.clone(), prepare_value(&mut st, k, v, ostype.as_deref()));
+    }
+    if !set.contains_key("boot")
+        && let Some(boot) = boot_with_new_cdroms(get_vm(&st, &node, vmid)?, &set)
+    {
+        set.insert("boot".into(), boot);
     }
     for (k, v) in &set {
         merged.insert(k.clone(), v.clone());

@@ -99,11 +99,14 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             }
             let mut created: Vec<String> = Vec::new();
             let mut final_conf = conf.clone();
+            let template = conf
+                .get("template")
+                .is_some_and(|t| crate::schema::parse_boolean(t) == Some("1"));
             for (k, v) in &conf {
                 if !is_drive_key(k) {
                     continue;
                 }
-                match create_disk(&sim2, st, &node2, vmid, k, v, log) {
+                match create_disk(&sim2, st, &node2, vmid, k, v, template, log) {
                     Ok(value) => {
                         if let Some(map) = parse_drive(k, &value)
                             && let Some(file) = map.get("file")

@@ -10,7 +10,7 @@ use crate::formats::{format_size, parse_volume_id, print_property_string};
 use crate::schema::{find_property, parameters, parse_property_string, split_indexed};
 use crate::sim::{Sim, TaskLog};
 use crate::state::State;
-use crate::storage::{alloc_cloudinit, alloc_disk, find_volume, storage_for};
+use crate::storage::{alloc_cloudinit, alloc_disk, find_volume, rename_volume, storage_for};
 
 /// Disk keys (`ideN`, `sataN`, `scsiN`, `virtioN`, `efidisk0`, `tpmstate0`).
 pub(crate) fn is_drive_key(key: &str) -> bool {
@@ -158,7 +158,21 @@ pub(super) fn check_drive(sim: &Sim, node: &str, key: &str, value: &str) -> Resu
     Ok(())
 }
 
-/// Allocates or imports the volume a drive value asks for and returns the value PVE writes to the config.
+/// On a template a new volume becomes a base volume at once (qemu-server `create_disks` runs
+/// `vdisk_create_base` when the config is a template): `vm-<id>-disk-N` is renamed `base-<id>-disk-N`.
+fn as_base(sim: &Sim, st: &mut State, node: &str, vmid: u32, volid: String) -> String {
+    let needle = format!("vm-{vmid}-disk-");
+    if !volid.contains(&needle) {
+        return volid;
+    }
+    let base = volid.replace(&needle, &format!("base-{vmid}-disk-"));
+    rename_volume(sim, st, node, &volid, &base);
+    base
+}
+
+/// Allocates or imports the volume a drive value asks for and returns the value PVE writes to the config;
+/// on a `template`, the new volume is a base volume.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn create_disk(
     sim: &Sim,
     st: &mut State,
@@ -166,6 +180,7 @@ pub(super) fn create_disk(
     vmid: u32,
     key: &str,
     value: &str,
+    template: bool,
     log: &mut TaskLog,
 ) -> Result<String, String> {
     let mut map = parse_drive(key, value)
@@ -190,7 +205,10 @@ pub(super) fn create_disk(
                 "tpmstate0" => 4 * 1024 * 1024,
                 _ => bytes,
             };
-            let volid = alloc_disk(sim, st, node, &storage, vmid, bytes, fmt.as_deref(), None)?;
+            let mut volid = alloc_disk(sim, st, node, &storage, vmid, bytes, fmt.as_deref(), None)?;
+            if template {
+                volid = as_base(sim, st, node, vmid, volid);
+            }
             map.insert("file".into(), volid);
             map.remove("format");
             map.remove("import-from");
@@ -223,6 +241,11 @@ pub(super) fn create_disk(
                 None,
             )?;
             log.line(format!("importing disk '{source}' to VM {vmid} ..."));
+            let volid = if template {
+                as_base(sim, st, node, vmid, volid)
+            } else {
+                volid
+            };
             map.insert("file".into(), volid);
             map.remove("format");
             map.remove("import-from");

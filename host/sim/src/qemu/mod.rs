@@ -141,6 +141,14 @@ fn prepare_value(st: &mut State, key: &str, value: &str, ostype: Option<&str>) -
     match key {
         "tags" => normalize_tags(value),
         "vmgenid" if value == "1" => st.random_uuid(),
+        // The config file keeps no trailing whitespace of a description (qemu-server
+        // `write_vm_config`: `s/\s+$//`).
+        "description" => value.trim_end().to_string(),
+        // cgroup v2 (PVE 9) clamps CPU weights to 1..10000 (pve-common `CGroup::clamp_cpu_shares`).
+        "cpuunits" => match value.parse::<u64>() {
+            Ok(n) if n > 10_000 => "10000".to_string(),
+            _ => value.to_string(),
+        },
         "cipassword" => {
             if ostype.is_some_and(|o| o.starts_with('w')) {
                 value.to_string()

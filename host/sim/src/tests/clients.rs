@@ -1,5 +1,7 @@
-//! What Ansible's community.proxmox modules rely on beyond proxops's own calls: the cluster storage
-//! configuration (`proxmox_storage_info`) and how a running VM takes drive changes (`proxmox_disk`).
+//! What other PVE clients (Ansible's community.proxmox modules, scripts) rely on beyond proxops's own
+//! calls: the cluster storage configuration (`proxmox_storage_info`), how a running VM takes drive and
+//! balloon changes (`proxmox_disk`), and how PVE stores what it is given: base volumes on templates, a
+//! protected guest's drives, descriptions, CPU weights and a new CD-ROM's place in the boot order.
 
 use serde_json::{Value, json};
 
@@ -264,5 +266,168 @@ async fn running_vm_unplugs_drives_as_pve() {
             Value::Null
         };
         assert_eq!(unused, expected, "{key}: {merged}");
+    }
+}
+
+/// qemu-server's `vmconfig_hotplug_pending`: switching ballooning on or off waits for the next start;
+/// another balloon target while it stays on (absent counts as on) applies at once.
+#[tokio::test]
+async fn running_vm_takes_balloon_changes_as_pve() {
+    let cases: &[(&str, &str, &str)] = &[
+        // (balloon at create, set while running, where it lands)
+        ("", "512", "live"),
+        ("1024", "2048", "live"),
+        ("0", "512", "pending"),
+        ("1024", "0", "pending"),
+        ("0", "0", "live"),
+    ];
+    for (before, after, expected) in cases {
+        let got = lands("network,disk,usb", "balloon", before, after).await;
+        assert_eq!(got, *expected, "balloon {before:?} -> {after:?}");
+    }
+}
+
+/// qemu-server's `create_disks` makes every disk created on a template a base volume.
+#[tokio::test]
+async fn disks_created_on_a_template_are_base_volumes() {
+    let t = T::new().await;
+    t.create(500, &[("scsi0", "local-lvm:1"), ("template", "1")])
+        .await;
+    let config = t.config(500).await;
+    assert_eq!(
+        config["scsi0"], "local-lvm:base-500-disk-0,size=1G",
+        "{config}"
+    );
+    assert_eq!(
+        t.task(
+            "POST",
+            "/nodes/pve01/qemu/500/config",
+            &[
+                ("scsi1", "local-lvm:2"),
+                ("efidisk0", "local-lvm:1,efitype=4m")
+            ],
+        )
+        .await,
+        "OK"
+    );
+    let config = t.config(500).await;
+    for key in ["scsi1", "efidisk0"] {
+        let value = config[key].as_str().unwrap_or_default();
+        assert!(
+            value.starts_with("local-lvm:base-500-disk-"),
+            "{key}: {config}"
+        );
+    }
+    let content = t.get("/nodes/pve01/storage/local-lvm/content", &[]).await;
+    let vm_volumes = content
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["volid"].as_str().is_some_and(|id| id.contains("vm-500-")))
+        .count();
+    assert_eq!(vm_volumes, 0, "{content}");
+    // A VM's disks stay `vm-` volumes.
+    t.create(501, &[("scsi0", "local-lvm:1")]).await;
+    assert_eq!(
+        t.config(501).await["scsi0"],
+        "local-lvm:vm-501-disk-0,size=1G"
+    );
+}
+
+/// `update_vm_api` checks protection before removing a drive or an unused volume; other keys go.
+#[tokio::test]
+async fn a_protected_vm_keeps_its_drives() {
+    let t = T::new().await;
+    t.create(
+        400,
+        &[
+            ("protection", "1"),
+            ("ide3", "none,media=cdrom"),
+            ("unused0", "local-lvm:vm-400-disk-9"),
+            ("description", "kept"),
+        ],
+    )
+    .await;
+    let path = "/nodes/pve01/qemu/400/config";
+    let cases: &[(&str, u16, &str)] = &[
+        (
+            "ide3",
+            500,
+            "can't remove drive 'ide3' - protection mode enabled",
+        ),
+        (
+            "unused0",
+            500,
+            "can't remove unused disk 'local-lvm:vm-400-disk-9' - protection mode enabled",
+        ),
+        ("description", 200, "null"),
+    ];
+    for (key, status, fragment) in cases {
+        t.check("PUT", path, &[("delete", key)], *status, fragment)
+            .await;
+    }
+    let config = t.config(400).await;
+    assert!(
+        config.get("ide3").is_some() && config.get("unused0").is_some(),
+        "{config}"
+    );
+    assert!(config.get("description").is_none(), "{config}");
+}
+
+/// What PVE writes to the config file: a description without trailing whitespace and none when empty
+/// (`write_vm_config`); CPU weights clamped to cgroup v2's 10000 (`CGroup::clamp_cpu_shares`).
+#[tokio::test]
+async fn descriptions_and_cpu_weights_are_stored_as_pve_writes_them() {
+    let t = T::new().await;
+    t.create(100, &[]).await;
+    let cases: &[(&str, &str, Option<&str>)] = &[
+        (
+            "description",
+            "line1\n\nline3  \n\n",
+            Some("line1\n\nline3"),
+        ),
+        ("description", "", None),
+        ("cpuunits", "20000", Some("10000")),
+        ("cpuunits", "512", Some("512")),
+    ];
+    for (key, value, stored) in cases {
+        t.check("PUT", &format!("{VM}/config"), &[(key, value)], 200, "null")
+            .await;
+        let config = t.config(100).await;
+        let got = config.get(*key).map(|v| match v {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        });
+        assert_eq!(got.as_deref(), *stored, "{key}={value:?}: {config}");
+    }
+}
+
+/// `update_vm_api` appends a new CD/DVD drive to an explicit boot order, not a cloud-init drive, and not
+/// when the request sets the boot order itself.
+#[tokio::test]
+async fn a_new_cdrom_joins_an_explicit_boot_order() {
+    let cases: &[(P<'_>, &str)] = &[
+        (&[("ide3", "none,media=cdrom")], "order=scsi0;net0;ide3"),
+        (&[("ide2", "local-lvm:cloudinit")], "order=scsi0;net0"),
+        (&[("scsi1", "local-lvm:1")], "order=scsi0;net0"),
+        (
+            &[("ide3", "none,media=cdrom"), ("boot", "order=ide3;scsi0")],
+            "order=ide3;scsi0",
+        ),
+    ];
+    for (set, boot) in cases {
+        let t = T::new().await;
+        t.create(
+            100,
+            &[
+                ("scsi0", "local-lvm:1"),
+                ("net0", "virtio,bridge=vmbr0"),
+                ("boot", "order=scsi0;net0"),
+            ],
+        )
+        .await;
+        t.check("PUT", &format!("{VM}/config"), set, 200, "null")
+            .await;
+        assert_eq!(t.config(100).await["boot"], *boot, "{set:?}");
     }
 }
