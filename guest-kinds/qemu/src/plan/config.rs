@@ -288,7 +288,8 @@ fn diff_options(d: &Desired, x: &mut Diff<'_>) {
     }
 }
 
-/// The passthrough keys of `spec.extra`, compared as PVE wire strings.
+/// The passthrough keys of `spec.extra`, compared as PVE wire strings; numbers by value, as
+/// PVE stores them canonically (`0100` is read back as `100`, `1.50` as `1.5`).
 fn diff_extra(d: &Desired, x: &mut Diff<'_>) {
     for (k, v) in &d.extra {
         let want = v.clone();
@@ -298,9 +299,20 @@ fn diff_extra(d: &Desired, x: &mut Diff<'_>) {
             simple(
                 &format!("spec.extra.{k}"),
                 v.clone(),
-                move |l| l == want,
+                move |l| l == want || same_number(l, &want),
                 None,
             ),
         );
     }
+}
+
+/// Whether both texts are plain decimal numbers of the same value.
+fn same_number(a: &str, b: &str) -> bool {
+    let number = |s: &str| {
+        let plain = !s.is_empty()
+            && s.bytes()
+                .all(|c| c.is_ascii_digit() || c == b'.' || c == b'-');
+        plain.then(|| s.parse::<f64>().ok()).flatten()
+    };
+    matches!((number(a), number(b)), (Some(x), Some(y)) if x == y)
 }

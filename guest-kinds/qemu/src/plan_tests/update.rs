@@ -342,3 +342,41 @@ fn locked_guest_is_a_locked_anomaly() {
     });
     assert!(p.anomalies.iter().all(|a| !a.locked), "{p:?}");
 }
+
+/// `spec.extra` numbers are compared by value: PVE reads integers and numbers back in their
+/// canonical form, so `0100` against a live `100` is no drift; another value is.
+#[test]
+fn extra_numbers_compare_by_value() {
+    for (want, live, expected) in [
+        (json!("0100"), json!(100), vec![]),
+        (json!("1.50"), json!("1.5"), vec![]),
+        (json!(256), json!("256"), vec![]),
+        (
+            json!("200"),
+            json!(100),
+            vec![
+                "Update: update VM 100 on pve01: cpuunits",
+                "  Post /nodes/pve01/qemu/100/config digest=d1 cpuunits=200",
+                "drift spec.extra.cpuunits: 100 -> 200",
+            ],
+        ),
+        (
+            json!("0100"),
+            json!("0100x"),
+            vec![
+                "Update: update VM 100 on pve01: cpuunits",
+                "  Post /nodes/pve01/qemu/100/config digest=d1 cpuunits=0100",
+                "drift spec.extra.cpuunits: 0100x -> 0100",
+            ],
+        ),
+    ] {
+        check(
+            Case {
+                patches: &[("spec/extra/cpuunits", want.clone())],
+                config: &[("cpuunits", live.clone())],
+                ..Case::default()
+            },
+            &expected,
+        );
+    }
+}

@@ -363,9 +363,28 @@ fn check_extra(c: &mut Checker, spec: &Obj) -> BTreeMap<String, String> {
                 continue;
             }
         };
+        if let Some(why) = never_converges(k, &value) {
+            c.error(p, why);
+            continue;
+        }
         out.insert(k.clone(), value);
     }
     out
+}
+
+/// Why PVE would store `value` of extra key `k` as something else on every write, so that
+/// the key would drift forever: `vmgenid: 1` asks for a new generation id each time
+/// (qemu-server `API2/Qemu.pm`), and PVE 9 (cgroup v2) clamps `cpuunits` to 1-10000.
+fn never_converges(k: &str, value: &str) -> Option<String> {
+    match k {
+        "vmgenid" if value == "1" => Some(
+            "`1` makes PVE generate a new vmgenid on every write, so it never converges; give the UUID to keep, or leave vmgenid out (PVE sets one at create)".into(),
+        ),
+        "cpuunits" if value.parse::<u64>().is_ok_and(|n| n > 10_000) => Some(format!(
+            "PVE 9 (cgroup v2) stores at most 10000 cpuunits, so `{value}` would never converge; use 1-10000"
+        )),
+        _ => None,
+    }
 }
 
 /// The spec field that models PVE key `k`, when there is one.

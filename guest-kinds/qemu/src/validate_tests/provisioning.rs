@@ -157,6 +157,31 @@ fn options_tags_extra() {
         ],
         &[],
     );
+    // Values PVE stores as something else on every write would drift forever.
+    vm(
+        &[("spec/extra/vmgenid", json!("1"))],
+        &[(
+            "spec.extra.vmgenid",
+            "`1` makes PVE generate a new vmgenid on every write, so it never converges; give the UUID to keep, or leave vmgenid out (PVE sets one at create)",
+        )],
+    );
+    vm(
+        &[("spec/extra/cpuunits", json!(20000))],
+        &[(
+            "spec.extra.cpuunits",
+            "PVE 9 (cgroup v2) stores at most 10000 cpuunits, so `20000` would never converge; use 1-10000",
+        )],
+    );
+    vm(
+        &[
+            ("spec/extra/cpuunits", json!(10000)),
+            (
+                "spec/extra/vmgenid",
+                json!("c4a8e1f0-0000-4000-8000-000000000001"),
+            ),
+        ],
+        &[],
+    );
     vm(
         &[("spec/pve-name", json!("web_01"))],
         &[(
