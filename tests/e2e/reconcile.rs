@@ -481,6 +481,67 @@ async fn an_existing_vm_is_marked_as_template() {
     assert_eq!(lab.config(9000)["template"], "1");
 }
 
+/// A template's life after its create: its config drift is corrected, a disk added to it is a
+/// base volume, a disk grows, and when its manifest goes it is pruned with its volumes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_template_is_managed_through_its_life() {
+    let lab = Lab::start().await;
+    let golden = |extra: &str| template("golden", "pve01", 9000, extra);
+    lab.write("templatevm/lab/golden.yaml", &golden(""));
+    lab.apply().await;
+
+    // Drift made behind proxops's back is corrected on the template.
+    lab.pve(Post, "/nodes/pve01/qemu/9000/config", &[("memory", "4096")])
+        .await;
+    let plan = lab.run(&["plan"]).await;
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
+    assert!(
+        plan.stdout.contains("~ TemplateVM golden"),
+        "{}",
+        plan.stdout
+    );
+    lab.apply().await;
+    assert_eq!(lab.config(9000)["memory"], "1024");
+
+    // A second disk, and the first one grown.
+    lab.write(
+        "templatevm/lab/golden.yaml",
+        &golden("").replace(
+            "    - {storage: local-lvm, size: 4GiB}\n",
+            "    - {storage: local-lvm, size: 6GiB}\n    - {storage: local-lvm, size: 2GiB}\n",
+        ),
+    );
+    lab.apply().await;
+    let config = lab.config(9000);
+    assert_eq!(config["template"], "1");
+    assert!(
+        config["scsi0"].starts_with("local-lvm:base-9000-disk-0")
+            && config["scsi0"].ends_with("size=6G"),
+        "{config:?}"
+    );
+    assert!(
+        config["scsi1"].starts_with("local-lvm:base-9000-disk-"),
+        "a disk added to a template is a base volume: {config:?}"
+    );
+    let again = lab.run(&["plan"]).await;
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+
+    // Its manifest goes: the template and its volumes are removed.
+    lab.remove("templatevm/lab/golden.yaml");
+    lab.write("vm/lab/other.yaml", &vm("other", "pve02", 9100, ""));
+    lab.apply().await;
+    assert!(lab.sim.vm_config(9000).is_none());
+    let content = lab
+        .client
+        .get("/nodes/pve01/storage/local-lvm/content", &[])
+        .await
+        .unwrap();
+    assert!(
+        !content.to_string().contains("-9000-"),
+        "the template's volumes are freed: {content}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_vm_manifest_matching_a_live_template_is_an_anomaly() {
     let lab = Lab::start().await;
