@@ -24,14 +24,14 @@ fn manageable(item: &Item<'_>, g: &LiveGuest) -> bool {
 /// Whether the gate answers `item` with the take-over proposal: a manifest whose
 /// `metadata.adopt` matches the live guest proxops does not own yet.
 pub(super) fn takes_over(item: &Item<'_>) -> bool {
+    // The claim first: most objects have none, and reading the live entry costs.
+    let (Some(claim), Some(_)) = (item.adopt, item.desired) else {
+        return false;
+    };
     let Some(g) = item.live.and_then(LiveGuest::from_entry) else {
         return false;
     };
-    item.desired.is_some()
-        && !manageable(item, &g)
-        && item
-            .adopt
-            .is_some_and(|claim| ownership::claim_matches(claim, &g))
+    !manageable(item, &g) && ownership::claim_matches(claim, &g)
 }
 
 /// The ownership gate, for every kind and every write: a live guest proxops does not own gets
