@@ -106,13 +106,22 @@ async fn a_checksum_mismatch_fails_the_download_and_only_the_vms_that_need_it() 
         &vm("noble", "pve02", 403, "  clone: golden\n")
             .replace("  disks:\n    - {storage: local-lvm, size: 4GiB}\n", ""),
     );
+    lab.clear();
     let run = lab.run(&["apply"]).await;
     assert_eq!(run.code, 1, "{}", run.stdout);
     assert!(
-        run.stdout.contains("checksum"),
+        run.stdout.contains("checksum mismatch: got"),
         "PVE's task message is shown:\n{}",
         run.stdout
     );
+    // The file's checksum is not a config digest: a failure, not a re-plan, and sent once.
+    assert!(!run.stdout.contains("planned again"), "{}", run.stdout);
+    let downloads = lab
+        .mutations()
+        .into_iter()
+        .filter(|m| m.contains("/download-url"))
+        .count();
+    assert_eq!(downloads, 1, "{:?}", lab.mutations());
     assert!(
         lab.sim.vm_config(401).is_none(),
         "the VM needing the image is not created"

@@ -591,6 +591,53 @@ async fn sigterm_finishes_the_stop_write_start_in_flight_and_exits_143() {
     assert_eq!(lab.config(150)["machine"], "q35");
 }
 
+/// Actions queued behind their node's write permits are not started after a signal: with
+/// two writes per node in flight, SIGTERM leaves the other three creates unsent.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_starts_none_of_the_queued_actions() {
+    let lab = Lab::with(proxops_sim::SimConfig {
+        task_duration: std::time::Duration::from_millis(1500),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    for i in 0..5 {
+        lab.write(
+            &format!("vm/lab/q{i}.yaml"),
+            &vm(&format!("q{i}"), "pve01", 700 + i, ""),
+        );
+    }
+    lab.clear();
+    let creates = |lab: &Lab| {
+        lab.sim
+            .requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path == "/nodes/pve01/qemu")
+            .count()
+    };
+    let mut child = lab.spawn(&["apply"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while creates(&lab) < 2 {
+        assert!(std::time::Instant::now() < deadline, "no create was sent");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let pid = child.id().expect("running").to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
+        .await
+        .expect("proxops exits after the creates in flight")
+        .expect("wait");
+    assert_eq!(out.code(), Some(143));
+    assert_eq!(
+        creates(&lab),
+        2,
+        "write-concurrency 2: only the two in flight"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stale_digest_is_planned_again_not_failed() {
     let lab = Lab::start().await;

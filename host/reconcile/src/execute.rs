@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use proxops_pve::{Client, PveError, Upid};
 use proxops_runtime::kind::{Action, Call, Method, Operation};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Semaphore, SemaphorePermit, watch};
 
 use proxops_core::ObjectId;
 
@@ -150,9 +150,11 @@ pub fn restore_calls(action: &Action, failed: usize) -> Option<&[Call]> {
 }
 
 /// PVE's answer to a write whose `digest` no longer matches the config (a 500 on the sync
-/// form, a failed task on the async one).
-pub fn stale_digest(error: &str) -> bool {
-    error.contains("checksum mismatch") || error.contains("config file has been modified")
+/// form, a failed task on the async one). Only a call that carries a `digest` can get it:
+/// a download's "checksum mismatch" is the file's checksum, a failure like any other.
+pub fn stale_digest(call: &Call, error: &str) -> bool {
+    call.params.iter().any(|p| p.name == "digest")
+        && (error.contains("checksum mismatch") || error.contains("config file has been modified"))
 }
 
 /// Cancelled: start no new action (the one in flight finishes, with its restore).
@@ -261,6 +263,12 @@ pub async fn execute(
                 if skip {
                     continue;
                 }
+                // An action queued behind its node's write permits waits here; a signal
+                // that came meanwhile starts nothing new.
+                let mut held = match action.calls.first() {
+                    Some(first) => write_permit(&shared, first).await,
+                    None => None,
+                };
                 if cancel.as_ref().is_some_and(|c| *c.borrow()) {
                     outcome.failed.insert(node);
                     first_error.get_or_insert(ActionError::Interrupted {
@@ -273,12 +281,22 @@ pub async fn execute(
                     summary: action.summary.clone(),
                 });
                 let mut error = None;
+                let mut failed_call = None;
                 for (i, call) in action.calls.iter().enumerate() {
-                    let Err(e) =
-                        run_call(&shared, call, &action.operation, &object, &action.summary).await
+                    let permit = if i == 0 { held.take() } else { None };
+                    let Err(e) = run_call(
+                        &shared,
+                        call,
+                        &action.operation,
+                        &object,
+                        &action.summary,
+                        permit,
+                    )
+                    .await
                     else {
                         continue;
                     };
+                    failed_call = Some(call);
                     let mut e = e;
                     if let Some(restore) = restore_calls(&action, i) {
                         let disturbing_failed = action
@@ -290,7 +308,9 @@ pub async fn execute(
                     error = Some(e);
                     break;
                 }
-                if error.as_deref().is_some_and(stale_digest) {
+                if let (Some(call), Some(e)) = (failed_call, error.as_deref())
+                    && stale_digest(call, e)
+                {
                     // Someone changed the config between our read and our write (or an
                     // earlier attempt of this write landed): re-plan from a fresh read
                     // instead of failing. Its remaining actions wait for that plan.
@@ -372,7 +392,7 @@ async fn run_restore(
         .map(|c| format!("{} {}", method_name(c.method), c.path))
         .collect();
     for call in calls {
-        if let Err(r) = run_call(shared, call, &Operation::Update, object, "restore").await {
+        if let Err(r) = run_call(shared, call, &Operation::Update, object, "restore", None).await {
             let state = if disturbing_failed {
                 "the stop itself failed, so it may still be up; check it now"
             } else {
@@ -391,12 +411,23 @@ async fn run_restore(
     )
 }
 
+/// The write permit of `call`'s node, for a mutating call on a node of the cluster.
+async fn write_permit<'a>(shared: &'a Shared, call: &Call) -> Option<SemaphorePermit<'a>> {
+    if call.method == Method::Get {
+        return None;
+    }
+    let node = call_node(&call.path).and_then(|n| shared.nodes.get(n))?;
+    Some(node.acquire().await.expect("semaphore open"))
+}
+
+/// One call; `held` is its node's write permit when the caller took it already.
 async fn run_call(
     shared: &Shared,
     call: &Call,
     operation: &Operation,
     object: &ObjectRef,
     summary: &str,
+    held: Option<SemaphorePermit<'_>>,
 ) -> Result<(), String> {
     let params = to_pve_params(call);
     if call.method == Method::Get {
@@ -407,9 +438,9 @@ async fn run_call(
             .map(drop)
             .map_err(|e| e.to_string());
     }
-    let _permit = match call_node(&call.path).and_then(|n| shared.nodes.get(n)) {
-        Some(s) => Some(s.acquire().await.expect("semaphore open")),
-        None => None,
+    let _permit = match held {
+        Some(p) => Some(p),
+        None => write_permit(shared, call).await,
     };
     // A config write guarded by the digest it was planned against is safe to repeat: if the
     // first attempt landed, the repeat fails with "checksum mismatch" and the next pass
