@@ -424,6 +424,13 @@ async fn an_iso_not_placed_on_the_vms_node_blocks_the_vm_before_any_call() {
         "{}",
         plan.stdout
     );
+    // The ISO's own anomaly names the VM that needs it, not the ISO.
+    assert!(
+        plan.stdout
+            .contains("VM `web` (spec.hardware.cdrom.iso) is on node pve02"),
+        "{}",
+        plan.stdout
+    );
     let apply = lab.run(&["apply"]).await;
     assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
     assert!(lab.sim.vm_config(170).is_none());

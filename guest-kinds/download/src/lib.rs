@@ -200,10 +200,21 @@ pub struct Referrer {
 }
 
 impl From<&proxops_kind_sdk::kind::Resolved> for Referrer {
+    /// The host hands a referrer as its reference (whose kind and name are this object's, the
+    /// target) and its desired state: the referrer's own kind and name come from that state
+    /// (`kind`, `name`, as the VM kind writes them), else it is called an object.
     fn from(r: &proxops_kind_sdk::kind::Resolved) -> Self {
+        let desired: Value = serde_json::from_str(&r.desired).unwrap_or(Value::Null);
+        let field = |key: &str| {
+            desired
+                .get(key)
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_string)
+        };
         Referrer {
-            kind: r.reference.kind.clone(),
-            name: r.reference.name.clone(),
+            kind: field("kind").unwrap_or_else(|| "object".into()),
+            name: field("name").unwrap_or_else(|| "?".into()),
             path: r.reference.path.clone(),
             desired: r.desired.clone(),
         }

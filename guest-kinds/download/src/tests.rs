@@ -285,3 +285,31 @@ fn schema_lists_checker_keys() {
         "^[A-Za-z0-9_.-]+\\.([iI][sS][oO]|[iI][mM][gG])$"
     );
 }
+
+/// A referrer's reference names the target (this DiskImage); its own kind and name come from
+/// its desired state, so that messages name the VM that uses the file.
+#[test]
+fn a_referrer_is_named_by_its_own_state() {
+    use proxops_kind_sdk::kind::{Reference, Resolved};
+    let resolved = |desired: &str| Resolved {
+        reference: Reference {
+            kind: "DiskImage".into(),
+            name: "noble".into(),
+            path: "spec.disks[0].image".into(),
+        },
+        desired: desired.into(),
+    };
+    for (desired, kind, name) in [
+        (r#"{"kind":"VM","name":"web","node":"pve01"}"#, "VM", "web"),
+        (r#"{"node":"pve01"}"#, "object", "?"),
+        ("not json", "object", "?"),
+    ] {
+        let r = Referrer::from(&resolved(desired));
+        assert_eq!(
+            (r.kind.as_str(), r.name.as_str()),
+            (kind, name),
+            "{desired}"
+        );
+        assert_eq!(r.path, "spec.disks[0].image");
+    }
+}
