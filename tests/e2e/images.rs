@@ -135,6 +135,57 @@ async fn a_checksum_mismatch_fails_the_download_and_only_the_vms_that_need_it() 
     );
 }
 
+/// A download that failed on one node is still to do there only: the other node's finished.
+#[tokio::test(flavor = "multi_thread")]
+async fn after_one_nodes_download_fails_only_that_node_is_still_to_do() {
+    let bytes = image_bytes();
+    let (base, _server) = serve_files(vec![("/noble.raw", bytes.clone())]).await;
+    let lab = Lab::start().await;
+    lab.write(
+        "diskimage/lab/noble.yaml",
+        &disk_image(
+            "noble",
+            &format!("{base}/noble.raw"),
+            &sha256_hex(&bytes),
+            "",
+        ),
+    );
+    lab.write("vm/lab/a.yaml", &vm_from_image("a", "pve01", 401, "noble"));
+    lab.write("vm/lab/b.yaml", &vm_from_image("b", "pve02", 402, "noble"));
+    lab.sim.set_faults(vec![proxops_sim::FaultRule {
+        method: "POST".into(),
+        path: "/nodes/{node}/storage/{storage}/download-url".into(),
+        kind: proxops_sim::FaultKind::FailTask {
+            message: "injected: mirror unreachable".into(),
+        },
+        probability: None,
+        times: Some(1),
+    }]);
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 1, "{}", run.stdout);
+    let still = run
+        .stdout
+        .split("Still to do:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no Still to do:\n{}", run.stdout));
+    let downloads: Vec<&str> = still
+        .lines()
+        .filter(|l| l.contains("DiskImage noble: download"))
+        .collect();
+    assert_eq!(downloads.len(), 1, "{}", run.stdout);
+    // The next run downloads on the failed node only.
+    lab.clear();
+    lab.sim.set_faults(Vec::new());
+    let again = lab.run(&["apply"]).await;
+    assert_eq!(again.code, 0, "{}", again.stdout);
+    let sent = lab
+        .mutations()
+        .into_iter()
+        .filter(|m| m.contains("/download-url"))
+        .count();
+    assert_eq!(sent, 1, "{:?}", lab.mutations());
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn iso_attach_detach_and_cloud_init_together() {
     let bytes = b"an installer".repeat(1000);

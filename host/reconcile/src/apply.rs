@@ -239,6 +239,16 @@ pub async fn apply(
             if status == Status::Done {
                 touched.insert(id);
             } else {
+                // What did happen (a DiskImage's download on another node) is not still to do.
+                if !done.is_empty()
+                    && let Some(slot) = last.objects.iter_mut().find(|p| {
+                        p.object.id == object.id
+                            && p.object.file == object.file
+                            && p.object.resource == object.resource
+                    })
+                {
+                    slot.proposal.actions.retain(|a| !done.contains(a));
+                }
                 failed.insert(id);
             }
             let key = (
