@@ -285,17 +285,24 @@ pub fn validate_manifests(
 
     let mut diags = Vec::new();
     let mut objects = Vec::new();
-    for r in results {
+    // Manifests that failed: a reference to one is not "no such object".
+    let mut invalid: HashMap<(&str, &str, &str), &str> = HashMap::new();
+    for (r, m) in results.into_iter().zip(manifests) {
         match r {
             Ok((object, mut warnings)) => {
                 diags.append(&mut warnings);
                 objects.push(object);
             }
-            Err(mut errors) => diags.append(&mut errors),
+            Err(mut errors) => {
+                if let Some(kind) = m.kind() {
+                    invalid.insert((&m.cluster, kind, &m.name), &m.file);
+                }
+                diags.append(&mut errors);
+            }
         }
     }
 
-    check_references(registry, &objects, secrets, &mut diags);
+    check_references(registry, &objects, &invalid, secrets, &mut diags);
     check_cycles(&objects, &mut diags);
     check_identities(&objects, &mut diags);
     diags.sort();
@@ -352,6 +359,7 @@ fn take_adopt(m: &Manifest) -> Result<(Option<AdoptClaim>, Option<String>), Stri
 fn check_references(
     registry: &KindRegistry,
     objects: &[Object],
+    invalid: &HashMap<(&str, &str, &str), &str>,
     secrets: &Secrets,
     diags: &mut Vec<Diagnostic>,
 ) {
@@ -385,12 +393,20 @@ fn check_references(
                                 "`{}` is a {} ({}), not a {}",
                                 r.name, other.id.kind, other.file, r.kind
                             ),
-                            None => {
-                                format!(
+                            None => match invalid.get(&(
+                                o.id.cluster.as_str(),
+                                r.kind.as_str(),
+                                r.name.as_str(),
+                            )) {
+                                Some(file) => format!(
+                                    "{} `{}` ({file}) is not valid; fix its errors first",
+                                    r.kind, r.name
+                                ),
+                                None => format!(
                                     "no {} named `{}` in cluster {}",
                                     r.kind, r.name, o.id.cluster
-                                )
-                            }
+                                ),
+                            },
                         };
                         diags.push(Diagnostic::error(&o.file, r.path.clone(), message));
                     }
