@@ -83,14 +83,21 @@ impl ClusterPlan {
     pub fn counts(&self) -> Counts {
         let mut c = Counts::default();
         for o in &self.objects {
+            // Objects, as apply's summary counts them: a DiskImage downloaded on two nodes
+            // is one object to create, and an update in two actions one object to update.
+            let (mut create, mut delete, mut power, mut update) = (false, false, false, false);
             for a in &o.proposal.actions {
                 match &a.operation {
-                    Operation::Create => c.create += 1,
-                    Operation::Delete => c.delete += 1,
-                    Operation::Step(s) if s == "power" => c.power += 1,
-                    Operation::Update | Operation::Step(_) => c.update += 1,
+                    Operation::Create => create = true,
+                    Operation::Delete => delete = true,
+                    Operation::Step(s) if s == "power" => power = true,
+                    Operation::Update | Operation::Step(_) => update = true,
                 }
             }
+            c.create += usize::from(create);
+            c.delete += usize::from(delete);
+            c.power += usize::from(power);
+            c.update += usize::from(update);
             c.anomalies += o.proposal.anomalies.len();
             c.pending += o.proposal.pending.len();
             c.errors += usize::from(o.error.is_some());
@@ -290,5 +297,71 @@ impl ClusterPlan {
                 .collect(),
             policies: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proxops_runtime::kind::{Action, Proposal};
+
+    fn object(name: &str, operations: &[Operation]) -> ObjectPlan {
+        ObjectPlan {
+            object: ObjectRef {
+                id: ObjectId::new("lab", "DiskImage", name),
+                file: Some(format!("diskimage/lab/{name}.yaml")),
+                node: None,
+                resource: None,
+                listings: Vec::new(),
+            },
+            kind_index: 0,
+            desired: None,
+            running: false,
+            proposal: Proposal {
+                actions: operations
+                    .iter()
+                    .map(|op| Action {
+                        operation: op.clone(),
+                        summary: String::new(),
+                        calls: Vec::new(),
+                        changes: Vec::new(),
+                        disturbs_availability: false,
+                        destructive: false,
+                        restore: None,
+                    })
+                    .collect(),
+                drift: Vec::new(),
+                pending: Vec::new(),
+                anomalies: Vec::new(),
+            },
+            depends_on: Vec::new(),
+            error: None,
+            taking_over: false,
+        }
+    }
+
+    /// The summary counts objects, as apply's does: one DiskImage downloaded on two nodes is
+    /// one to create.
+    #[test]
+    fn counts_are_per_object() {
+        let power = Operation::Step("power".into());
+        let plan = ClusterPlan {
+            cluster: "lab".into(),
+            objects: vec![
+                object("noble", &[Operation::Create, Operation::Create]),
+                object(
+                    "web",
+                    &[Operation::Update, Operation::Update, power.clone()],
+                ),
+                object("old", &[Operation::Delete]),
+                object("same", &[]),
+            ],
+        };
+        let c = plan.counts();
+        assert_eq!(
+            (c.create, c.update, c.delete, c.power),
+            (1, 1, 1, 1),
+            "{c:?}"
+        );
     }
 }
