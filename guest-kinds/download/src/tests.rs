@@ -198,6 +198,12 @@ fn field_rules() {
             ),
         ]),
     );
+    // A checksum of the wrong type is reported once, not also as missing.
+    check(
+        &DISK_IMAGE,
+        json!({"storage": "local", "url": "https://h/a.raw", "checksum": 1234, "checksum-algorithm": "sha256"}),
+        Err(&[("spec.checksum", "expected a string, got an integer")]),
+    );
     check(
         &DISK_IMAGE,
         json!({"nodes": ["pve01", "pve_2", "pve01"], "storage": "Local", "url": "https://h/a.raw",

@@ -223,10 +223,12 @@ pub fn validate(k: &DownloadKind, doc: &Value) -> Result<(DownloadDesired, Vec<D
         let names: Vec<&str> = CHECKSUM_ALGORITHMS.iter().map(|(n, _)| *n).collect();
         let checksum = c.string(spec, p, "checksum", false).map(|s| s.to_ascii_lowercase());
         let algorithm = c.enumeration(spec, p, "checksum-algorithm", false, &names);
-        match (&checksum, spec.get("checksum-algorithm").is_some_and(|v| !v.is_null())) {
-            (Some(_), false) => c.error("spec.checksum-algorithm", "is required when checksum is set"),
-            (None, true) => c.error("spec.checksum", "is required when checksum-algorithm is set"),
-            (None, false) => c.warn(
+        // Present, even when of the wrong type (already reported): not also "required".
+        let given = |key: &str| spec.get(key).is_some_and(|v| !v.is_null());
+        match (given("checksum"), given("checksum-algorithm")) {
+            (true, false) => c.error("spec.checksum-algorithm", "is required when checksum is set"),
+            (false, true) => c.error("spec.checksum", "is required when checksum-algorithm is set"),
+            (false, false) => c.warn(
                 "spec.checksum",
                 "no checksum: PVE cannot verify the download; set checksum and checksum-algorithm",
             ),
