@@ -28,6 +28,22 @@ async fn payroll(lab: &Lab, vmid: u32) {
     .await;
 }
 
+/// Send SIGTERM to a running `proxops` child and check it exits 143 within a minute (after
+/// what it has in flight).
+async fn sigterm_and_exit_143(child: &mut tokio::process::Child) {
+    let pid = child.id().expect("running").to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
+        .await
+        .expect("proxops exits after what is in flight")
+        .expect("wait");
+    assert_eq!(out.code(), Some(143));
+}
+
 fn requests_about(lab: &Lab, vmid: u32) -> Vec<String> {
     let needle = format!("/qemu/{vmid}");
     lab.sim
@@ -574,17 +590,7 @@ async fn sigterm_finishes_the_stop_write_start_in_flight_and_exits_143() {
         assert!(std::time::Instant::now() < deadline, "no shutdown was sent");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let pid = child.id().expect("running").to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(kill.success());
-    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
-        .await
-        .expect("proxops exits after the action in flight")
-        .expect("wait");
-    assert_eq!(out.code(), Some(143));
+    sigterm_and_exit_143(&mut child).await;
     assert_eq!(
         requests_about(&lab, 150),
         [
@@ -627,17 +633,7 @@ async fn sigterm_starts_none_of_the_queued_actions() {
         assert!(std::time::Instant::now() < deadline, "no create was sent");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    let pid = child.id().expect("running").to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(kill.success());
-    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
-        .await
-        .expect("proxops exits after the creates in flight")
-        .expect("wait");
-    assert_eq!(out.code(), Some(143));
+    sigterm_and_exit_143(&mut child).await;
     assert_eq!(
         creates(&lab),
         2,
