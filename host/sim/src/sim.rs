@@ -244,10 +244,13 @@ impl Sim {
                     tracing::error!("simulator task {task_upid} panicked: {what}");
                     Err(format!("simulator bug: the task panicked: {what}"))
                 });
+                // As a PVE worker: the config lock is released when the locked code returns,
+                // before the task's status is written, so a client that saw the task end finds
+                // the lock free.
+                drop(held);
                 finish_task(&mut st, &task_upid, log, result);
                 st.touch();
             }
-            drop(held);
             sim.persist();
         });
         upid
