@@ -5,7 +5,7 @@
 use proxops_pve::Method::Post;
 use proxops_sim::{FaultKind, FaultRule};
 
-use crate::support::{Lab, template, vm};
+use crate::support::{Lab, requests_about, template, vm};
 
 /// Someone else's VM: created through the API, untagged, two NICs, running.
 async fn payroll(lab: &Lab, vmid: u32) {
@@ -26,32 +26,6 @@ async fn payroll(lab: &Lab, vmid: u32) {
         ],
     )
     .await;
-}
-
-/// Send SIGTERM to a running `proxops` child and check it exits 143 within a minute (after
-/// what it has in flight).
-async fn sigterm_and_exit_143(child: &mut tokio::process::Child) {
-    let pid = child.id().expect("running").to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill");
-    assert!(kill.success());
-    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
-        .await
-        .expect("proxops exits after what is in flight")
-        .expect("wait");
-    assert_eq!(out.code(), Some(143));
-}
-
-fn requests_about(lab: &Lab, vmid: u32) -> Vec<String> {
-    let needle = format!("/qemu/{vmid}");
-    lab.sim
-        .requests()
-        .into_iter()
-        .filter(|r| r.is_mutating() && r.path.contains(&needle))
-        .map(|r| format!("{} {}", r.method, r.path))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -263,133 +237,6 @@ async fn prune_needs_the_vmid_bound_mark_and_names_the_live_guest() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_failed_stop_required_write_starts_the_guest_again_and_is_not_retried_blindly() {
-    let lab = Lab::start().await;
-    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
-    lab.apply().await;
-    lab.write(
-        "vm/lab/app.yaml",
-        &vm("app", "pve01", 150, "  hardware: {machine: q35}\n"),
-    );
-    lab.sim.set_faults(vec![FaultRule {
-        method: "POST".into(),
-        path: "/nodes/{node}/qemu/{vmid}/config".into(),
-        kind: FaultKind::Status {
-            code: 500,
-            message: "injected: storage unreachable".into(),
-        },
-        probability: None,
-        times: None,
-    }]);
-    let plan = lab.run(&["plan"]).await;
-    assert!(plan.stdout.contains("with a restart"), "{}", plan.stdout);
-    lab.clear();
-    let apply = lab.run(&["apply"]).await;
-    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
-    assert!(apply.stdout.contains("restored: POST"), "{}", apply.stdout);
-    assert!(apply.stdout.contains("started again"), "{}", apply.stdout);
-    assert_eq!(apply.stdout.matches("✗").count(), 1, "{}", apply.stdout);
-    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
-    let writes: Vec<String> = requests_about(&lab, 150);
-    assert_eq!(
-        writes,
-        [
-            "POST /nodes/pve01/qemu/150/status/shutdown",
-            "POST /nodes/pve01/qemu/150/config",
-            "POST /nodes/pve01/qemu/150/status/start",
-        ],
-    );
-
-    // The next run does not stop the guest again for the same change.
-    lab.clear();
-    let again = lab.run(&["apply"]).await;
-    assert_eq!(again.code, 3, "{}\n{}", again.stdout, again.stderr);
-    assert!(
-        again.stdout.contains("--retry-stop-required"),
-        "{}",
-        again.stdout
-    );
-    assert_eq!(requests_about(&lab, 150), Vec::<String>::new());
-
-    // Once the cause is fixed, the operator retries and it converges.
-    lab.sim.set_faults(Vec::new());
-    let retry = lab.run(&["apply", "--retry-stop-required"]).await;
-    assert_eq!(retry.code, 0, "{}\n{}", retry.stdout, retry.stderr);
-    assert_eq!(lab.config(150)["machine"], "q35");
-    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
-}
-
-/// A guest with pending changes: the failed sequence's shutdown applies them, so the config's
-/// digest is not the one the failed write was planned against (that write carried none); the
-/// next run still does not stop the guest again, until someone changes it.
-#[tokio::test(flavor = "multi_thread")]
-async fn a_failed_stop_is_not_repeated_when_its_shutdown_applied_pending_changes() {
-    let lab = Lab::start().await;
-    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 151, ""));
-    lab.apply().await;
-    // Not hot-pluggable: pending until the guest stops.
-    lab.pve(Post, "/nodes/pve01/qemu/151/config", &[("vga", "std")])
-        .await;
-    lab.write(
-        "vm/lab/app.yaml",
-        &vm("app", "pve01", 151, "  hardware: {machine: q35}\n"),
-    );
-    lab.sim.set_faults(vec![FaultRule {
-        method: "POST".into(),
-        path: "/nodes/{node}/qemu/{vmid}/config".into(),
-        kind: FaultKind::Status {
-            code: 500,
-            message: "injected: storage unreachable".into(),
-        },
-        probability: None,
-        times: None,
-    }]);
-    lab.clear();
-    let apply = lab.run(&["apply"]).await;
-    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
-    assert_eq!(
-        requests_about(&lab, 151),
-        [
-            "POST /nodes/pve01/qemu/151/status/shutdown",
-            "POST /nodes/pve01/qemu/151/config",
-            "POST /nodes/pve01/qemu/151/status/start",
-        ],
-    );
-    assert_eq!(lab.config(151)["vga"], "std", "the shutdown applied it");
-    assert_eq!(lab.sim.vm_status(151).as_deref(), Some("running"));
-
-    for run in 2..=3 {
-        lab.clear();
-        let again = lab.run(&["apply"]).await;
-        assert_eq!(
-            again.code, 3,
-            "run {run}\n{}\n{}",
-            again.stdout, again.stderr
-        );
-        assert!(
-            again.stdout.contains("not stopping the guest again"),
-            "run {run}: {}",
-            again.stdout
-        );
-        assert_eq!(requests_about(&lab, 151), Vec::<String>::new(), "run {run}");
-    }
-
-    // Someone changes the guest: the change is planned (and stopped for) again.
-    lab.sim.set_faults(Vec::new());
-    lab.pve(
-        Post,
-        "/nodes/pve01/qemu/151/config",
-        &[("description", "edited")],
-    )
-    .await;
-    lab.clear();
-    let after = lab.run(&["apply"]).await;
-    assert_eq!(after.code, 0, "{}\n{}", after.stdout, after.stderr);
-    assert_eq!(lab.config(151)["machine"], "q35");
-    assert_eq!(lab.sim.vm_status(151).as_deref(), Some("running"));
-}
-
-#[tokio::test(flavor = "multi_thread")]
 async fn a_raw_pci_device_is_an_anomaly_up_front_and_nothing_stops() {
     let lab = Lab::start().await;
     lab.write("vm/lab/gpu.yaml", &vm("gpu", "pve01", 160, ""));
@@ -561,83 +408,6 @@ async fn mass_prune_needs_allow_prune() {
             .filter(|m| m.starts_with("DELETE"))
             .count(),
         6
-    );
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn sigterm_finishes_the_stop_write_start_in_flight_and_exits_143() {
-    let lab = Lab::with(proxops_sim::SimConfig {
-        task_duration: std::time::Duration::from_millis(1500),
-        ..proxops_sim::SimConfig::default()
-    })
-    .await;
-    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
-    lab.apply().await;
-    lab.write(
-        "vm/lab/app.yaml",
-        &vm("app", "pve01", 150, "  hardware: {machine: q35}\n"),
-    );
-    lab.clear();
-    let mut child = lab.spawn(&["apply"]);
-    // Wait until the shutdown task is running, then ask proxops to stop.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !lab
-        .sim
-        .requests()
-        .iter()
-        .any(|r| r.path.ends_with("/status/shutdown"))
-    {
-        assert!(std::time::Instant::now() < deadline, "no shutdown was sent");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    sigterm_and_exit_143(&mut child).await;
-    assert_eq!(
-        requests_about(&lab, 150),
-        [
-            "POST /nodes/pve01/qemu/150/status/shutdown",
-            "POST /nodes/pve01/qemu/150/config",
-            "POST /nodes/pve01/qemu/150/status/start",
-        ],
-        "the sequence in flight finishes"
-    );
-    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
-    assert_eq!(lab.config(150)["machine"], "q35");
-}
-
-/// Actions queued behind their node's write permits are not started after a signal: with
-/// two writes per node in flight, SIGTERM leaves the other three creates unsent.
-#[tokio::test(flavor = "multi_thread")]
-async fn sigterm_starts_none_of_the_queued_actions() {
-    let lab = Lab::with(proxops_sim::SimConfig {
-        task_duration: std::time::Duration::from_millis(1500),
-        ..proxops_sim::SimConfig::default()
-    })
-    .await;
-    for i in 0..5 {
-        lab.write(
-            &format!("vm/lab/q{i}.yaml"),
-            &vm(&format!("q{i}"), "pve01", 700 + i, ""),
-        );
-    }
-    lab.clear();
-    let creates = |lab: &Lab| {
-        lab.sim
-            .requests()
-            .iter()
-            .filter(|r| r.method == "POST" && r.path == "/nodes/pve01/qemu")
-            .count()
-    };
-    let mut child = lab.spawn(&["apply"]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while creates(&lab) < 2 {
-        assert!(std::time::Instant::now() < deadline, "no create was sent");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    sigterm_and_exit_143(&mut child).await;
-    assert_eq!(
-        creates(&lab),
-        2,
-        "write-concurrency 2: only the two in flight"
     );
 }
 
@@ -862,44 +632,6 @@ async fn a_delete_answered_but_lost_is_caught_by_the_verifying_listing() {
     let again = lab.run(&["apply"]).await;
     assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
     assert!(lab.sim.vm_config(193).is_none());
-}
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_second_signal_exits_at_once() {
-    let lab = Lab::with(proxops_sim::SimConfig {
-        task_duration: std::time::Duration::from_millis(3000),
-        ..proxops_sim::SimConfig::default()
-    })
-    .await;
-    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 195, ""));
-    let mut child = lab.spawn(&["apply"]);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while lab.mutations().is_empty() {
-        assert!(std::time::Instant::now() < deadline, "nothing was sent");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let pid = child.id().expect("running").to_string();
-    for _ in 0..2 {
-        let kill = std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .expect("kill");
-        assert!(kill.success());
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
-    let out = tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
-        .await
-        .expect("proxops exits")
-        .expect("wait");
-    assert_eq!(out.code(), Some(130));
-    // It left before the create task (3 s) ended: the create (which starts the VM itself,
-    // `start=1`) is all it sent, and nothing was sent after it.
-    assert_eq!(
-        lab.mutations(),
-        ["POST /nodes/pve01/qemu -> 200"],
-        "{:?}",
-        lab.sim.requests()
-    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

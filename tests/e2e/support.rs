@@ -399,3 +399,14 @@ pub async fn sim_child(token_id: &str, secret: &str, extra: &[&str]) -> SimChild
         client,
     }
 }
+
+/// The mutating requests (`METHOD path`) the simulator saw about guest `vmid`.
+pub fn requests_about(lab: &Lab, vmid: u32) -> Vec<String> {
+    let needle = format!("/qemu/{vmid}");
+    lab.sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_mutating() && r.path.contains(&needle))
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
