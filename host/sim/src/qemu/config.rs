@@ -14,7 +14,7 @@ use super::{
     get_vm, is_fast_plug, no_such_vm_text, prepare_value,
 };
 use crate::api::{ApiError, ApiResult, Reply, Req};
-use crate::schema::{find_property, parameters, split_indexed};
+use crate::schema::{find_property, parameters, parse_property_string, split_indexed};
 use crate::sim::{Sim, TaskLog};
 use crate::state::{State, Vm};
 use crate::storage::{free_volume, volume_owner};
@@ -169,8 +169,62 @@ fn hotpluggable(vm: &Vm, key: &str) -> bool {
         // Deleting `balloon` turns ballooning back on unless it is off (`balloon: 0`), which
         // is not hot-pluggable (qemu-server `vmconfig_hotplug_pending`).
         "balloon" => vm.conf.get("balloon").is_none_or(|b| b != "0"),
+        // Written to the guest's cgroup at once (`change_cpu_shares`, `change_cpu_quota`).
+        "cpuunits" | "cpulimit" => true,
+        "tablet" => has("usb"),
+        // Deleting `hotplug` waits while the current list has `cpu` or `memory`.
+        "hotplug" => !names_cpu_or_memory(vm.conf.get("hotplug")),
         _ => false,
     }
+}
+
+/// Whether a `hotplug` list names `cpu` or `memory` (qemu-server matches `/(cpu|memory)/`).
+fn names_cpu_or_memory(list: Option<&String>) -> bool {
+    list.is_some_and(|h| h.contains("cpu") || h.contains("memory"))
+}
+
+/// A value of `key` read with its format in the config schema; `None` when it does not parse.
+fn parse_with_format(key: &str, value: &str) -> Option<BTreeMap<String, String>> {
+    let format = find_property(parameters("POST", CONFIG_PATH)?, key)?
+        .get("format")?
+        .as_object()?;
+    parse_property_string(format, value, key).ok()
+}
+
+/// Whether a running VM takes `netN: new` at once, as qemu-server's `vmconfig_update_net` decides:
+/// the same model, MAC, queues and MTU on a bridge change their bridge, tag, trunks, firewall,
+/// rate and link state live, with or without the `network` feature; any other change (or a new
+/// NIC) is a hot-plug, done only with `network`.
+fn net_hotplugs(vm: &Vm, key: &str, new: &str) -> bool {
+    let network = hotplug_features(vm).iter().any(|f| f == "network");
+    let Some(old) = vm.conf.get(key).and_then(|o| parse_with_format(key, o)) else {
+        return network;
+    };
+    let Some(new) = parse_with_format(key, new) else {
+        return false;
+    };
+    let same = |k: &str| old.get(k) == new.get(k);
+    let in_place = ["model", "macaddr", "queues", "mtu"].into_iter().all(same)
+        && old.contains_key("bridge")
+        && new.contains_key("bridge");
+    in_place || network
+}
+
+/// Whether a running VM takes `agent: new` at once (`vmconfig_update_agent`): only when it has an
+/// agent setting and nothing but `fstrim_cloned_disks` changes.
+fn agent_hotplugs(vm: &Vm, new: &str) -> bool {
+    let Some(old) = vm.conf.get("agent") else {
+        return false;
+    };
+    let (Some(mut old), Some(mut new)) = (
+        parse_with_format("agent", old),
+        parse_with_format("agent", new),
+    ) else {
+        return false;
+    };
+    old.remove("fstrim_cloned_disks");
+    new.remove("fstrim_cloned_disks");
+    old == new
 }
 
 /// Whether a running VM takes `balloon: new` at once: only while ballooning stays on or off
@@ -289,6 +343,13 @@ fn apply_update(
             drive_hotplugs(vm, key, &value)
         } else if key == "balloon" {
             balloon_hotplugs(vm, &value)
+        } else if split_indexed(key).is_some_and(|(f, _)| f == "net") {
+            net_hotplugs(vm, key, &value)
+        } else if key == "agent" {
+            agent_hotplugs(vm, &value)
+        } else if key == "hotplug" {
+            // A list naming `cpu` or `memory`, before or after, waits.
+            !names_cpu_or_memory(vm.conf.get("hotplug")) && !names_cpu_or_memory(Some(&value))
         } else {
             is_fast_plug(key) || hotpluggable(vm, key)
         };

@@ -287,6 +287,111 @@ async fn running_vm_takes_balloon_changes_as_pve() {
     }
 }
 
+/// qemu-server's `vmconfig_hotplug_pending` for the keys that are neither drives nor fast-plug:
+/// CPU weights and limits go to the cgroup at once; a NIC keeping its model, MAC, queues and MTU
+/// changes tag/firewall/rate live without the `network` feature (`vmconfig_update_net`); the
+/// agent takes only `fstrim_cloned_disks` live; `tablet` needs `usb`; a `hotplug` list naming
+/// `cpu` or `memory`, before or after, waits.
+#[tokio::test]
+async fn running_vm_takes_cpu_nic_agent_and_hotplug_changes_as_pve() {
+    let nic = "virtio=BC:24:11:00:00:01,bridge=vmbr0";
+    let cases: &[(&str, &str, &str, &str, &str)] = &[
+        // (hotplug, key, value at create, value set while running, where it lands)
+        ("disk", "cpuunits", "", "200", "live"),
+        ("disk", "cpulimit", "", "1.5", "live"),
+        (
+            "disk",
+            "net0",
+            nic,
+            "virtio=BC:24:11:00:00:01,bridge=vmbr0,tag=10",
+            "live",
+        ),
+        (
+            "disk",
+            "net0",
+            nic,
+            "virtio=BC:24:11:00:00:01,bridge=vmbr0,firewall=1,rate=10",
+            "live",
+        ),
+        (
+            "disk",
+            "net0",
+            nic,
+            "virtio=BC:24:11:00:00:01,bridge=vmbr0,mtu=1400",
+            "pending",
+        ),
+        (
+            "disk",
+            "net0",
+            nic,
+            "e1000=BC:24:11:00:00:01,bridge=vmbr0",
+            "pending",
+        ),
+        (
+            "network,disk",
+            "net0",
+            nic,
+            "e1000=BC:24:11:00:00:01,bridge=vmbr0",
+            "live",
+        ),
+        ("disk", "net1", "", nic, "pending"),
+        ("network", "net1", "", nic, "live"),
+        ("disk", "agent", "1", "1,fstrim_cloned_disks=1", "live"),
+        ("disk", "agent", "1", "1,type=isa", "pending"),
+        ("disk", "agent", "", "1", "pending"),
+        ("disk", "tablet", "", "0", "pending"),
+        ("usb", "tablet", "", "0", "live"),
+        ("network,disk,usb", "hotplug", "", "network,disk", "live"),
+        ("network,disk,cpu", "hotplug", "", "network,disk", "pending"),
+        (
+            "network,disk",
+            "hotplug",
+            "",
+            "network,disk,memory",
+            "pending",
+        ),
+    ];
+    for (hotplug, key, before, after, expected) in cases {
+        let got = lands(hotplug, key, before, after).await;
+        assert_eq!(
+            got, *expected,
+            "hotplug={hotplug} {key}: {before:?} -> {after:?}"
+        );
+    }
+}
+
+/// Deleting those keys from a running VM: the same rules (`vmconfig_hotplug_pending`'s delete loop).
+#[tokio::test]
+async fn running_vm_deletes_cpu_and_tablet_keys_as_pve() {
+    let cases: &[(&str, &str, &str, bool)] = &[
+        // (hotplug, key, value at create, deleted at once)
+        ("disk", "cpuunits", "200", true),
+        ("disk", "cpulimit", "2", true),
+        ("disk", "tablet", "0", false),
+        ("usb", "tablet", "0", true),
+        ("disk", "agent", "1", false),
+    ];
+    for (hotplug, key, value, live) in cases {
+        let t = T::new().await;
+        t.create(100, &[("hotplug", hotplug), (key, value)]).await;
+        assert_eq!(
+            t.task("POST", &format!("{VM}/status/start"), &[]).await,
+            "OK"
+        );
+        assert_eq!(
+            t.task("POST", &format!("{VM}/config"), &[("delete", key)])
+                .await,
+            "OK"
+        );
+        let current = t.get(&format!("{VM}/config"), &[("current", "1")]).await;
+        assert_eq!(
+            current.get(*key).is_none(),
+            *live,
+            "hotplug={hotplug} delete {key}: {current}"
+        );
+    }
+}
+
 /// qemu-server's `create_disks` makes every disk created on a template a base volume.
 #[tokio::test]
 async fn disks_created_on_a_template_are_base_volumes() {
