@@ -360,6 +360,90 @@ async fn a_kinds_finally_step_runs_once_after_its_objects_changed() {
     assert!(run.stdout.contains("Misbehave (finally)"), "{}", run.stdout);
 }
 
+/// decisions.md, Ownership: every mutating call is about the object acted on, "for bundled and
+/// third-party kinds alike": a restore step's calls, and a `finally` step's, included. A refused
+/// `finally` step fails the apply (exit 1) and sends nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn restore_and_finally_calls_are_held_to_the_ownership_gate() {
+    let lab = Lab::start().await;
+    install_kind(
+        &lab,
+        "misbehave.wasm",
+        &artifact(MISBEHAVE),
+        &format!("{{calls: {MISBEHAVE_CALLS}}}"),
+        None,
+    );
+    lab.write(
+        "misbehave/lab/a.yaml",
+        &misbehave("a", "{plan: restore-other}"),
+    );
+    lab.clear();
+    for command in ["plan", "apply"] {
+        let run = lab.run(&[command]).await;
+        let out = format!("{}{}", run.stdout, run.stderr);
+        assert_eq!(run.code, 1, "{command}: {out}");
+        assert!(
+            out.contains("POST /nodes/pve01/lxc, which is not about this object"),
+            "{command}: {out}"
+        );
+    }
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+
+    lab.remove("misbehave/lab/a.yaml");
+    lab.write(
+        "misbehave/lab/finally-create.yaml",
+        &misbehave("finally-create", "{plan: read}"),
+    );
+    let run = lab.run(&["apply"]).await;
+    let out = format!("{}{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 1, "{out}");
+    assert!(
+        out.contains("finally step proposed POST /nodes/pve01/lxc, which is not one of the guests this apply changed"),
+        "{out}"
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+}
+
+/// A `finally` step is held to the enforce policies as every later pass of an apply is: a
+/// destructive step without an approval is not run, and the apply fails.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_finally_step_is_held_to_the_policies() {
+    let lab = Lab::start().await;
+    let kind = artifact(MISBEHAVE);
+    let policy = std::fs::read(
+        proxops_guests::artifact_path("proxops-policy-approve-destructive").expect("built"),
+    )
+    .unwrap();
+    lab.write_bytes("kinds/misbehave.wasm", &kind);
+    lab.write_bytes("policies/approve.wasm", &policy);
+    lab.write(
+        "proxops.yaml",
+        &format!(
+            "kinds:\n  - file: kinds/misbehave.wasm\n    sha256: {}\n    grant: {{calls: {MISBEHAVE_CALLS}}}\npolicies:\n  - file: policies/approve.wasm\n    sha256: {}\n    mode: enforce\n",
+            sha256_hex(&kind),
+            sha256_hex(&policy)
+        ),
+    );
+    lab.write(
+        "misbehave/lab/finally-destructive.yaml",
+        &misbehave("finally-destructive", "{plan: read}"),
+    );
+    let plan = lab.run(&["plan"]).await;
+    assert_eq!(
+        plan.code, 2,
+        "the first plan passes: {}{}",
+        plan.stdout, plan.stderr
+    );
+    let run = lab.run(&["apply"]).await;
+    let out = format!("{}{}", run.stdout, run.stderr);
+    assert_eq!(run.code, 1, "{out}");
+    assert!(
+        out.contains("(finally): finally: blocked by policy: ✗ policy approve-destructive denied"),
+        "{out}"
+    );
+    assert!(!out.contains("cluster matches the manifests"), "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_third_party_kind_gets_a_fresh_instance_for_every_object() {
     let lab = Lab::start().await;

@@ -38,6 +38,13 @@
 //!   a parameter only the `privileged` capability allows (`{node}` is `spec.node`, else
 //!   `pve01`).
 //!
+//! - `spec.plan: restore-other`: `plan` proposes an Update action whose only call is a read and
+//!   whose restore step creates container 996 (`POST /nodes/pve01/lxc`), another object.
+//!
+//! `finally` proposes one read step naming the changed objects; when one of them is named
+//! `finally-create` it proposes creating container 998 instead, and when one is named
+//! `finally-destructive` its read step is marked destructive.
+//!
 //! `claims` takes every listing entry whose JSON holds the text `misbehave-claim` (a tag), so
 //! a test can make it claim another kind's guest.
 // Natively only the unit tests call into the kind (it is otherwise only ever run as a component).
@@ -90,6 +97,18 @@ fn proposal_for(desired: &str, word: &str) -> model::Proposal {
                 format!("misbehave: secret x.y: {said}"),
             ));
         }
+        "restore-other" => out.actions.push(model::Action {
+            operation: Operation::Update,
+            summary: "misbehave: read, and on failure create container 996".into(),
+            calls: vec![Call::new(Method::Get, "/cluster/resources")],
+            changes: Vec::new(),
+            disturbs_availability: false,
+            destructive: false,
+            restore: Some(model::Restore {
+                after: 0,
+                calls: vec![container_create(996)],
+            }),
+        }),
         // A harmless action (a declared GET), so that the object counts as changed and the
         // host calls `finally`.
         "read" => out.actions.push(model::Action {
@@ -134,6 +153,15 @@ fn proposal_for(desired: &str, word: &str) -> model::Proposal {
         _ => {}
     }
     out
+}
+
+/// `POST /nodes/pve01/lxc` creating the unprivileged container `vmid` (a declared call that
+/// passes the grant).
+fn container_create(vmid: u32) -> Call {
+    Call::new(Method::Post, "/nodes/pve01/lxc")
+        .param("vmid", vmid.to_string())
+        .param("ostemplate", "local:vztmpl/x.tar.zst")
+        .param("unprivileged", "1")
 }
 
 fn outcome<T, E: std::fmt::Display>(r: Result<T, E>) -> String {
@@ -368,13 +396,19 @@ impl Guest for Misbehave {
         if changed.is_empty() {
             return Vec::new();
         }
+        let named = |n: &str| changed.iter().any(|c| c == n);
+        let calls = if named("finally-create") {
+            vec![container_create(998)]
+        } else {
+            vec![Call::new(Method::Get, "/cluster/resources")]
+        };
         vec![model::Action {
             operation: Operation::step("sync"),
             summary: format!("misbehave: finally after {}", changed.join(", ")),
-            calls: vec![Call::new(Method::Get, "/cluster/resources")],
+            calls,
             changes: Vec::new(),
             disturbs_availability: false,
-            destructive: false,
+            destructive: named("finally-destructive"),
             restore: None,
         }]
     }

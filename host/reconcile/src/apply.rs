@@ -424,9 +424,19 @@ fn leave_for_the_next_run(plan: &mut ClusterPlan, taken_over: &HashSet<ObjectId>
     }
 }
 
+/// One kind's changed objects in this apply: their names (what `finally` is told) and the
+/// vmids of the guests among them (what its calls may name).
+struct Changed {
+    kind: usize,
+    names: Vec<String>,
+    vmids: HashSet<u64>,
+}
+
 /// The `finally` step of every kind whose objects this apply changed: asked once per kind
-/// with the changed objects' names, checked like any proposal (declared calls, grant), and
-/// run as one more object, `Kind/(finally)`.
+/// with the changed objects' names, checked like any proposal (declared calls, grant, the
+/// ownership gate: only the changed guests may be named, restore calls included), held to
+/// the policy gate as a later pass is, and run as one more object, `Kind/(finally)`. A step
+/// refused or failed is a failed object (the apply exits 1).
 async fn run_finally(
     registry: &KindRegistry,
     client: &Client,
@@ -435,7 +445,7 @@ async fn run_finally(
     options: &ApplyOptions,
     reporter: &Arc<dyn Reporter>,
 ) -> Vec<Outcome> {
-    let mut changed: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut changed: Vec<Changed> = Vec::new();
     for o in outcomes.iter().filter(|o| o.status == Status::Done) {
         let d = o.did;
         if !(d.created || d.updated || d.deleted || d.started || d.stopped) {
@@ -446,25 +456,45 @@ async fn run_finally(
         else {
             continue;
         };
-        match changed.iter_mut().find(|(k, _)| *k == kind) {
-            Some((_, names)) => names.push(o.object.id.name.clone()),
-            None => changed.push((kind, vec![o.object.id.name.clone()])),
+        let entry = match changed.iter().position(|c| c.kind == kind) {
+            Some(i) => &mut changed[i],
+            None => {
+                changed.push(Changed {
+                    kind,
+                    names: Vec::new(),
+                    vmids: HashSet::new(),
+                });
+                changed.last_mut().expect("just pushed")
+            }
+        };
+        entry.names.push(o.object.id.name.clone());
+        // A guest's listing id is `qemu/<vmid>` or `lxc/<vmid>`.
+        if let Some(vmid) = o
+            .object
+            .resource
+            .as_deref()
+            .and_then(|r| r.split_once('/'))
+            .and_then(|(_, v)| v.parse().ok())
+        {
+            entry.vmids.insert(vmid);
         }
     }
     if changed.is_empty() {
         return Vec::new();
     }
-    let answers = crate::workers::par_map(registry, &changed, |instances, (kind, names)| {
+    let answers = crate::workers::par_map(registry, &changed, |instances, c| {
         instances
-            .get(*kind)
-            .and_then(|i| i.finally(names))
+            .get(c.kind)
+            .and_then(|i| i.finally(&c.names))
             .map_err(|e| PlanError::Kind(e.to_string()))
     });
     let mut plan = ClusterPlan {
         cluster: cluster.to_string(),
         objects: Vec::new(),
     };
-    for ((kind, _), answer) in changed.iter().zip(answers) {
+    let mut refused_steps = Vec::new();
+    for (c, answer) in changed.iter().zip(answers) {
+        let kind = &c.kind;
         let info = registry.get(*kind).info();
         let (actions, error) = match answer {
             Ok(actions) => {
@@ -477,10 +507,12 @@ async fn run_finally(
                     })
                     .filter_map(|c| crate::grant::check_call(registry.trust(*kind), info, c).err())
                     .collect();
-                if refused.is_empty() {
-                    (actions, None)
-                } else {
+                if !refused.is_empty() {
                     (Vec::new(), Some(PlanError::OutsideApiPaths(refused)))
+                } else if let Err(e) = crate::ownership::check_finally_calls(&actions, &c.vmids) {
+                    (Vec::new(), Some(PlanError::Refused(e)))
+                } else {
+                    (actions, None)
                 }
             }
             Err(e) => (Vec::new(), Some(e)),
@@ -489,11 +521,7 @@ async fn run_finally(
             continue;
         }
         if let Some(e) = &error {
-            reporter.event(Event::ActionDone {
-                object: finally_ref(cluster, &info.kind),
-                summary: "finally".into(),
-                error: Some(e.to_string()),
-            });
+            refused_steps.push((finally_ref(cluster, &info.kind), e.to_string()));
             continue;
         }
         plan.objects.push(ObjectPlan {
@@ -512,17 +540,44 @@ async fn run_finally(
             taking_over: false,
         });
     }
-    if plan.objects.is_empty() {
-        return Vec::new();
+    if !plan.objects.is_empty()
+        && let Some(gate) = &options.gate
+        && let Some(reason) = gate(&plan)
+    {
+        for o in std::mem::take(&mut plan.objects) {
+            refused_steps.push((o.object, format!("blocked by policy: {reason}")));
+        }
     }
-    execute(
-        client,
-        &plan,
-        options.limits,
-        reporter.clone(),
-        options.cancel.clone(),
-    )
-    .await
+    let mut ran = Vec::new();
+    for (object, reason) in refused_steps {
+        reporter.event(Event::ActionDone {
+            object: object.clone(),
+            summary: "finally".into(),
+            error: Some(reason.clone()),
+        });
+        ran.push(Outcome {
+            object,
+            status: Status::Failed(ActionError::Refused {
+                action: "finally".into(),
+                reason,
+            }),
+            done: Vec::new(),
+            failed_stops: Vec::new(),
+        });
+    }
+    if !plan.objects.is_empty() {
+        ran.extend(
+            execute(
+                client,
+                &plan,
+                options.limits,
+                reporter.clone(),
+                options.cancel.clone(),
+            )
+            .await,
+        );
+    }
+    ran
 }
 
 fn finally_ref(cluster: &str, kind: &str) -> ObjectRef {

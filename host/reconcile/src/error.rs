@@ -68,4 +68,8 @@ pub enum ActionError {
     /// Not run: an object it depends on did not converge.
     #[error("{0} did not converge")]
     Dependency(ObjectId),
+    /// Not run: the kind's answer was refused (a trap, a call outside its grant or its
+    /// objects) or a policy blocked it; nothing was sent.
+    #[error("{action}: not run: {reason}")]
+    Refused { action: String, reason: String },
 }

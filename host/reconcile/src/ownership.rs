@@ -338,7 +338,7 @@ fn param<'c>(call: &'c Call, name: &str) -> Option<&'c str> {
 /// Check every mutating call of `actions` against `scope`: its node exists, and any guest it
 /// names is the object's own (or, for `POST …/{vmid}/clone`, an allowed clone source).
 pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), String> {
-    for call in actions.iter().flat_map(|a| &a.calls) {
+    for call in every_call(actions) {
         if call.method == Method::Get {
             continue;
         }
@@ -379,6 +379,40 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), String> 
                     .vmid
                     .map(|v| format!(" (vmid {v})"))
                     .unwrap_or_default()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Every call of `actions`, those of their restore steps included: a restore is sent when a
+/// later call fails, so it is held to the same rules as the calls it follows.
+fn every_call(actions: &[Action]) -> impl Iterator<Item = &Call> {
+    actions.iter().flat_map(|a| {
+        a.calls
+            .iter()
+            .chain(a.restore.iter().flat_map(|r| &r.calls))
+    })
+}
+
+/// The check of a kind's `finally` actions: a write naming a guest must name one of `changed`,
+/// the guests of that kind this apply created, updated, started, stopped or deleted (owned, or
+/// created in this run); a `finally` step creates no guest.
+pub fn check_finally_calls(actions: &[Action], changed: &HashSet<u64>) -> Result<(), String> {
+    for call in every_call(actions) {
+        if call.method == Method::Get {
+            continue;
+        }
+        let (_, vmid, _) = path_target(&call.path)?;
+        let refused = match vmid {
+            Some(v) => !changed.contains(&v),
+            None => call.path.ends_with("/qemu") || call.path.ends_with("/lxc"),
+        };
+        if refused {
+            return Err(format!(
+                "the kind's finally step proposed {} {}, which is not one of the guests this apply changed; nothing was sent",
+                crate::plan::method_name(call.method),
+                call.path
             ));
         }
     }
