@@ -103,11 +103,7 @@ async fn every_hostile_third_party_kind_is_contained_and_the_bundled_kinds_plan_
     lab.write("vm/lab/web.yaml", &vm("web", "pve01", 150, ""));
     // The hostile kind's object lives in a second cluster on the same PVE: a kind failing at
     // validation stops its own cluster (fail closed), never another.
-    let lab_file = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
-    lab.write(
-        "clusters/other.yaml",
-        &lab_file.replace("name: lab", "name: other"),
-    );
+    lab.second_cluster("other");
     let wasm = artifact(MISBEHAVE);
     for (spec, grant, code, says) in cases {
         install_kind(&lab, "misbehave.wasm", &wasm, grant, None);

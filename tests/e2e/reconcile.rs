@@ -675,11 +675,7 @@ async fn delete_of_an_unknown_vm_is_never_attempted() {
 async fn an_invalid_cluster_stops_alone_and_other_clusters_go_on() {
     let lab = Lab::start().await;
     // A second cluster file for the same simulator (as if it were another cluster).
-    let cluster = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
-    lab.write(
-        "clusters/other.yaml",
-        &cluster.replace("name: lab", "name: other"),
-    );
+    lab.second_cluster("other");
     lab.write(
         "vm/lab/bad.yaml",
         &vm("bad", "pve01", 300, "").replace("memory: 1GiB", "memory: lots"),
@@ -720,11 +716,7 @@ async fn clusters_are_planned_at_once_and_shown_in_order() {
         ],
     )
     .await;
-    let cluster = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
-    lab.write(
-        "clusters/lab2.yaml",
-        &cluster.replace("{name: lab}", "{name: lab2}"),
-    );
+    lab.second_cluster("lab2");
     lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
     lab.write("vm/lab2/app.yaml", &vm("app", "pve01", 150, ""));
     lab.sim.set_faults(vec![proxops_sim::FaultRule {

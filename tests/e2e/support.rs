@@ -91,6 +91,18 @@ impl Lab {
         lab
     }
 
+    /// Write `clusters/<name>.yaml`: a second cluster file for the same simulator, reached as
+    /// `localhost` (two cluster files may not name one endpoint; two addresses of one PVE
+    /// cluster cannot be told apart, as with two of its nodes' addresses).
+    pub fn second_cluster(&self, name: &str) {
+        let lab = std::fs::read_to_string(self.repo.path().join("clusters/lab.yaml")).unwrap();
+        self.write(
+            &format!("clusters/{name}.yaml"),
+            &lab.replace("{name: lab}", &format!("{{name: {name}}}"))
+                .replace("127.0.0.1", "localhost"),
+        );
+    }
+
     /// The API token secret the `lab` cluster file takes from [`TOKEN_VAR`].
     pub fn token_secret(&self) -> &str {
         &self.secret

@@ -32,6 +32,30 @@ pub enum Endpoint {
     Http(String),
 }
 
+impl Endpoint {
+    /// The PVE API this endpoint reaches, `host:port` with the scheme's default port filled
+    /// in; `None` for `sim:` (each cluster file gets an embedded simulator of its own).
+    pub fn identity(&self) -> Option<String> {
+        let (base, default_port) = match self {
+            Endpoint::Sim => return None,
+            Endpoint::Https(base) => (base.strip_prefix("https://")?, 443),
+            Endpoint::Http(base) => (base.strip_prefix("http://")?, 80),
+        };
+        let host = base.to_ascii_lowercase();
+        // An IPv6 host is bracketed (`[::1]:8006`): the port follows the last `]`.
+        let has_port = host.rsplit_once(':').is_some_and(|(h, p)| {
+            !p.is_empty()
+                && p.bytes().all(|b| b.is_ascii_digit())
+                && (!h.starts_with('[') || h.ends_with(']'))
+        });
+        Some(if has_port {
+            host
+        } else {
+            format!("{host}:{default_port}")
+        })
+    }
+}
+
 /// Where a secret value comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SecretSource {

@@ -149,6 +149,35 @@ pub struct Layout {
     folders: BTreeMap<String, Vec<String>>,
 }
 
+/// Two cluster files naming one PVE endpoint are two views of one cluster, and each prunes
+/// the proxops guests its own manifests do not name: each would delete the other's guests on
+/// every apply. Both files get an error (which stops both clusters before any PVE call).
+fn check_shared_endpoints(clusters: &BTreeMap<String, ClusterFile>, diags: &mut Vec<Diagnostic>) {
+    let mut by_endpoint: BTreeMap<String, Vec<&ClusterFile>> = BTreeMap::new();
+    for cluster in clusters.values() {
+        if let Some(key) = cluster.endpoint.identity() {
+            by_endpoint.entry(key).or_default().push(cluster);
+        }
+    }
+    for same in by_endpoint.values().filter(|same| same.len() > 1) {
+        for cluster in same {
+            let others: Vec<&str> = same
+                .iter()
+                .filter(|o| o.file != cluster.file)
+                .map(|o| o.file.as_str())
+                .collect();
+            diags.push(Diagnostic::error(
+                &cluster.file,
+                "spec.endpoint",
+                format!(
+                    "{} names the same PVE endpoint; one PVE cluster needs exactly one cluster file, because each cluster prunes the proxops guests its manifests do not name (each would delete the other's). Move the manifests into one cluster's folders and remove the other cluster file",
+                    others.join(", ")
+                ),
+            ));
+        }
+    }
+}
+
 /// Read the cluster files (from `config`) and list the kind folders (under `root`); `None`
 /// when a root cannot be opened. The diagnostics cover the cluster files and the folder
 /// layout (a manifest outside a cluster folder, a cluster folder without a cluster file).
@@ -194,6 +223,8 @@ pub fn load_layout(
             Err(mut errors) => diags.append(&mut errors),
         }
     }
+
+    check_shared_endpoints(&clusters, &mut diags);
 
     let mut by_cluster: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for folder in folders {

@@ -485,3 +485,71 @@ fn fingerprints_are_normalised() {
     );
     assert_eq!(crate::cluster::normalise_fingerprint("ab:cd"), None);
 }
+
+/// A cluster file for `name` at `endpoint`.
+fn cluster_at(name: &str, endpoint: &str) -> String {
+    format!(
+        "apiVersion: proxops/v1alpha1\nkind: Cluster\nmetadata: {{name: {name}}}\nspec:\n  endpoint: '{endpoint}'\n  token: {{id: 'root@pam!proxops', secret: {{env: PROXOPS_TOKEN}}}}\n"
+    )
+}
+
+#[test]
+fn two_cluster_files_may_not_name_one_endpoint() {
+    let same = "error: spec.endpoint: names the same PVE endpoint; one PVE cluster needs exactly one cluster file, because each cluster prunes the proxops guests its manifests do not name (each would delete the other's). Move the manifests into one cluster's folders and remove the other cluster file";
+    // (endpoint of a, endpoint of b, the same cluster)
+    let cases = [
+        ("https://pve.example:8006", "https://pve.example:8006", true),
+        (
+            "https://PVE.example:8006",
+            "https://pve.example:8006/",
+            true,
+        ),
+        ("https://pve.example", "https://pve.example:443", true),
+        ("http://10.0.0.1:8006", "https://10.0.0.1:8006", true),
+        ("https://[fd00::1]:8006", "https://[FD00::1]:8006", true),
+        (
+            "https://pve.example:8006",
+            "https://pve.example:8007",
+            false,
+        ),
+        (
+            "https://pve1.example:8006",
+            "https://pve2.example:8006",
+            false,
+        ),
+        ("sim:", "sim:", false),
+    ];
+    for (a, b, shared) in cases {
+        let files = [
+            ("clusters/a.yaml", cluster_at("a", a)),
+            ("clusters/b.yaml", cluster_at("b", b)),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in &files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let (_, diags) = load(dir.path(), &["vm"]);
+        let got: Vec<String> = diags
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.to_string())
+            .collect();
+        let expected: Vec<String> = if shared {
+            vec![
+                format!(
+                    "clusters/a.yaml: {}",
+                    same.replacen("names", "clusters/b.yaml names", 1)
+                ),
+                format!(
+                    "clusters/b.yaml: {}",
+                    same.replacen("names", "clusters/a.yaml names", 1)
+                ),
+            ]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(got, expected, "{a} / {b}");
+    }
+}
