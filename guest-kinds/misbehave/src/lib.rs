@@ -46,7 +46,8 @@
 //! `finally-destructive` its read step is marked destructive.
 //!
 //! `claims` takes every listing entry whose JSON holds the text `misbehave-claim` (a tag), so
-//! a test can make it claim another kind's guest.
+//! a test can make it claim another kind's guest; it reads the listing's ids from `vmid`, not
+//! `id` as the bundled kinds do.
 // Natively only the unit tests call into the kind (it is otherwise only ever run as a component).
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
@@ -290,7 +291,9 @@ impl Guest for Misbehave {
         KindInfo {
             api_version: "proxops/test".into(),
             calls: CALLS.iter().map(|(m, p)| (*m, (*p).to_string())).collect(),
-            listings: vec![Listing::cluster_resources()],
+            // Its ids are vmids where the bundled kinds read `id` (`qemu/150`): one live
+            // entry still has exactly one claimant.
+            listings: vec![Listing::new("/cluster/resources", "vmid")],
             ..KindInfo::new("Misbehave", "misbehave", serde_json::json!({}))
         }
         .into_wit()

@@ -364,34 +364,42 @@ fn prune_items<'a>(
         .iter()
         .filter_map(|o| o.key.resource_id.as_deref())
         .collect();
-    // (listing, id field) -> the kinds that declared it.
-    let mut claimants: Vec<((&str, &str), Vec<usize>)> = Vec::new();
+    // Listing -> the kinds that declared it, each with its id field. Kinds are grouped by
+    // the listing alone: one live entry has exactly one claimant, whatever field each kind
+    // reads its id from.
+    let mut claimants: Vec<(&str, Vec<(usize, &str)>)> = Vec::new();
     for k in 0..registry.len() {
         for l in &registry.get(k).info().listings {
-            let key = (l.path.as_str(), l.id_field.as_str());
-            match claimants.iter_mut().find(|(k2, _)| *k2 == key) {
-                Some((_, kinds)) => kinds.push(k),
-                None => claimants.push((key, vec![k])),
+            let declared = (k, l.id_field.as_str());
+            match claimants.iter_mut().find(|(path, _)| *path == l.path) {
+                Some((_, kinds)) => kinds.push(declared),
+                None => claimants.push((l.path.as_str(), vec![declared])),
             }
         }
     }
     let mut items = Vec::new();
-    for ((path, id_field), kinds) in claimants {
+    for (path, kinds) in claimants {
         let Some(entries) = listings.get(path) else {
             continue;
         };
-        let unmatched: Vec<(&'a Entry, String)> = entries
+        // An entry a manifest names, by the id any of its kinds reads, is not a prune candidate.
+        let unmatched: Vec<&'a Entry> = entries
             .iter()
-            .filter_map(|e| {
-                let id = entry_id(e, id_field)?;
-                (!matched.contains(id.as_ref())).then(|| (e, id.into_owned()))
+            .filter(|e| {
+                let ids: Vec<_> = kinds
+                    .iter()
+                    .filter_map(|(_, field)| entry_id(e, field))
+                    .collect();
+                !ids.is_empty() && !ids.iter().any(|id| matched.contains(id.as_ref()))
             })
             .collect();
         let claims = off_runtime(|| {
-            par_map(registry, &unmatched, |instances, (entry, _)| {
+            par_map(registry, &unmatched, |instances, entry| {
+                // A kind is asked about the entries that carry its id field.
                 kinds
                     .iter()
-                    .map(|&k| {
+                    .filter(|(_, field)| entry_id(entry, field).is_some())
+                    .map(|&(k, _)| {
                         let answer = instances
                             .get(k)
                             .and_then(|i| i.claims(path, entry.text()))
@@ -401,24 +409,41 @@ fn prune_items<'a>(
                     .collect::<Vec<(usize, Result<bool, String>)>>()
             })
         });
-        for ((entry, id), answers) in unmatched.into_iter().zip(claims) {
+        for (entry, answers) in unmatched.into_iter().zip(claims) {
             let claimed: Vec<usize> = answers
                 .iter()
                 .filter(|(_, a)| matches!(a, Ok(true)))
                 .map(|(k, _)| *k)
                 .collect();
-            let trapped: Vec<String> = answers
+            let trapped: Vec<(usize, String)> = answers
                 .iter()
                 .filter_map(|(k, a)| {
                     a.as_ref()
                         .err()
-                        .map(|e| format!("{}: {e}", registry.get(*k).info().kind))
+                        .map(|e| (*k, format!("{}: {e}", registry.get(*k).info().kind)))
                 })
                 .collect();
+            // The entry is shown as the kind it concerns: its claimant, else the kind that
+            // trapped deciding it.
+            let Some(kind) = claimed
+                .first()
+                .copied()
+                .or(trapped.first().map(|(k, _)| *k))
+            else {
+                continue;
+            };
+            let field = kinds
+                .iter()
+                .find(|(k, _)| *k == kind)
+                .map_or("id", |(_, f)| *f);
+            let Some(id) = entry_id(entry, field).map(std::borrow::Cow::into_owned) else {
+                continue;
+            };
             let refusal = if !trapped.is_empty() {
+                let said: Vec<&str> = trapped.iter().map(|(_, e)| e.as_str()).collect();
                 Some(PlanError::Kind(format!(
                     "deciding whether {path} entry `{id}` may be pruned failed, so it is left alone: {}",
-                    trapped.join("; ")
+                    said.join("; ")
                 )))
             } else if claimed.len() > 1 {
                 let names: Vec<&str> = claimed
@@ -432,13 +457,6 @@ fn prune_items<'a>(
                 )))
             } else {
                 None
-            };
-            let Some(&kind) = claimed.first().or(if refusal.is_some() {
-                kinds.first()
-            } else {
-                None
-            }) else {
-                continue;
             };
             let name = entry
                 .str("name")
