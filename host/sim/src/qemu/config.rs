@@ -360,18 +360,35 @@ fn apply_update(
             apply_set(sim, st, vmid, key, &value);
         }
     }
-    if let Some(vm) = st.vms.get_mut(&vmid) {
-        vm.drop_unchanged_pending();
-        if vm
-            .conf
-            .get("boot")
-            .is_some_and(|b| b.starts_with("order=") && b.len() > 6)
-            || vm.conf.contains_key("boot")
-        {
-            vm.conf.remove("bootdisk");
+    // A request that sets a boot `order=` removes the legacy `bootdisk` as a delete of its own
+    // (pending on a running VM); any other write keeps it.
+    let drops_bootdisk = set.get("boot").is_some_and(|b| sets_boot_order(b))
+        && !set.contains_key("bootdisk")
+        && st
+            .vms
+            .get(&vmid)
+            .is_some_and(|vm| vm.conf.contains_key("bootdisk"));
+    if drops_bootdisk {
+        if running {
+            if let Some(vm) = st.vms.get_mut(&vmid) {
+                vm.pending_delete.insert("bootdisk".into(), false);
+            }
+        } else {
+            apply_delete(sim, st, vmid, "bootdisk", false);
         }
     }
+    if let Some(vm) = st.vms.get_mut(&vmid) {
+        vm.drop_unchanged_pending();
+    }
     Ok(())
+}
+
+/// Whether a `boot` value names a device order (qemu-server `update_vm_api`: `if
+/// ($new_bootcfg->{order})`, where only then "remove legacy boot order settings if new one set").
+fn sets_boot_order(boot: &str) -> bool {
+    boot.split(',')
+        .filter_map(|p| p.strip_prefix("order="))
+        .any(|o| !o.is_empty() && o != "0")
 }
 
 /// The boot order with the CD/DVD drives `set` adds appended, when the guest has an explicit

@@ -4,6 +4,7 @@ mod behaviour;
 mod clients;
 mod conformance;
 mod endpoints;
+mod fidelity;
 mod infra;
 mod locks;
 mod lxc;
