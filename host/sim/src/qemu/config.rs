@@ -10,8 +10,9 @@ use super::drives::{
     check_drive, create_disk, is_cdrom, is_cloudinit_file, is_drive_key, is_unused_key, parse_drive,
 };
 use super::{
-    CONFIG_PATH, UPDATE_ONLY, check_boot, check_digest, check_hostpci, check_lock, check_skiplock,
-    get_vm, is_fast_plug, no_such_vm_text, prepare_value,
+    CONFIG_PATH, UPDATE_ONLY, check_boot, check_digest, check_hookscript, check_hostpci,
+    check_lock, check_root_only, check_skiplock, get_vm, is_fast_plug, no_such_vm_text,
+    prepare_value,
 };
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::schema::{find_property, parameters, parse_property_string, split_indexed};
@@ -523,6 +524,11 @@ fn check_update(sim: &Arc<Sim>, req: &Req) -> Result<Update, ApiError> {
         }
         check_hostpci(&req.user, k, v)?;
     }
+    if let Some(script) = raw.get("hookscript") {
+        check_hookscript(sim, &sim.read(), &node, script)?;
+    }
+    check_root_only(&req.user, delete.iter().map(String::as_str))?;
+    check_root_only(&req.user, raw.keys().map(String::as_str))?;
     let digest = req.get("digest").map(str::to_string);
     let mut st = sim.write();
     let vm = get_vm(&st, &node, vmid)?;

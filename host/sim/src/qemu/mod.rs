@@ -29,6 +29,7 @@ use serde_json::Value;
 use crate::api::{ApiError, Req, no_such_vm};
 use crate::formats::{normalize_tags, print_property_string};
 use crate::schema::{find_property, parameters, parse_property_string, split_indexed};
+use crate::sim::Sim;
 use crate::state::{State, Vm};
 use drives::{is_drive_key, parse_drive, print_drive};
 
@@ -200,6 +201,131 @@ fn check_hostpci(user: &str, key: &str, value: &str) -> Result<(), ApiError> {
             key,
             "only root@pam can set 'romfile' option",
         ));
+    }
+    Ok(())
+}
+
+/// The config keys qemu-server's `$check_vm_modify_config_perm` grants through a VM privilege (its `$cpuoptions`,
+/// `$memoryoptions`, `$hwtypeoptions`, `$generaloptions`, `$vmpoweroptions`, `$diskoptions` and
+/// `$cloudinitoptions`, plus `vmstate` and `running-nets-host-mtu`); the `numaN`, `netN` and `ipconfigN` families
+/// are granted as well.
+const PRIVILEGED_KEYS: &[&str] = &[
+    // VM.Config.CPU
+    "cores",
+    "cpu",
+    "runningcpu",
+    "cpulimit",
+    "cpuunits",
+    "numa",
+    "smp",
+    "sockets",
+    "vcpus",
+    // VM.Config.Memory
+    "memory",
+    "balloon",
+    "shares",
+    "allow-ksm",
+    // VM.Config.HWType
+    "acpi",
+    "hotplug",
+    "kvm",
+    "machine",
+    "runningmachine",
+    "scsihw",
+    "smbios1",
+    "tablet",
+    "vga",
+    "watchdog",
+    "audio0",
+    "rng0",
+    // VM.Config.Options
+    "agent",
+    "autostart",
+    "bios",
+    "description",
+    "keyboard",
+    "localtime",
+    "migrate_downtime",
+    "migrate_speed",
+    "name",
+    "onboot",
+    "ostype",
+    "protection",
+    "reboot",
+    "startdate",
+    "startup",
+    "tdf",
+    "template",
+    // VM.PowerMgmt
+    "freeze",
+    // VM.Config.Disk
+    "boot",
+    "bootdisk",
+    "vmstatestorage",
+    // VM.Config.Network
+    "running-nets-host-mtu",
+    // VM.Config.Cloudinit
+    "cicustom",
+    "cipassword",
+    "citype",
+    "ciuser",
+    "ciupgrade",
+    "nameserver",
+    "searchdomain",
+    "sshkeys",
+    // VM.Config.Disk and VM.PowerMgmt
+    "vmstate",
+];
+
+/// Whether only root@pam may write or delete `key`: `$check_vm_modify_config_perm` skips drives, `cdrom`, `tags` and
+/// the `unused`/`serial`/`usb`/`hostpci`/`virtiofs` families (checked by value elsewhere), grants
+/// [`PRIVILEGED_KEYS`] and dies for everything else ("catches args, lock, etc."): `args`, `affinity`, `amd-sev`,
+/// `arch`, `hookscript`, `hugepages`, `intel-tdx`, `ivshmem`, `keephugepages`, `lock`, `parallelN`,
+/// `spice_enhancements` and `vmgenid` in PVE 9.2.
+fn root_only_key(key: &str) -> bool {
+    if is_drive_key(key) || key == "cdrom" || key == "tags" || PRIVILEGED_KEYS.contains(&key) {
+        return false;
+    }
+    !split_indexed(key).is_some_and(|(f, _)| {
+        matches!(
+            f,
+            "unused" | "serial" | "usb" | "hostpci" | "virtiofs" | "numa" | "net" | "ipconfig"
+        )
+    })
+}
+
+/// qemu-server's `$check_vm_modify_config_perm` on create and update (for the deleted keys, then the set ones),
+/// before anything forks: anyone but the literal `root@pam` (every API token) gets `only root can set '<key>'
+/// config`, for a delete too.
+fn check_root_only<'a>(
+    user: &str,
+    keys: impl IntoIterator<Item = &'a str>,
+) -> Result<(), ApiError> {
+    if user == "root@pam" {
+        return Ok(());
+    }
+    match keys.into_iter().find(|k| root_only_key(k)) {
+        Some(key) => Err(ApiError::die(format!("only root can set '{key}' config"))),
+        None => Ok(()),
+    }
+}
+
+/// pve-guest-common's `check_hookscript`, which `update_vm_api` runs on a new `hookscript` (create does not):
+/// the volume must be a snippet that exists; a failure is a 400 on `hookscript`. Whether the script is executable
+/// is not modelled (a snippet the simulator holds is taken to be).
+fn check_hookscript(sim: &Sim, st: &State, node: &str, volid: &str) -> Result<(), ApiError> {
+    let fail = |msg: String| Err(ApiError::param("hookscript", format!("{msg}\n")));
+    let Some((storage, volname)) = crate::formats::parse_volume_id(volid) else {
+        return fail(format!("unable to parse volume ID '{volid}'"));
+    };
+    let Some(s) = sim.storage(storage) else {
+        return fail(format!("storage '{storage}' does not exist"));
+    };
+    if !s.file_based() || !volname.starts_with("snippets/") {
+        return fail(format!("'{volid}' is not in the snippets directory"));
+    }
+    if crate::storage::find_volume(sim, st, node, volid).is_none() {
+        return fail(format!("script '{volid}' does not exist"));
     }
     Ok(())
 }

@@ -76,3 +76,213 @@ async fn bootdisk_goes_only_with_a_new_boot_order() {
         );
     }
 }
+
+/// qemu-server `$check_vm_modify_config_perm`: a key in none of its privilege groups ("catches args, lock,
+/// etc.") is root@pam's alone, on create and on update, set or deleted, answered before anything forks. The
+/// simulator's token is root@pam's, and a token's auth id (`root@pam!proxops`) is not `root@pam`. An update's
+/// `hookscript` is first checked as a snippet (`GuestHelpers::check_hookscript`, a 400); create does not check it.
+#[tokio::test]
+async fn an_api_token_may_not_write_root_only_keys() {
+    let t = T::new().await;
+    t.add_volume("pve01", "local:snippets/hook.pl", "snippets", 1024);
+    t.create(100, &[]).await;
+    let vmgenid = value(&t.config(100).await, "vmgenid");
+    let config = format!("{VM}/config");
+    let only_root = |key: &str| format!(r#""message":"only root can set '{key}' config\n""#);
+    let cases: &[(&str, &str, P<'_>, u16, String)] = &[
+        // (method, path, parameters, status, fragment of the answer)
+        (
+            "POST",
+            "/nodes/pve01/qemu",
+            &[("vmid", "101"), ("args", "-no-reboot")],
+            500,
+            only_root("args"),
+        ),
+        (
+            "POST",
+            "/nodes/pve01/qemu",
+            &[("vmid", "101"), ("hookscript", "local:snippets/hook.pl")],
+            500,
+            only_root("hookscript"),
+        ),
+        (
+            "POST",
+            "/nodes/pve01/qemu",
+            &[("vmid", "101"), ("hookscript", "local:snippets/missing.pl")],
+            500,
+            only_root("hookscript"),
+        ),
+        (
+            "POST",
+            "/nodes/pve01/qemu",
+            &[("vmid", "101"), ("vmgenid", "1")],
+            500,
+            only_root("vmgenid"),
+        ),
+        (
+            "POST",
+            "/nodes/pve01/qemu",
+            &[("vmid", "101"), ("parallel0", "/dev/parport0")],
+            500,
+            only_root("parallel0"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("args", "-no-reboot")],
+            500,
+            only_root("args"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("hugepages", "2")],
+            500,
+            only_root("hugepages"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("keephugepages", "1")],
+            500,
+            only_root("keephugepages"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("affinity", "0-1")],
+            500,
+            only_root("affinity"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("lock", "backup")],
+            500,
+            only_root("lock"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("arch", "x86_64")],
+            500,
+            only_root("arch"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("ivshmem", "size=32")],
+            500,
+            only_root("ivshmem"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("spice_enhancements", "foldersharing=1")],
+            500,
+            only_root("spice_enhancements"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("amd-sev", "type=std")],
+            500,
+            only_root("amd-sev"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("vmgenid", "1")],
+            500,
+            only_root("vmgenid"),
+        ),
+        (
+            "POST",
+            &config,
+            &[("args", "-no-reboot"), ("name", "a")],
+            500,
+            only_root("args"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("delete", "lock")],
+            500,
+            only_root("lock"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("delete", "args")],
+            500,
+            only_root("args"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("hookscript", "local:snippets/hook.pl")],
+            500,
+            only_root("hookscript"),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("hookscript", "local:snippets/missing.pl")],
+            400,
+            r#""hookscript":"script 'local:snippets/missing.pl' does not exist\n""#.to_string(),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("hookscript", "local:iso/hook.pl")],
+            400,
+            r#""hookscript":"'local:iso/hook.pl' is not in the snippets directory\n""#.to_string(),
+        ),
+        (
+            "PUT",
+            &config,
+            &[("hookscript", "nope:snippets/hook.pl")],
+            400,
+            r#""hookscript":"storage 'nope' does not exist\n""#.to_string(),
+        ),
+        // Keys in a privilege group pass.
+        (
+            "PUT",
+            &config,
+            &[
+                ("name", "a"),
+                ("numa0", "cpus=0,memory=512"),
+                ("ipconfig0", "ip=dhcp"),
+                ("tags", "a"),
+                ("freeze", "1"),
+            ],
+            200,
+            "null".to_string(),
+        ),
+    ];
+    for (method, path, params, status, fragment) in cases {
+        t.check(method, path, params, *status, fragment).await;
+    }
+    // Nothing was written: no VM 101, and VM 100 has none of the keys.
+    t.check(
+        "GET",
+        "/nodes/pve01/qemu/101/config",
+        &[],
+        500,
+        "does not exist",
+    )
+    .await;
+    let after = t.config(100).await;
+    for key in [
+        "args",
+        "hugepages",
+        "affinity",
+        "lock",
+        "hookscript",
+        "parallel0",
+    ] {
+        assert_eq!(value(&after, key), None, "{key}: {after}");
+    }
+    assert_eq!(value(&after, "vmgenid"), vmgenid, "{after}");
+    assert_eq!(value(&after, "name").as_deref(), Some("a"), "{after}");
+}
