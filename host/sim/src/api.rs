@@ -78,6 +78,23 @@ impl ApiError {
         ApiError::Param(e)
     }
 
+    /// The error as a task's exit status shows it (pve-common `fork_worker`: the error text chomped, its newlines
+    /// made spaces; a parameter exception prints as `400 Parameter verification failed.` and `key: message` lines).
+    pub(crate) fn task_text(&self) -> String {
+        let text = match self {
+            ApiError::Param(errors) => {
+                let mut text = String::from("400 Parameter verification failed.\n");
+                for (key, message) in errors {
+                    text.push_str(&format!("{key}: {message}\n"));
+                }
+                text
+            }
+            ApiError::Status { message, .. } => message.clone(),
+        };
+        let text = text.strip_suffix('\n').unwrap_or(&text);
+        text.replace('\n', " ")
+    }
+
     /// 501 for a method and path without a handler.
     pub(crate) fn not_implemented(method: &str, path: &str) -> ApiError {
         ApiError::Status {

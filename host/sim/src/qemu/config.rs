@@ -11,8 +11,8 @@ use super::drives::{
 };
 use super::{
     CONFIG_PATH, UPDATE_ONLY, check_boot, check_digest, check_hookscript, check_hostpci,
-    check_lock, check_root_only, check_skiplock, get_vm, is_fast_plug, no_such_vm_text,
-    prepare_value,
+    check_lock, check_root_only, check_skiplock, check_usb, family, get_vm, is_fast_plug,
+    no_such_vm_text, prepare_value,
 };
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::schema::{find_property, parameters, parse_property_string, split_indexed};
@@ -185,7 +185,7 @@ fn names_cpu_or_memory(list: Option<&String>) -> bool {
 }
 
 /// A value of `key` read with its format in the config schema; `None` when it does not parse.
-fn parse_with_format(key: &str, value: &str) -> Option<BTreeMap<String, String>> {
+pub(super) fn parse_with_format(key: &str, value: &str) -> Option<BTreeMap<String, String>> {
     let format = find_property(parameters("POST", CONFIG_PATH)?, key)?
         .get("format")?
         .as_object()?;
@@ -441,6 +441,7 @@ fn check_protected_drives(vm: &Vm, delete: &[String]) -> Result<(), String> {
 
 /// A config update that passed PVE's early checks (`$load_and_check_config->(0)`, before forking or locking).
 struct Update {
+    user: String,
     node: String,
     vmid: u32,
     digest: Option<String>,
@@ -453,13 +454,14 @@ struct Update {
 
 impl Update {
     /// The checks PVE repeats under the config lock, then the update itself.
-    fn apply(&self, sim: &Sim, st: &mut State, log: &mut TaskLog) -> Result<(), String> {
+    fn apply(&self, sim: &Sim, st: &mut State, log: &mut TaskLog) -> Result<(), ApiError> {
         let Some(vm) = st.vms.get(&self.vmid) else {
-            return Err(no_such_vm_text(&self.node, self.vmid));
+            return Err(ApiError::die(no_such_vm_text(&self.node, self.vmid)));
         };
-        check_digest(vm, self.digest.as_deref())?;
-        check_lock(vm, self.skiplock)?;
-        check_protected_drives(vm, &self.delete)?;
+        check_digest(vm, self.digest.as_deref()).map_err(ApiError::die)?;
+        check_lock(vm, self.skiplock).map_err(ApiError::die)?;
+        check_protected_drives(vm, &self.delete).map_err(ApiError::die)?;
+        check_device_perms(&self.user, vm, &self.set, &self.delete)?;
         apply_update(
             sim,
             st,
@@ -470,7 +472,64 @@ impl Update {
             self.force,
             log,
         )
+        .map_err(ApiError::die)
     }
+}
+
+/// The device checks `update_vm_api` makes under the config lock, deleted keys first: a serial port other than a
+/// `socket` (to, from or deleted), a USB or PCI host device (the old value as well as the new one) is root@pam's
+/// alone (`check_usb_perm`, `check_hostpci_perm`). A value already pending unchanged is skipped, as PVE skips it.
+fn check_device_perms(
+    user: &str,
+    vm: &Vm,
+    set: &BTreeMap<String, String>,
+    delete: &[String],
+) -> Result<(), ApiError> {
+    if user == "root@pam" {
+        return Ok(());
+    }
+    for key in delete {
+        let Some(old) = vm.conf.get(key).or_else(|| vm.pending.get(key)) else {
+            continue;
+        };
+        match family(key) {
+            Some("serial") if old != "socket" => {
+                return Err(ApiError::die(format!(
+                    "only root can delete '{key}' config for real devices"
+                )));
+            }
+            Some("usb") => check_usb(user, key, old)?,
+            Some("hostpci") => check_hostpci(user, key, old)?,
+            _ => {}
+        }
+    }
+    for (key, new) in set {
+        if vm.pending.get(key) == Some(new) {
+            continue;
+        }
+        let old = vm.conf.get(key);
+        match family(key) {
+            Some("serial") if old.is_some_and(|o| o != "socket") || new != "socket" => {
+                return Err(ApiError::die(format!(
+                    "only root can modify '{key}' config for real devices"
+                )));
+            }
+            Some("usb") => {
+                if let Some(old) = old {
+                    check_usb(user, key, old)?;
+                }
+                check_usb(user, key, new)?;
+            }
+            Some("hostpci") => {
+                if let Some(old) = old {
+                    check_hostpci(user, key, old)?;
+                }
+                check_hostpci(user, key, new)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// PVE's `update_vm_api` up to the lock: parameter checks, then the config checked once (digest, lock, boot order).
@@ -522,7 +581,6 @@ fn check_update(sim: &Arc<Sim>, req: &Req) -> Result<Update, ApiError> {
         if is_drive_key(k) {
             check_drive(sim, &node, k, v)?;
         }
-        check_hostpci(&req.user, k, v)?;
     }
     if let Some(script) = raw.get("hookscript") {
         check_hookscript(sim, &sim.read(), &node, script)?;
@@ -558,6 +616,7 @@ fn check_update(sim: &Arc<Sim>, req: &Req) -> Result<Update, ApiError> {
         check_boot(&merged)?;
     }
     Ok(Update {
+        user: req.user.clone(),
         node,
         vmid,
         digest,
@@ -585,7 +644,7 @@ pub(crate) fn update_config_async(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             if let Some(m) = injected {
                 return Err(m);
             }
-            update.apply(&sim2, st, log)
+            update.apply(&sim2, st, log).map_err(|e| e.task_text())
         }),
     );
     st.touch();
@@ -614,7 +673,7 @@ pub(crate) async fn update_config_sync(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     };
     drop(flock);
     sim.persist();
-    result.map_err(ApiError::die)?;
+    result?;
     Ok(Reply::data(Value::Null))
 }
 

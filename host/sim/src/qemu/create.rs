@@ -7,7 +7,9 @@ use serde_json::json;
 
 use super::drives::{check_drive, create_disk, is_drive_key, parse_drive};
 use super::power::start_checks;
-use super::{CREATE_ONLY, check_boot, check_hostpci, check_root_only, default_boot, prepare_value};
+use super::{
+    CREATE_ONLY, check_boot, check_create_devices, check_root_only, default_boot, prepare_value,
+};
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::sim::Sim;
 use crate::state::{Vm, now};
@@ -49,9 +51,9 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         if is_drive_key(k) {
             check_drive(sim, &node, k, v)?;
         }
-        check_hostpci(&req.user, k, v)?;
     }
     check_root_only(&req.user, raw.keys().map(String::as_str))?;
+    check_create_devices(&req.user, &raw)?;
     check_boot(&raw)?;
     let mut st = sim.write();
     if let Some((owner, is_vm)) = st.vmid_owner(vmid) {

@@ -330,6 +330,52 @@ fn check_hookscript(sim: &Sim, st: &State, node: &str, volid: &str) -> Result<()
     Ok(())
 }
 
+/// The family of an indexed key (`serial` for `serial0`), `None` for other keys.
+fn family(key: &str) -> Option<&str> {
+    split_indexed(key).map(|(f, _)| f)
+}
+
+/// qemu-server's `check_usb_perm` for anyone but root@pam: a `spice` port or a `mapping` (its `Mapping.Use` is not
+/// modelled); a host device is root's.
+fn check_usb(user: &str, key: &str, value: &str) -> Result<(), ApiError> {
+    if user == "root@pam" {
+        return Ok(());
+    }
+    let Some(device) = config::parse_with_format(key, value) else {
+        return Ok(());
+    };
+    match device.get("host") {
+        Some(host) if host.eq_ignore_ascii_case("spice") => Ok(()),
+        Some(_) => Err(ApiError::die(format!(
+            "only root can set '{key}' config for real devices"
+        ))),
+        None if device.contains_key("mapping") => Ok(()),
+        None => Err(ApiError::die("either 'host' or 'mapping' must be set.")),
+    }
+}
+
+/// The device checks `create_vm` makes before it forks, after `$check_vm_modify_config_perm`: serial ports
+/// (`$check_vm_create_serial_perm`: only a `socket` for anyone but root@pam), USB devices, then PCI devices.
+fn check_create_devices(user: &str, params: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if user == "root@pam" {
+        return Ok(());
+    }
+    for (key, value) in params {
+        if family(key) == Some("serial") && value != "socket" {
+            return Err(ApiError::die(format!(
+                "only root can set '{key}' config for real devices"
+            )));
+        }
+    }
+    for (key, value) in params.iter().filter(|(k, _)| family(k) == Some("usb")) {
+        check_usb(user, key, value)?;
+    }
+    for (key, value) in params {
+        check_hostpci(user, key, value)?;
+    }
+    Ok(())
+}
+
 /// PVE's default boot order: first disk, first cdrom (cloud-init included), first NIC.
 fn default_boot(conf: &BTreeMap<String, String>) -> Option<String> {
     let mut order: Vec<String> = Vec::new();

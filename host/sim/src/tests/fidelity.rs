@@ -286,3 +286,196 @@ async fn an_api_token_may_not_write_root_only_keys() {
     assert_eq!(value(&after, "vmgenid"), vmgenid, "{after}");
     assert_eq!(value(&after, "name").as_deref(), Some("a"), "{after}");
 }
+
+/// The device checks qemu-server makes by value: a serial port other than a `socket`, a USB host device (not
+/// `spice`) and a raw PCI device are root@pam's. `create_vm` checks them before it forks (`only root can set`);
+/// `update_vm_api` under the config lock, in its worker for `POST` (the task fails), for the old value as well
+/// (`only root can modify` / `only root can delete` a real serial port).
+#[tokio::test]
+async fn an_api_token_may_attach_only_virtual_devices() {
+    let create = "/nodes/pve01/qemu";
+    let config = format!("{VM}/config");
+    // (a device already on VM 100, as root@pam set it; method; path; parameters; status; fragment of the
+    // answer, or for `POST .../config` the task's exit status)
+    type Case<'a> = (
+        Option<(&'a str, &'a str)>,
+        &'a str,
+        &'a str,
+        P<'a>,
+        u16,
+        &'a str,
+    );
+    let cases: &[Case<'_>] = &[
+        (
+            None,
+            "POST",
+            create,
+            &[("vmid", "101"), ("serial0", "/dev/ttyS0")],
+            500,
+            r#""message":"only root can set 'serial0' config for real devices\n""#,
+        ),
+        (
+            None,
+            "POST",
+            create,
+            &[("vmid", "101"), ("usb0", "host=1234:5678")],
+            500,
+            r#""message":"only root can set 'usb0' config for real devices\n""#,
+        ),
+        (
+            None,
+            "POST",
+            create,
+            &[("vmid", "101"), ("usb0", "usb3=1")],
+            500,
+            r#""message":"either 'host' or 'mapping' must be set.\n""#,
+        ),
+        (
+            None,
+            "POST",
+            create,
+            &[
+                ("vmid", "101"),
+                ("serial0", "socket"),
+                ("usb0", "spice"),
+                ("usb1", "mapping=stick"),
+            ],
+            200,
+            "UPID:",
+        ),
+        (
+            None,
+            "PUT",
+            &config,
+            &[("serial0", "/dev/ttyS0")],
+            500,
+            r#""message":"only root can modify 'serial0' config for real devices\n""#,
+        ),
+        (
+            None,
+            "POST",
+            &config,
+            &[("serial0", "/dev/ttyS0")],
+            200,
+            "only root can modify 'serial0' config for real devices",
+        ),
+        (
+            None,
+            "POST",
+            &config,
+            &[("usb0", "host=1-2")],
+            200,
+            "only root can set 'usb0' config for real devices",
+        ),
+        (
+            None,
+            "POST",
+            &config,
+            &[("hostpci0", "0000:01:00.0")],
+            200,
+            "only root can set 'hostpci0' config for non-mapped devices",
+        ),
+        (
+            None,
+            "POST",
+            &config,
+            &[("hostpci0", "mapping=gpu,romfile=x.rom")],
+            200,
+            "400 Parameter verification failed. hostpci0: only root@pam can set 'romfile' option",
+        ),
+        (
+            None,
+            "POST",
+            &config,
+            &[
+                ("serial0", "socket"),
+                ("usb0", "spice"),
+                ("hostpci0", "mapping=gpu"),
+            ],
+            200,
+            "OK",
+        ),
+        (
+            Some(("serial0", "/dev/ttyS0")),
+            "PUT",
+            &config,
+            &[("serial0", "socket")],
+            500,
+            "only root can modify 'serial0' config for real devices",
+        ),
+        (
+            Some(("serial0", "/dev/ttyS0")),
+            "PUT",
+            &config,
+            &[("delete", "serial0")],
+            500,
+            "only root can delete 'serial0' config for real devices",
+        ),
+        (
+            Some(("serial0", "socket")),
+            "PUT",
+            &config,
+            &[("delete", "serial0")],
+            200,
+            "null",
+        ),
+        (
+            Some(("usb0", "host=1234:5678")),
+            "PUT",
+            &config,
+            &[("usb0", "spice")],
+            500,
+            "only root can set 'usb0' config for real devices",
+        ),
+        (
+            Some(("usb0", "host=1234:5678")),
+            "POST",
+            &config,
+            &[("delete", "usb0")],
+            200,
+            "only root can set 'usb0' config for real devices",
+        ),
+        (
+            Some(("hostpci0", "0000:01:00.0")),
+            "PUT",
+            &config,
+            &[("hostpci0", "mapping=gpu")],
+            500,
+            "only root can set 'hostpci0' config for non-mapped devices",
+        ),
+        (
+            Some(("hostpci0", "0000:01:00.0")),
+            "PUT",
+            &config,
+            &[("delete", "hostpci0")],
+            500,
+            "only root can set 'hostpci0' config for non-mapped devices",
+        ),
+    ];
+    for (seed, method, path, params, status, fragment) in cases {
+        let t = T::new().await;
+        t.create(100, &[]).await;
+        if let Some((key, value)) = seed {
+            let mut st = t.sim.sim.write();
+            let vm = st.vms.get_mut(&100).expect("VM 100");
+            vm.conf.insert(key.to_string(), value.to_string());
+        }
+        let before = t.config(100).await;
+        if *method == "POST" && *path == config {
+            let exit = t.task(method, path, params).await;
+            assert_eq!(exit, *fragment, "{seed:?} {params:?}");
+        } else {
+            t.check(method, path, params, *status, fragment).await;
+        }
+        let after = t.config(100).await;
+        let unchanged = |k: &str| value(&after, k) == value(&before, k);
+        if *status != 200 || !["OK", "null", "UPID:"].contains(fragment) {
+            assert!(
+                ["serial0", "usb0", "usb1", "hostpci0"]
+                    .into_iter()
+                    .all(unchanged),
+                "{seed:?} {params:?}: {before} -> {after}"
+            );
+        }
+    }
+}
