@@ -132,8 +132,13 @@ pub(crate) fn power(sim: &Arc<Sim>, req: &Req, kind: &'static str) -> ApiResult 
     }
     let mut st = sim.write();
     let vm = get_vm(&st, &node, vmid)?;
-    // PVE checks these before forking the worker.
-    if matches!(kind, "qmreset" | "qmpause" | "qmresume") && !vm.running {
+    // PVE checks these before forking the worker. A graceful shutdown or a reboot of a paused VM is
+    // refused (qemu-server `vm_shutdown`, `vm_reboot`: `vm_is_paused`); `forceStop` stops it instead.
+    let paused = vm.running && vm.paused;
+    if paused && (kind == "qmreboot" || (kind == "qmshutdown" && !req.flag("forceStop"))) {
+        return Err(ApiError::die("VM is paused - cannot shutdown"));
+    }
+    if matches!(kind, "qmreset" | "qmpause" | "qmresume" | "qmreboot") && !vm.running {
         return Err(ApiError::die(format!("VM {vmid} not running")));
     }
     let sim2 = Arc::clone(sim);
@@ -163,8 +168,9 @@ pub(crate) fn power(sim: &Arc<Sim>, req: &Req, kind: &'static str) -> ApiResult 
                     log.line(format!("start VM {vmid}: UPID started"));
                 }
                 "qmreboot" => {
+                    // `vm_reboot` reboots only a running VM and ends quietly otherwise.
                     if !vm.running {
-                        return Err(format!("VM {vmid} not running"));
+                        return Ok(());
                     }
                     check_lock(vm, skiplock)?;
                     apply_pending(&sim2, st, vmid);

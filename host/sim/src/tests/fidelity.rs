@@ -479,3 +479,98 @@ async fn an_api_token_may_attach_only_virtual_devices() {
         }
     }
 }
+
+/// The power checks qemu-server makes before it forks: a graceful shutdown or a reboot of a paused VM
+/// (`vm_is_paused`; `forceStop` stops it instead), and a reboot of a VM that is not running (`vm_reboot`).
+#[tokio::test]
+async fn paused_or_stopped_vms_refuse_shutdown_and_reboot() {
+    let cases: &[(&str, &str, P<'_>, u16, &str, &str)] = &[
+        // (state before, endpoint, parameters, status, fragment of the answer, qmpstatus after)
+        (
+            "paused",
+            "shutdown",
+            &[],
+            500,
+            r#""message":"VM is paused - cannot shutdown\n""#,
+            "paused",
+        ),
+        (
+            "paused",
+            "reboot",
+            &[],
+            500,
+            r#""message":"VM is paused - cannot shutdown\n""#,
+            "paused",
+        ),
+        (
+            "stopped",
+            "reboot",
+            &[],
+            500,
+            r#""message":"VM 100 not running\n""#,
+            "stopped",
+        ),
+        (
+            "paused",
+            "shutdown",
+            &[("forceStop", "1")],
+            200,
+            "OK",
+            "stopped",
+        ),
+        ("paused", "stop", &[], 200, "OK", "stopped"),
+        ("running", "reboot", &[], 200, "OK", "running"),
+        ("stopped", "shutdown", &[], 200, "OK", "stopped"),
+    ];
+    for (state, endpoint, params, status, fragment, after) in cases {
+        let t = T::new().await;
+        t.create(100, &[]).await;
+        if *state != "stopped" {
+            assert_eq!(
+                t.task("POST", &format!("{VM}/status/start"), &[]).await,
+                "OK"
+            );
+        }
+        if *state == "paused" {
+            assert_eq!(
+                t.task("POST", &format!("{VM}/status/suspend"), &[]).await,
+                "OK"
+            );
+        }
+        let path = format!("{VM}/status/{endpoint}");
+        if *status == 200 {
+            assert_eq!(
+                t.task("POST", &path, params).await,
+                *fragment,
+                "{state} {endpoint}"
+            );
+        } else {
+            t.check("POST", &path, params, *status, fragment).await;
+        }
+        let current = t.get(&format!("{VM}/status/current"), &[]).await;
+        assert_eq!(
+            current["qmpstatus"], *after,
+            "{state} {endpoint} {params:?}: {current}"
+        );
+    }
+}
+
+/// `vm_reboot` in the worker: a VM that stopped while the reboot waited for its lock is left stopped, and the
+/// task ends OK ("only reboot if running, as qmeventd starts it again on a stop event").
+#[tokio::test]
+async fn a_reboot_of_a_vm_that_stopped_meanwhile_ends_quietly() {
+    let t = T::new().await;
+    t.create(100, &[]).await;
+    assert_eq!(
+        t.task("POST", &format!("{VM}/status/start"), &[]).await,
+        "OK"
+    );
+    let flock = t.hold_flock(100, false);
+    let upid = t.upid("POST", &format!("{VM}/status/reboot"), &[]).await;
+    t.until_flock_waiters(1).await;
+    t.sim.sim.write().vms.get_mut(&100).expect("VM 100").running = false;
+    drop(flock);
+    assert_eq!(t.wait(&upid).await, "OK");
+    let current = t.get(&format!("{VM}/status/current"), &[]).await;
+    assert_eq!(current["status"], "stopped", "{current}");
+}
