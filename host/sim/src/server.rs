@@ -677,6 +677,9 @@ async fn call(
         }
         _ => Err(ApiError::not_implemented(method, template)),
     }?;
+    // `background_delay` (qemu-server `update_vm_api`) and `delay` (pve-storage's volume delete) wait for the
+    // task: `null` when it ended OK or with warnings (`upid_status_is_error`), a 500 when it failed, the UPID
+    // when it still runs.
     if let (Some(secs), Value::String(upid)) = (wait, &reply.data) {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
         loop {
@@ -686,8 +689,12 @@ async fn call(
                 .get(upid)
                 .and_then(|t| t.exitstatus.clone());
             match status {
-                Some(s) if s == "OK" => return Ok(Reply::data(Value::Null)),
-                Some(_) => break,
+                Some(s) if s == "OK" || is_warnings(&s) => return Ok(Reply::data(Value::Null)),
+                Some(s) if template == "/nodes/{node}/qemu/{vmid}/config" => {
+                    let vmid = req.vmid();
+                    return Err(ApiError::die(format!("failed to update VM {vmid}: {s}")));
+                }
+                Some(s) => return Err(ApiError::die(s)),
                 None => {}
             }
             if tokio::time::Instant::now() >= deadline {
@@ -697,6 +704,13 @@ async fn call(
         }
     }
     Ok(reply)
+}
+
+/// A task exit status `WARNINGS: <n>` (pve-common `PVE::UPID::status_is_error` counts it as success).
+fn is_warnings(status: &str) -> bool {
+    status
+        .strip_prefix("WARNINGS: ")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn admin_json(status: u16, v: Value) -> Response<Body> {

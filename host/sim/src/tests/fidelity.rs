@@ -574,3 +574,125 @@ async fn a_reboot_of_a_vm_that_stopped_meanwhile_ends_quietly() {
     let current = t.get(&format!("{VM}/status/current"), &[]).await;
     assert_eq!(current["status"], "stopped", "{current}");
 }
+
+/// `background_delay` on `POST .../config` (qemu-server `update_vm_api`) and `delay` on a volume delete
+/// (pve-storage `Content.pm`): PVE waits that long for the task and answers `null` when it ended OK, a 500 with the
+/// task's error when it failed (`failed to update VM <vmid>: ...` for the config), the UPID when it still runs.
+#[tokio::test]
+async fn a_delayed_answer_reports_a_failed_task() {
+    let volume = format!(
+        "/nodes/pve01/storage/local/content/{}",
+        super::enc("local:iso/x.iso")
+    );
+    let config = format!("{VM}/config");
+    let boom = crate::FaultRule {
+        method: "DELETE".into(),
+        path: "/nodes/{node}/storage/{storage}/content/{volume}".into(),
+        kind: crate::FaultKind::FailTask {
+            message: "boom".into(),
+        },
+        probability: None,
+        times: Some(1),
+    };
+    // (fault, method, path, parameters, status, fragment of the answer, name and volume after)
+    type Case<'a> = (
+        Option<&'a crate::FaultRule>,
+        &'a str,
+        &'a str,
+        P<'a>,
+        u16,
+        &'a str,
+        Option<&'a str>,
+        bool,
+    );
+    let cases: &[Case<'_>] = &[
+        (
+            None,
+            "POST",
+            &config,
+            &[("name", "a"), ("background_delay", "5")],
+            200,
+            r#"{"data":null}"#,
+            Some("a"),
+            true,
+        ),
+        (
+            None,
+            "POST",
+            &config,
+            &[
+                ("ide2", "local-lvm:cloudinit"),
+                ("name", "a"),
+                ("background_delay", "5"),
+            ],
+            500,
+            r#""message":"failed to update VM 100: Logical Volume vm-100-cloudinit already exists\n""#,
+            None,
+            true,
+        ),
+        (
+            None,
+            "POST",
+            &config,
+            &[("serial0", "/dev/ttyS0"), ("background_delay", "5")],
+            500,
+            r#""message":"failed to update VM 100: only root can modify 'serial0' config for real devices\n""#,
+            None,
+            true,
+        ),
+        (
+            Some(&boom),
+            "DELETE",
+            &volume,
+            &[("delay", "5")],
+            500,
+            r#""message":"boom\n""#,
+            None,
+            true,
+        ),
+        (
+            None,
+            "DELETE",
+            &volume,
+            &[("delay", "5")],
+            200,
+            r#"{"data":null}"#,
+            None,
+            false,
+        ),
+    ];
+    for (fault, method, path, params, status, fragment, name, kept) in cases {
+        let t = T::new().await;
+        t.create(100, &[("ide2", "local-lvm:cloudinit")]).await;
+        t.add_volume("pve01", "local:iso/x.iso", "iso", 1024);
+        if let Some(rule) = fault {
+            t.sim.set_faults(vec![(*rule).clone()]);
+        }
+        t.check(method, path, params, *status, fragment).await;
+        assert_eq!(
+            value(&t.config(100).await, "name").as_deref(),
+            *name,
+            "{params:?}"
+        );
+        let content = t.get("/nodes/pve01/storage/local/content", &[]).await;
+        let has = content
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["volid"] == "local:iso/x.iso");
+        assert_eq!(has, *kept, "{params:?}: {content}");
+    }
+    // A task still running when the delay is over: its UPID.
+    let t = T::new().await;
+    t.create(100, &[]).await;
+    let flock = t.hold_flock(100, false);
+    t.check(
+        "POST",
+        &config,
+        &[("name", "b"), ("background_delay", "1")],
+        200,
+        ":qmconfig:100:",
+    )
+    .await;
+    drop(flock);
+}
