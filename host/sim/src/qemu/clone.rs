@@ -155,6 +155,11 @@ fn check_clone(
             "unable to create VM {newid}: config file already exists"
         )));
     }
+    // qemu-server `clone_vm`'s `$load_and_check`, run before forking: the TPM state of a running VM
+    // cannot be copied (a linked clone of a template never runs into this).
+    if full && src.running && src.conf.contains_key("tpmstate0") {
+        return Err(ApiError::die("cannot clone TPM state while VM is running"));
+    }
     Ok(full)
 }
 

@@ -696,3 +696,48 @@ async fn a_delayed_answer_reports_a_failed_task() {
     .await;
     drop(flock);
 }
+
+/// qemu-server `clone_vm` (`$load_and_check`, before it forks): a full clone of a running VM cannot copy its TPM
+/// state; a stopped one can, and a running VM without TPM state clones.
+#[tokio::test]
+async fn a_running_vm_with_tpm_state_does_not_clone() {
+    let cases: &[(&str, bool, u16, &str)] = &[
+        // (TPM state at create, running, status, fragment of the answer)
+        (
+            "local-lvm:1,version=v2.0",
+            true,
+            500,
+            r#""message":"cannot clone TPM state while VM is running\n""#,
+        ),
+        ("local-lvm:1,version=v2.0", false, 200, "OK"),
+        ("", true, 200, "OK"),
+    ];
+    for (tpm, running, status, fragment) in cases {
+        let t = T::new().await;
+        let mut create: Vec<(&str, &str)> = vec![("scsi0", "local-lvm:1")];
+        if !tpm.is_empty() {
+            create.push(("tpmstate0", tpm));
+        }
+        t.create(100, &create).await;
+        if *running {
+            assert_eq!(
+                t.task("POST", &format!("{VM}/status/start"), &[]).await,
+                "OK"
+            );
+        }
+        let clone = [("newid", "101"), ("full", "1")];
+        let path = format!("{VM}/clone");
+        if *status == 200 {
+            assert_eq!(
+                t.task("POST", &path, &clone).await,
+                *fragment,
+                "tpm={tpm:?} running={running}"
+            );
+        } else {
+            t.check("POST", &path, &clone, *status, fragment).await;
+        }
+        // A refused clone leaves no placeholder for VM 101.
+        let (code, _) = t.req("GET", "/nodes/pve01/qemu/101/config", &[]).await;
+        assert_eq!(code == 200, *status == 200, "tpm={tpm:?} running={running}");
+    }
+}
