@@ -350,12 +350,11 @@ fn check_object(
             && values.contains_key(k)
             && !values.contains_key(req)
         {
+            // pve-common `check_object` since 9.0.8 (commit 0f0e791, "clarify error on missing property
+            // dependency"); PVE 9.2 ships 9.2.x.
             errors.insert(
                 key_path(req),
-                format!(
-                    "missing property - '{}' requires this property",
-                    key_path(k)
-                ),
+                format!("missing property required by '{}'", key_path(k)),
             );
         }
     }

@@ -736,7 +736,7 @@ async fn download_verifies_checksum() {
             ("checksum", "00"),
         ],
         400,
-        "missing property - 'checksum' requires this property",
+        "missing property required by 'checksum'",
     )
     .await;
     // delete a volume

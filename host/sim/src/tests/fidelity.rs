@@ -741,3 +741,53 @@ async fn a_running_vm_with_tpm_state_does_not_clone() {
         assert_eq!(code == 200, *status == 200, "tpm={tpm:?} running={running}");
     }
 }
+
+/// pve-common's `check_object` (9.0.8 and later, commit 0f0e791): a parameter whose schema `requires` another
+/// that is missing reports the missing one, `missing property required by '<parameter>'`.
+#[tokio::test]
+async fn a_missing_dependency_is_reported_on_the_missing_parameter() {
+    let t = T::new().await;
+    t.create(100, &[]).await;
+    let cases: &[(&str, &str, P<'_>, &str)] = &[
+        // (method, path, parameters, the errors object PVE answers)
+        (
+            "PUT",
+            "/nodes/pve01/qemu/100/config",
+            &[("force", "1"), ("name", "a")],
+            r#"{"delete":"missing property required by 'force'"}"#,
+        ),
+        (
+            "POST",
+            "/nodes/pve01/qemu",
+            &[("vmid", "101"), ("unique", "1")],
+            r#"{"archive":"missing property required by 'unique'"}"#,
+        ),
+        (
+            "POST",
+            "/nodes/pve01/qemu/100/status/suspend",
+            &[("statestorage", "local-lvm")],
+            r#"{"todisk":"missing property required by 'statestorage'"}"#,
+        ),
+        (
+            "POST",
+            "/nodes/pve01/storage/local/download-url",
+            &[
+                ("url", "http://127.0.0.1:1/a.iso"),
+                ("content", "iso"),
+                ("filename", "a.iso"),
+                ("checksum-algorithm", "sha256"),
+            ],
+            r#"{"checksum":"missing property required by 'checksum-algorithm'"}"#,
+        ),
+    ];
+    for (method, path, params, errors) in cases {
+        let (status, body) = t.req(method, path, params).await;
+        assert_eq!(status, 400, "{method} {path} {params:?}: {body}");
+        assert_eq!(
+            body["errors"].to_string(),
+            *errors,
+            "{method} {path} {params:?}"
+        );
+    }
+    assert_eq!(value(&t.config(100).await, "name"), None);
+}
