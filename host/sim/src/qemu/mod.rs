@@ -122,8 +122,10 @@ fn prepare_value(st: &mut State, key: &str, value: &str, ostype: Option<&str>) -
             return value.to_string();
         };
         let model = map.remove("model").unwrap_or_else(|| "virtio".into());
+        // A given MAC is kept as written (qemu-server `parse_net`/`print_net` do not change its case); a
+        // generated one is upper case (pve-common `random_ether_addr`).
         let mac = match map.remove("macaddr") {
-            Some(m) => m.to_uppercase(),
+            Some(m) => m,
             None => st.random_mac(),
         };
         let rest = print_property_string(None, &map);

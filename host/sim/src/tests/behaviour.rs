@@ -91,7 +91,7 @@ async fn create_sets_defaults_and_normalises() {
     let net0 = c["net0"].as_str().unwrap();
     assert!(net0.starts_with("virtio=BC:24:11:"), "{net0}");
     assert!(net0.ends_with(",bridge=vmbr0,firewall=1"), "{net0}");
-    assert_eq!(c["net1"], "e1000=BC:24:11:AA:BB:CC,bridge=vmbr1,tag=20");
+    assert_eq!(c["net1"], "e1000=bc:24:11:aa:bb:cc,bridge=vmbr1,tag=20");
     assert!(c["smbios1"].as_str().unwrap().starts_with("uuid="));
     assert_eq!(c["vmgenid"].as_str().unwrap().len(), 36);
     assert!(c["meta"].as_str().unwrap().starts_with("creation-qemu="));

@@ -791,3 +791,57 @@ async fn a_missing_dependency_is_reported_on_the_missing_parameter() {
     }
     assert_eq!(value(&t.config(100).await, "name"), None);
 }
+
+/// qemu-server `parse_net`/`print_net` keep a given MAC address as written, on create and on update; only a
+/// generated one is PVE's upper case (`random_ether_addr`).
+#[tokio::test]
+async fn a_given_mac_address_is_stored_as_written() {
+    let cases: &[(&str, &str)] = &[
+        // (netN as sent, as stored; `*` stands for the generated part)
+        (
+            "virtio=bc:24:11:aa:bb:cc,bridge=vmbr0",
+            "virtio=bc:24:11:aa:bb:cc,bridge=vmbr0",
+        ),
+        (
+            "e1000=BC:24:11:AA:BB:CC,bridge=vmbr0",
+            "e1000=BC:24:11:AA:BB:CC,bridge=vmbr0",
+        ),
+        (
+            "virtio=Bc:24:11:aA:bb:Cc,bridge=vmbr0,tag=5",
+            "virtio=Bc:24:11:aA:bb:Cc,bridge=vmbr0,tag=5",
+        ),
+        (
+            "model=virtio,macaddr=02:00:00:ab:cd:ef,bridge=vmbr0",
+            "virtio=02:00:00:ab:cd:ef,bridge=vmbr0",
+        ),
+        ("virtio,bridge=vmbr0", "virtio=BC:24:11:*,bridge=vmbr0"),
+    ];
+    for (sent, stored) in cases {
+        let t = T::new().await;
+        t.create(100, &[("net0", sent)]).await;
+        t.check(
+            "PUT",
+            &format!("{VM}/config"),
+            &[("net1", sent)],
+            200,
+            "null",
+        )
+        .await;
+        let config = t.config(100).await;
+        for key in ["net0", "net1"] {
+            let got = value(&config, key).unwrap_or_default();
+            let (head, tail) = stored.split_once('*').unwrap_or((stored, ""));
+            let generated = stored.contains('*');
+            let fits = if generated {
+                got.starts_with(head)
+                    && got.ends_with(tail)
+                    && got[head.len()..got.len() - tail.len()]
+                        .bytes()
+                        .all(|b| b == b':' || b.is_ascii_digit() || b.is_ascii_uppercase())
+            } else {
+                got == *stored
+            };
+            assert!(fits, "{key}={sent:?}: stored {got:?}, expected {stored:?}");
+        }
+    }
+}
