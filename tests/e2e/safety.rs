@@ -166,6 +166,16 @@ async fn metadata_adopt_adds_only_the_ownership_tags_then_the_guest_is_managed()
         "{}",
         apply.stdout
     );
+    // The write is bound to the config the plan read: a guest renamed or retagged since is
+    // not taken over.
+    let write = lab
+        .sim
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "POST" && r.path == "/nodes/pve01/qemu/6019/config")
+        .expect("the take-over write");
+    let names: Vec<&str> = write.params.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names, ["tags", "digest"], "{:?}", write.params);
     let after = lab.config(6019);
     let tags: Vec<&str> = after["tags"].split(';').collect();
     assert!(
@@ -189,6 +199,43 @@ async fn metadata_adopt_adds_only_the_ownership_tags_then_the_guest_is_managed()
     );
     assert_eq!(lab.config(6019)["machine"], "q35");
     assert_eq!(lab.sim.vm_status(6019).as_deref(), Some("running"));
+}
+
+/// A take-over waits while a task holds the guest (a config `lock`): PVE would refuse the
+/// write, and the plan says why instead of proposing it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_locked_guest_is_not_taken_over_until_the_lock_clears() {
+    let first = Lab::start().await;
+    payroll(&first, 6019).await;
+    let mut state = first.sim.state_json();
+    state["vms"]["6019"]["conf"]["lock"] = "backup".into();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("state.json");
+    std::fs::write(&file, serde_json::to_vec(&state).unwrap()).unwrap();
+    let lab = Lab::with(proxops_sim::SimConfig {
+        state_file: Some(file),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    lab.write(
+        "vm/lab/payroll.yaml",
+        &vm("payroll", "pve01", 6019, "").replace(
+            "metadata: {name: payroll}",
+            "metadata:\n  name: payroll\n  adopt: {vmid: 6019, name: payroll}",
+        ),
+    );
+    lab.clear();
+    for command in ["plan", "apply"] {
+        let run = lab.run(&[command]).await;
+        assert_eq!(run.code, 3, "{command}: {}\n{}", run.stdout, run.stderr);
+        assert!(
+            run.stdout.contains("is locked (backup)")
+                && run.stdout.contains("not taken over in this run"),
+            "{command}: {}",
+            run.stdout
+        );
+    }
+    assert_eq!(lab.mutations(), Vec::<String>::new());
 }
 
 #[tokio::test(flavor = "multi_thread")]

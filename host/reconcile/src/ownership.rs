@@ -15,7 +15,9 @@
 use std::collections::HashSet;
 
 use crate::live::{Entry, Field};
-use proxops_runtime::kind::{Action, Anomaly, Call, Change, Method, Operation, Param, Proposal};
+use proxops_runtime::kind::{
+    Action, Anomaly, Call, Change, Method, Observation, Operation, Param, Proposal,
+};
 
 /// The tag every proxops guest carries.
 pub const OWNERSHIP_TAG: &str = "proxops";
@@ -207,7 +209,7 @@ pub fn claim_matches(claim: &AdoptClaim, guest: &LiveGuest) -> bool {
 
 /// The one write of a take-over: the ownership tags added to the guest's own tags. Nothing
 /// else changes, nothing stops or restarts.
-pub fn adopt_proposal(guest: &LiveGuest) -> Proposal {
+pub fn adopt_proposal(guest: &LiveGuest, digest: &str) -> Proposal {
     // The guest's own tags as PVE stores them (case kept), plus the two ownership tags.
     let mut tags = guest.raw_tags.clone();
     for t in [OWNERSHIP_TAG.to_string(), mark_for(guest.vmid)] {
@@ -233,11 +235,20 @@ pub fn adopt_proposal(guest: &LiveGuest) -> Proposal {
             calls: vec![Call {
                 method,
                 path,
-                params: vec![Param {
-                    name: "tags".into(),
-                    value: new.clone(),
-                    sensitive: false,
-                }],
+                // Bound to the config the plan read: a guest renamed or retagged since
+                // is not taken over (PVE answers "checksum mismatch"; the next plan shows why).
+                params: vec![
+                    Param {
+                        name: "tags".into(),
+                        value: new.clone(),
+                        sensitive: false,
+                    },
+                    Param {
+                        name: "digest".into(),
+                        value: digest.to_string(),
+                        sensitive: false,
+                    },
+                ],
             }],
             changes: vec![Change {
                 key: "tags".into(),
@@ -253,6 +264,30 @@ pub fn adopt_proposal(guest: &LiveGuest) -> Proposal {
         pending: Vec::new(),
         anomalies: Vec::new(),
     }
+}
+
+/// The config digest of `guest` in the answers its kind asked for: `digest` of its `/config`
+/// (an object), or the `digest` row of its `/pending` (a list of key/value rows).
+pub fn live_digest(observed: &Observation, guest: &LiveGuest) -> Option<String> {
+    let base = format!("/{}/{}/", guest.kind, guest.vmid);
+    observed
+        .reads
+        .iter()
+        .filter(|r| r.status == 200 && r.call.path.contains(&base))
+        .find_map(|r| {
+            let body: serde_json::Value = serde_json::from_str(&r.body).ok()?;
+            let digest = match &body {
+                serde_json::Value::Object(config) if r.call.path.ends_with("/config") => {
+                    config.get("digest")
+                }
+                serde_json::Value::Array(rows) if r.call.path.ends_with("/pending") => rows
+                    .iter()
+                    .find(|row| row.get("key").and_then(|k| k.as_str()) == Some("digest"))
+                    .and_then(|row| row.get("value")),
+                _ => None,
+            }?;
+            digest.as_str().map(str::to_string)
+        })
 }
 
 /// Why a prune candidate (a tagged guest no manifest names) may not be deleted, if it may not.
@@ -578,12 +613,22 @@ mod tests {
     #[test]
     fn adoption_adds_only_the_tags() {
         let g = guest("prod;web", 6019);
-        let p = adopt_proposal(&g);
+        let p = adopt_proposal(&g, "d1g3st");
         assert_eq!(p.actions.len(), 1);
         let c = &p.actions[0].calls[0];
         assert_eq!(c.path, "/nodes/pve01/qemu/6019/config");
-        assert_eq!(c.params.len(), 1);
-        assert_eq!(c.params[0].value, "prod;web;proxops;proxops-6019");
+        let params: Vec<(&str, &str)> = c
+            .params
+            .iter()
+            .map(|p| (p.name.as_str(), p.value.as_str()))
+            .collect();
+        assert_eq!(
+            params,
+            [
+                ("tags", "prod;web;proxops;proxops-6019"),
+                ("digest", "d1g3st")
+            ]
+        );
         assert!(!p.actions[0].disturbs_availability);
         assert!(claim_matches(
             &AdoptClaim {

@@ -2,7 +2,7 @@
 
 use std::collections::HashSet;
 
-use proxops_runtime::kind::Proposal;
+use proxops_runtime::kind::{Observation, Proposal};
 
 use super::Item;
 use crate::error::PlanError;
@@ -41,6 +41,7 @@ pub(super) fn takes_over(item: &Item<'_>) -> bool {
 pub(super) fn gate(
     item: &Item<'_>,
     proposal: Proposal,
+    observed: Option<&Observation>,
     nodes: &HashSet<String>,
 ) -> (Proposal, Option<PlanError>) {
     let guest = item.live.and_then(LiveGuest::from_entry);
@@ -71,7 +72,29 @@ pub(super) fn gate(
         if item.desired.is_some() && !manageable(item, g) {
             return match item.adopt {
                 Some(claim) if ownership::claim_matches(claim, g) => {
-                    (ownership::adopt_proposal(g), None)
+                    let digest = observed.and_then(|o| ownership::live_digest(o, g));
+                    match (&g.lock, digest) {
+                        (Some(lock), _) => (
+                            only(format!(
+                                "{} is locked ({lock}): a task holds it, so it is not taken over in this run; plan again when the lock clears",
+                                g.describe()
+                            )),
+                            None,
+                        ),
+                        (None, Some(digest)) => {
+                            let mut take_over = ownership::adopt_proposal(g, &digest);
+                            // Changes already waiting for the guest's next boot, for the reviewer.
+                            take_over.pending = proposal.pending;
+                            (take_over, None)
+                        }
+                        (None, None) => (
+                            empty_proposal(),
+                            Some(PlanError::Refused(format!(
+                                "{} was read without a config digest, so the take-over write could not be bound to the config adopt saw; nothing was sent",
+                                g.describe()
+                            ))),
+                        ),
+                    }
                 }
                 claim => (ownership::unowned(g, claim), None),
             };

@@ -180,12 +180,12 @@ pub async fn plan_cluster(
         cluster: cluster.to_string(),
         objects: Vec::new(),
     };
-    for (item, (proposal, error)) in items.into_iter().zip(planned) {
+    for ((item, (proposal, error)), (_, observed)) in items.into_iter().zip(planned).zip(&inputs) {
         let (proposal, error, taking_over) = match (error, item.refusal.clone()) {
             (_, Some(refusal)) => (proposal, Some(refusal), false),
             (Some(e), None) => (proposal, Some(e), false),
             (None, None) => {
-                let (proposal, error) = gate(&item, proposal, &nodes);
+                let (proposal, error) = gate(&item, proposal, observed.as_ref().ok(), &nodes);
                 (proposal, error, gate::takes_over(&item))
             }
         };
