@@ -314,7 +314,10 @@ impl Adoption {
             let status = self.take_status(r, status);
             spec.insert("state".into(), json!(status));
         }
-        let pve_name = self.take("name").or_else(|| r.name.clone());
+        // For a guest without a name PVE's listing says `VM <vmid>` (qemu-server `vmstatus`):
+        // that is not a name the guest has.
+        let listed = r.name.clone().filter(|n| *n != format!("VM {}", r.vmid));
+        let pve_name = self.take("name").or(listed);
         let name = metadata_name(pve_name.as_deref(), r.vmid);
         match &pve_name {
             Some(n) => {

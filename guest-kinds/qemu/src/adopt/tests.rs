@@ -677,18 +677,21 @@ fn names_are_dns_labels() {
 #[test]
 fn a_nameless_vm_gets_a_name_written() {
     // The one shape whose first plan writes: PVE has no name, the manifest must have one.
-    let (a, p) = round_trip(
-        Flavour::Vm,
-        &with(entry(100, "stopped", false, ""), json!({"name": null})),
-        &with(web(), json!({"name": null})),
-        &[],
-        &sops(),
-    );
-    assert_eq!(a.manifest["metadata"]["name"], json!("vm-100"));
-    assert!(gap_paths(&a).contains(&"name".to_string()));
-    assert_eq!(p.actions.len(), 1);
-    assert_eq!(p.drift.len(), 1);
-    assert_eq!(p.drift[0].path, "spec.pve-name");
+    // PVE's listing names such a guest `VM <vmid>` (qemu-server `vmstatus`).
+    for listed in [json!(null), json!("VM 100")] {
+        let (a, p) = round_trip(
+            Flavour::Vm,
+            &with(entry(100, "stopped", false, ""), json!({ "name": listed })),
+            &with(web(), json!({"name": null})),
+            &[],
+            &sops(),
+        );
+        assert_eq!(a.manifest["metadata"]["name"], json!("vm-100"), "{listed}");
+        assert!(gap_paths(&a).contains(&"name".to_string()), "{listed}");
+        assert_eq!(p.actions.len(), 1, "{listed}");
+        assert_eq!(p.drift.len(), 1, "{listed}");
+        assert_eq!(p.drift[0].path, "spec.pve-name", "{listed}");
+    }
 }
 
 #[test]

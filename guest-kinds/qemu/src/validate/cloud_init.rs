@@ -32,7 +32,15 @@ pub(super) fn check_cloud_init_data(
             );
         }
     }
-    let ssh_key_refs = c.string_list(o, p, "ssh-key-refs").unwrap_or_default();
+    let ssh_key_refs = c.string_list(o, p, "ssh-key-refs");
+    // The reference: "an empty resolved set fails closed" (never read as "no keys").
+    if ssh_key_refs.as_ref().is_some_and(Vec::is_empty) {
+        c.error(
+            join(p, "ssh-key-refs"),
+            "is empty, which proxops never reads as \"no keys\"; list at least one `cloud-init.ssh-keys.<name>`, or remove the field to leave the keys to PVE",
+        );
+    }
+    let ssh_key_refs = ssh_key_refs.unwrap_or_default();
     for (i, r) in ssh_key_refs.iter().enumerate() {
         check_secret_ref(
             c,

@@ -45,6 +45,13 @@ fn clone_and_cloud_init_data_rules() {
         )],
     );
     vm(
+        &[("spec/cloud-init-data/ssh-key-refs", json!([]))],
+        &[(
+            "spec.cloud-init-data.ssh-key-refs",
+            "is empty, which proxops never reads as \"no keys\"; list at least one `cloud-init.ssh-keys.<name>`, or remove the field to leave the keys to PVE",
+        )],
+    );
+    vm(
         &[(
             "spec/cloud-init-data/ci-password-ref",
             json!("passwords.root"),
