@@ -199,3 +199,52 @@ async fn policy_test_harness_prints_the_verdict() {
     );
     assert!(stdout.contains("protection"), "{stdout}");
 }
+
+/// A scope naming a kind or a cluster the repository does not have would scope an enforce
+/// policy out of what it guards (a typo away): validate, plan and apply refuse it, naming the
+/// entry and the names it could mean, and nothing is sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_policy_scope_naming_an_unknown_kind_or_cluster_is_refused() {
+    let lab = Lab::start().await;
+    let pin = install(
+        &lab,
+        "proxops-policy-require-protection-prod",
+        "enforce",
+        "{tags: [prod]}",
+    );
+    lab.write(
+        "vm/lab/web.yaml",
+        &vm("web", "pve01", 150, PROD_UNPROTECTED),
+    );
+    let file = "policies/proxops-policy-require-protection-prod.wasm";
+    // (scope, the field named, what it says)
+    let cases = [
+        (
+            "{kinds: [VMM]}",
+            "policies[0].scope.kinds[0]",
+            "`VMM` is not one of this repository's kinds (",
+        ),
+        (
+            "{clusters: [labb]}",
+            "policies[0].scope.clusters[0]",
+            "`labb` is not one of this repository's clusters (lab)",
+        ),
+    ];
+    for (scope, field, says) in cases {
+        lab.write(
+            "proxops.yaml",
+            &format!("policies:\n  - file: {file}\n    sha256: {pin}\n    mode: enforce\n    settings: {{tags: [prod]}}\n    scope: {scope}\n"),
+        );
+        lab.clear();
+        for command in ["validate", "plan", "apply"] {
+            let run = lab.run(&[command]).await;
+            let out = format!("{}{}", run.stdout, run.stderr);
+            assert_eq!(run.code, 1, "{scope} {command}: {out}");
+            assert!(
+                out.contains(&format!("proxops.yaml: error: {field}: {says}")),
+                "{scope} {command}: {out}"
+            );
+        }
+        assert_eq!(lab.mutations(), Vec::<String>::new());
+    }
+}

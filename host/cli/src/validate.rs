@@ -48,7 +48,12 @@ pub fn config(ctx: &Context, repo: &Path) -> Config {
     // Token variables: PROXOPS_*, PVE_*, or allowed by name in proxops.yaml (whose own errors
     // are reported here too, so that validate shows every problem).
     let allowed = match proxops_core::settings::load(config) {
-        Ok(settings) => settings.token_env,
+        Ok(settings) => {
+            if let Some(layout) = &layout {
+                diags.extend(check_policy_scopes(ctx, &settings, &layout.clusters));
+            }
+            settings.token_env
+        }
         Err(mut errors) => {
             errors.retain(|d| d.file == proxops_core::settings::FILE);
             diags.append(&mut errors);
@@ -69,6 +74,46 @@ pub fn config(ctx: &Context, repo: &Path) -> Config {
         diags,
         sops,
     }
+}
+
+/// A policy scope naming a kind or a cluster this repository does not have scopes the policy
+/// out of everything it was meant for (an enforce policy that never runs, a typo away): an
+/// error at the entry, with the names it could mean.
+fn check_policy_scopes(
+    ctx: &Context,
+    settings: &proxops_core::settings::RepoSettings,
+    clusters: &BTreeMap<String, proxops_core::ClusterFile>,
+) -> Vec<Diagnostic> {
+    let file = settings
+        .file
+        .as_deref()
+        .unwrap_or(proxops_core::settings::FILE);
+    let kinds: Vec<String> = (0..ctx.kinds.len())
+        .map(|k| ctx.kinds.get(k).info().kind.clone())
+        .collect();
+    let cluster_names: Vec<String> = clusters.keys().cloned().collect();
+    let mut diags = Vec::new();
+    for entry in &settings.policies {
+        for (field, named, known) in [
+            ("kinds", &entry.scope.kinds, &kinds),
+            ("clusters", &entry.scope.clusters, &cluster_names),
+        ] {
+            for (i, name) in named.iter().enumerate() {
+                if !known.contains(name) {
+                    diags.push(Diagnostic::error(
+                        file,
+                        format!("{}.scope.{field}[{i}]", entry.path()),
+                        format!(
+                            "`{}` is not one of this repository's {field} ({}); the policy would never run for it",
+                            proxops_core::diag::quote(name),
+                            known.join(", ")
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    diags
 }
 
 /// Load and validate every manifest.

@@ -66,6 +66,25 @@ impl std::fmt::Debug for KindRegistry {
     }
 }
 
+/// Why `folder` cannot be a kind's manifest folder, if it cannot: the repository's own
+/// folders (cluster files, kinds, policies, the simulator's state), or not one plain name.
+fn folder_problem(folder: &str) -> Option<&'static str> {
+    const RESERVED: [&str; 4] = ["clusters", "kinds", "policies", "secrets"];
+    let plain = !folder.is_empty()
+        && folder.len() <= 63
+        && folder
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !folder.starts_with('-');
+    if !plain {
+        Some("is not a plain folder name")
+    } else if RESERVED.contains(&folder) {
+        Some("holds the repository's own files")
+    } else {
+        None
+    }
+}
+
 impl KindRegistry {
     /// Load every bundled kind. Bundled kinds are granted secrets (only the VM-like kinds
     /// ask for any).
@@ -189,8 +208,18 @@ impl KindRegistry {
                 .iter()
                 .map(|(k, s)| (k.info(), s))
                 .chain(added.iter().map(|(k, s, _)| (k.info(), s)));
-            let mut clash = None;
+            let mut clash = folder_problem(&info.folder).map(|why| {
+                format!(
+                    "{} (kind `{}`) declares the manifest folder `{}`, which {why}; a kind's folder is one lowercase name (letters, digits, `-`)",
+                    entry.file,
+                    info.kind,
+                    proxops_core::diag::quote(&info.folder)
+                )
+            });
             for (other, source) in taken {
+                if clash.is_some() {
+                    break;
+                }
                 let whose = match source {
                     KindSource::Bundled => "the bundled".to_string(),
                     KindSource::File(f) => format!("{f}'s"),
@@ -370,5 +399,34 @@ fn granted_limits(grant: &Grant) -> Limits {
         memory: l.memory_mib.map_or(base.memory, |m| (m as usize) << 20),
         output: l.output_kib.map_or(base.output, |k| (k as usize) << 10),
         log_lines: l.log_lines.map_or(base.log_lines, |n| n as usize),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::folder_problem;
+
+    #[test]
+    fn a_kinds_folder_is_one_plain_name_outside_the_repositorys_own() {
+        let plain = "is not a plain folder name";
+        let own = "holds the repository's own files";
+        let cases: &[(&str, Option<&str>)] = &[
+            ("box", None),
+            ("sdn-zone", None),
+            ("pool2", None),
+            ("", Some(plain)),
+            ("../up", Some(plain)),
+            ("a/b", Some(plain)),
+            (".hidden", Some(plain)),
+            ("Box", Some(plain)),
+            ("-x", Some(plain)),
+            ("clusters", Some(own)),
+            ("kinds", Some(own)),
+            ("policies", Some(own)),
+            ("secrets", Some(own)),
+        ];
+        for (folder, expected) in cases {
+            assert_eq!(folder_problem(folder), *expected, "{folder:?}");
+        }
     }
 }
