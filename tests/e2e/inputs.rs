@@ -277,3 +277,40 @@ fn a_file_is_not_a_repository() {
         );
     }
 }
+
+/// A manifest moved where proxops does not read it (a misspelt kind folder, a subfolder, a
+/// capital extension, the repository root) is an error, not an ignored file whose guest the
+/// next apply deletes; nothing is sent to PVE.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_manifest_moved_out_of_its_folder_stops_the_prune() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/web.yaml", &vm("web", "pve01", 100, ""));
+    lab.write("vm/lab/db.yaml", &vm("db", "pve01", 101, ""));
+    lab.apply().await;
+    for moved in [
+        "vms/lab/db.yaml",
+        "vm/lab/old/db.yaml",
+        "vm/lab/db.YAML",
+        "db.yaml",
+    ] {
+        lab.remove("vm/lab/db.yaml");
+        lab.write(moved, &vm("db", "pve01", 101, ""));
+        lab.clear();
+        let run = lab.run(&["apply"]).await;
+        let out = format!("{}{}", run.stdout, run.stderr);
+        assert_eq!(run.code, 1, "{moved}: {out}");
+        assert!(
+            out.contains(&format!(
+                "{moved}: error: this proxops manifest is not where proxops reads manifests"
+            )),
+            "{moved}: {out}"
+        );
+        assert!(lab.mutations().is_empty(), "{moved}: {:?}", lab.mutations());
+        assert!(lab.sim.vm_config(101).is_some(), "{moved}: db was deleted");
+        lab.remove(moved);
+        lab.write("vm/lab/db.yaml", &vm("db", "pve01", 101, ""));
+    }
+    // Back in place: nothing to do.
+    let run = lab.run(&["plan"]).await;
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+}

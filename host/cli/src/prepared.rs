@@ -115,6 +115,12 @@ impl Prepared {
         all
     }
 
+    /// The cluster a problem in `file` belongs to, `None` for the whole repository
+    /// ([`proxops_core::Layout::cluster_of`]).
+    pub(crate) fn cluster_of<'f>(&self, file: &'f str) -> Option<&'f str> {
+        self.layout.as_ref().and_then(|l| l.cluster_of(file))
+    }
+
     /// Whether the repository has manifest folders at all.
     pub(crate) fn has_manifests(&self) -> bool {
         self.layout

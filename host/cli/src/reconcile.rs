@@ -80,7 +80,9 @@ fn secrets_of(p: &Prepared, cluster: &str) -> Option<Arc<dyn proxops_runtime::Se
         .map(|d| d.clone() as Arc<dyn proxops_runtime::SecretSource>)
 }
 
-/// Diagnostics that stop `cluster`: errors in its cluster file, its folders or its manifests.
+/// Diagnostics that stop `cluster`: errors in its cluster file, its folders or its manifests,
+/// and every error of the repository itself (`proxops.yaml`, a manifest outside the kind
+/// folders).
 fn cluster_errors<'d>(
     p: &'d Prepared,
     inputs: &'d ClusterInputs,
@@ -90,16 +92,7 @@ fn cluster_errors<'d>(
     p.diags
         .iter()
         .filter(|d| d.is_error())
-        .filter(|d| {
-            let mut parts = d.file.split('/');
-            match (parts.next(), parts.next()) {
-                (Some("clusters"), Some(file)) => {
-                    file.strip_suffix(".yaml").or(file.strip_suffix(".yml")) == Some(cluster)
-                }
-                (Some(_), Some(c)) => c == cluster,
-                _ => true,
-            }
-        })
+        .filter(|d| p.cluster_of(&d.file).is_none_or(|c| c == cluster))
         .chain(own)
         .collect()
 }
@@ -110,14 +103,11 @@ fn selected(p: &Prepared) -> Vec<String> {
     let mut names: Vec<String> = p.clusters().keys().cloned().collect();
     for d in p.diags.iter().filter(|d| d.is_error()) {
         // An invalid cluster file is not in `clusters`: its errors name the cluster.
-        if let Some(c) = d.file.split('/').nth(1) {
-            let c = c
-                .trim_end_matches(".yaml")
-                .trim_end_matches(".yml")
-                .to_string();
-            if !names.contains(&c) && !c.is_empty() {
-                names.push(c);
-            }
+        if let Some(c) = p.cluster_of(&d.file)
+            && !c.is_empty()
+            && !names.iter().any(|n| n == c)
+        {
+            names.push(c.to_string());
         }
     }
     names.sort();

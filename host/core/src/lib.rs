@@ -10,6 +10,7 @@ pub mod parallel;
 pub mod repo;
 pub mod rooted;
 pub mod settings;
+mod stray;
 pub mod text;
 pub mod yaml;
 

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use crate::cluster::{ClusterFile, Tls};
 use crate::diag::Diagnostic;
 use crate::rooted::{Entry, Listing, ReadError, RepoDir};
-use crate::yaml;
+use crate::{stray, yaml};
 
 /// The largest CA file (`spec.tls.ca-file`) proxops reads.
 pub const MAX_CA_BYTES: usize = 1024 * 1024;
@@ -147,6 +147,10 @@ pub struct Layout {
     /// (`<folder>/<cluster>/`), in the order the kinds were given. A cluster without a
     /// cluster file is here too; its error is among the layout's diagnostics.
     folders: BTreeMap<String, Vec<String>>,
+    /// Every `<folder>/<cluster>`, for the search for manifests outside them.
+    places: stray::ReadPlaces,
+    /// The kind folders, as given.
+    kind_folders: Vec<String>,
 }
 
 /// Two cluster files naming one PVE endpoint are two views of one cluster, and each prunes
@@ -211,6 +215,7 @@ pub fn load_layout(
         "clusters",
         &mut diags,
         Some(&mut cluster_names),
+        None,
         |_, doc| doc,
     );
     for (file, doc) in files {
@@ -261,18 +266,44 @@ pub fn load_layout(
                 .push(folder.to_string());
         }
     }
+    let places = stray::ReadPlaces::new(
+        by_cluster
+            .iter()
+            .flat_map(|(cluster, folders)| folders.iter().map(move |f| format!("{f}/{cluster}")))
+            .collect(),
+    );
+    stray::outside_kind_folders(&dir, folders, &places, &mut diags);
     diags.sort();
     (
         Some(Layout {
             dir,
             clusters,
             folders: by_cluster,
+            places,
+            kind_folders: folders.iter().map(|f| f.to_string()).collect(),
         }),
         diags,
     )
 }
 
 impl Layout {
+    /// The cluster a problem in repository file `file` belongs to: `clusters/<c>.yaml` and
+    /// everything under `<kind folder>/<c>/` belong to `c`; anything else (`proxops.yaml`, a
+    /// manifest outside the kind folders) to the whole repository (`None`), so it stops every
+    /// cluster.
+    pub fn cluster_of<'f>(&self, file: &'f str) -> Option<&'f str> {
+        let mut parts = file.split('/');
+        match (parts.next(), parts.next()) {
+            (Some("clusters"), Some(name)) if parts.next().is_none() => {
+                name.strip_suffix(".yaml").or(name.strip_suffix(".yml"))
+            }
+            (Some(folder), Some(cluster)) if self.kind_folders.iter().any(|f| f == folder) => {
+                Some(cluster)
+            }
+            _ => None,
+        }
+    }
+
     /// The clusters that have manifest folders, sorted.
     pub fn manifest_clusters(&self) -> impl Iterator<Item = &str> {
         self.folders.keys().map(String::as_str)
@@ -300,7 +331,8 @@ impl Layout {
             let rel = format!("{folder}/{cluster}");
             // Each document becomes its manifest where it was read, so a folder's documents
             // never all live as JSON trees at once.
-            let read = read_folder_files(&self.dir, &rel, &mut diags, None, |file, doc| {
+            let places = Some(&self.places);
+            let read = read_folder_files(&self.dir, &rel, &mut diags, None, places, |file, doc| {
                 let stated = doc
                     .pointer("/metadata/name")
                     .and_then(|n| n.as_str())
@@ -419,13 +451,15 @@ fn list_optional(dir: &RepoDir, rel: &str, diags: &mut Vec<Diagnostic>) -> Optio
 
 /// Parse every `.yaml`/`.yml` file directly in `rel`; other files are ignored with a warning.
 /// `stems`, when given, receives the stem of every YAML file found, whether it parses or not
-/// (the cluster names of `clusters/`). Each file's
+/// (the cluster names of `clusters/`). With `places` (a cluster folder), an ignored entry
+/// that is or holds a proxops manifest is an error instead ([`stray`]). Each file's
 /// document is handed to `convert` (with its path) on the thread that read it.
 fn read_folder_files<T: Send>(
     dir: &RepoDir,
     rel: &str,
     diags: &mut Vec<Diagnostic>,
     mut stems: Option<&mut BTreeSet<String>>,
+    places: Option<&stray::ReadPlaces>,
     convert: impl Fn(&str, serde_json::Value) -> T + Sync,
 ) -> Vec<(String, T)> {
     let Some(entries) = list_optional(dir, rel, diags) else {
@@ -437,6 +471,11 @@ fn read_folder_files<T: Send>(
         if !(name.ends_with(".yaml") || name.ends_with(".yml"))
             || entry.as_ref().is_ok_and(|e| *e == Entry::Folder)
         {
+            if let (Some(places), Ok(entry)) = (places, &entry)
+                && stray::in_cluster_folder(dir, &file, *entry, places, diags)
+            {
+                continue;
+            }
             diags.push(Diagnostic::warning(
                 file,
                 "",

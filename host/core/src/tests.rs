@@ -553,3 +553,114 @@ fn two_cluster_files_may_not_name_one_endpoint() {
         assert_eq!(got, expected, "{a} / {b}");
     }
 }
+
+/// The error for the stray manifest `file`.
+fn stray(file: &str) -> String {
+    let stem = file.rsplit('/').next().unwrap().split('.').next().unwrap();
+    format!(
+        "{file}: error: this proxops manifest is not where proxops reads manifests (<kind folder>/<cluster>/<name>.yaml, lowercase .yaml or .yml), so it would be ignored and its guest pruned; move it to a cluster folder (for example vm/lab/{stem}.yaml), or keep a file not meant to be applied in a folder whose name starts with `.`"
+    )
+}
+
+#[test]
+fn a_manifest_outside_the_read_places_is_an_error() {
+    let base = [
+        ("clusters/lab.yaml", CLUSTER),
+        ("vm/lab/db.yaml", &*VM.replace("web", "db")),
+    ];
+    let cases: &[(&str, &str, Option<&str>)] = &[
+        // A misspelt kind folder, the root, a subfolder of a cluster folder, a capital
+        // extension, quoted values, deep below a folder.
+        ("vms/lab/web.yaml", VM, Some("vms/lab/web.yaml")),
+        ("web.yaml", VM, Some("web.yaml")),
+        ("vm/lab/old/web.yaml", VM, Some("vm/lab/old/web.yaml")),
+        ("vm/lab/web.YAML", VM, Some("vm/lab/web.YAML")),
+        ("web.Yml", VM, Some("web.Yml")),
+        (
+            "a/b/c/web.yaml",
+            "apiVersion: \"proxops/v1alpha1\"\nkind: 'TemplateVM'\n",
+            Some("a/b/c/web.yaml"),
+        ),
+        // Not manifests, or not searched: another apiVersion, a nested key, a cluster file,
+        // no kind, a hidden folder, too deep, the config folders, not YAML.
+        ("deploy/job.yaml", "apiVersion: batch/v1\nkind: Job\n", None),
+        (
+            "notes/web.yaml",
+            "spec:\n  apiVersion: proxops/v1alpha1\n  kind: VM\n",
+            None,
+        ),
+        ("old/lab.yaml", CLUSTER, None),
+        ("old/x.yaml", "apiVersion: proxops/v1alpha1\n", None),
+        (".fixtures/web.yaml", VM, None),
+        ("a/b/c/d/web.yaml", VM, None),
+        ("policies/tests/web.yaml", VM, None),
+        ("kinds/tests/web.yaml", VM, None),
+        ("secrets/web.yaml", VM, None),
+        ("clusters/old/web.yaml", VM, None),
+        ("README.md", VM, None),
+        ("vm/lab/notes.txt", VM, None),
+    ];
+    // Entries of a read folder that were ignored before this search, and still are.
+    let ignored = ["vm/lab/notes.txt", "clusters/old"];
+    for (file, text, error) in cases {
+        let mut files = base.to_vec();
+        files.push((file, text));
+        let mut expected: Vec<String> = error.iter().map(|f| stray(f)).collect();
+        for entry in ignored.iter().filter(|e| file.starts_with(*e)) {
+            expected.push(format!(
+                "{entry}: warning: ignored: only .yaml and .yml files are read here"
+            ));
+        }
+        let expected: Vec<&str> = expected.iter().map(String::as_str).collect();
+        check(&files, &expected);
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn a_file_a_manifest_links_to_is_not_a_stray() {
+    let db = VM.replace("web", "db");
+    check_special(
+        &[
+            ("clusters/lab.yaml", CLUSTER),
+            ("shared/web.yaml", VM),
+            (
+                "shared/tvm/golden.yaml",
+                &VM.replace("VM", "TemplateVM").replace("web", "golden"),
+            ),
+            ("vm/lab/versions/db.yaml", &db),
+            ("shared/orphan.yaml", &VM.replace("web", "orphan")),
+        ],
+        &[
+            ("vm/lab/web.yaml", "../../shared/web.yaml"),
+            ("vm/lab/db.yaml", "versions/db.yaml"),
+            ("templatevm/lab", "../shared/tvm"),
+        ],
+        &[],
+        &[
+            &stray("shared/orphan.yaml"),
+            "vm/lab/versions: warning: ignored: only .yaml and .yml files are read here",
+        ],
+    );
+}
+
+#[test]
+fn a_problem_belongs_to_its_cluster_or_to_the_whole_repository() {
+    let dir = tempfile::tempdir().unwrap();
+    let (layout, _) = crate::load_layout(dir.path(), dir.path(), &["vm", "templatevm"]);
+    let layout = layout.unwrap();
+    for (file, cluster) in [
+        ("clusters/lab.yaml", Some("lab")),
+        ("clusters/lab.yml", Some("lab")),
+        ("clusters/old/lab.yaml", None),
+        ("vm/lab/web.yaml", Some("lab")),
+        ("vm/lab/old/web.yaml", Some("lab")),
+        ("templatevm/edge", Some("edge")),
+        ("vms/lab/web.yaml", None),
+        ("web.yaml", None),
+        ("proxops.yaml", None),
+        ("docs/lab/web.yaml", None),
+    ] {
+        assert_eq!(layout.cluster_of(file), cluster, "{file}");
+    }
+}
