@@ -88,6 +88,10 @@ fn proposal_for(desired: &str, word: &str) -> model::Proposal {
             destructive: false,
             restore: None,
         }),
+        "loud" => out.anomalies.push(Anomaly::new(
+            "spec.".to_string() + &"p".repeat(100_000),
+            "z".repeat(512 << 10),
+        )),
         "secret" => {
             let said = match HostSecrets.resolve("x.y") {
                 Ok(s) => format!("resolved: {}", s.expose()),
@@ -209,6 +213,8 @@ fn act(word: &str) -> String {
         }
         "alloc3g" => format!("memory.grow of 3 GiB answered {}", grow(3 << 30) as isize),
         "big" => "x".repeat(64 << 20),
+        // Within the output cap, far beyond a line: the host cuts what it shows.
+        "long" => "y".repeat(512 << 10),
         "panic" => panic!("misbehave: asked to panic"),
         "stdout" => {
             let mut out = std::io::stdout().lock();

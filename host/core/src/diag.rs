@@ -2,16 +2,25 @@
 //!
 //! A diagnostic quotes at most [`MAX_QUOTE`] characters of any value: a value is quoted between
 //! backticks, and every backtick-quoted span longer than that is shortened when the
-//! diagnostic is made, whoever made it (the loader, a kind, a policy).
+//! diagnostic is made, whoever made it (the loader, a kind, a policy). Its field path is cut to
+//! the same length, and the whole message to [`MAX_MESSAGE`].
 
 use std::fmt;
 
-/// The most characters of one value a diagnostic quotes.
+/// The most characters of one value a diagnostic quotes (and of its field path).
 pub const MAX_QUOTE: usize = 200;
+
+/// The most characters of a whole diagnostic message, whoever wrote it.
+pub const MAX_MESSAGE: usize = 4_000;
 
 /// `value` cut to [`MAX_QUOTE`] characters, saying how much was left out.
 pub fn quote(value: &str) -> String {
-    match value.char_indices().nth(MAX_QUOTE) {
+    cut(value, MAX_QUOTE)
+}
+
+/// `value` cut to `max` characters, saying how much was left out.
+fn cut(value: &str, max: usize) -> String {
+    match value.char_indices().nth(max) {
         None => value.to_string(),
         Some((cut, _)) => format!(
             "{}… ({} more characters)",
@@ -80,9 +89,9 @@ impl Diagnostic {
             file: file.into(),
             line: None,
             column: None,
-            path: path.into(),
+            path: quote(&path.into()),
             severity: Severity::Error,
-            message: shorten_quotes(message.into()),
+            message: cut(&shorten_quotes(message.into()), MAX_MESSAGE),
         }
     }
 

@@ -469,7 +469,16 @@ fn long_values_are_quoted_short() {
         )
     );
     let d = crate::Diagnostic::error("f.yaml", "", format!("unpaired `{long}"));
-    assert_eq!(d.message.len(), 5010);
+    assert_eq!(
+        d.message,
+        format!("unpaired `{}… (1010 more characters)", "x".repeat(3990))
+    );
+    // A 100,000-character YAML key is a field path of 200 characters.
+    let d = crate::Diagnostic::error("f.yaml", format!("spec.{}", "k".repeat(100_000)), "bad");
+    assert_eq!(
+        d.path,
+        format!("spec.{}… (99805 more characters)", "k".repeat(195))
+    );
 }
 
 #[test]

@@ -18,7 +18,7 @@ use wasmtime::{Engine, Store, Trap};
 use crate::cache::CacheOutcome;
 use crate::host::{GuestLog, HostState, SecretSource};
 use crate::limits::{Limits, MemoryLimitExceeded};
-use crate::size::OutputSize;
+use crate::size::{OutputSize, Prose};
 use crate::{EPOCH_TICK, GuestError};
 
 /// Longest failure message kept from a guest (panic text, trap description).
@@ -257,7 +257,7 @@ impl<W: World + Sync> Instance<W> {
     }
 
     /// Run one export under the guest's limits and what is left of its budget.
-    pub(crate) fn call<R: OutputSize + Send>(
+    pub(crate) fn call<R: OutputSize + Prose + Send>(
         &mut self,
         call: &'static str,
         f: impl FnOnce(&W, &mut Store<HostState>) -> wasmtime::Result<R> + Send,
@@ -279,7 +279,7 @@ impl<W: World + Sync> Instance<W> {
         emit_log(&self.loaded.name, call, &self.log, limits.log_lines);
         let guest = &self.loaded.name;
         let outcome = match result {
-            Ok(Ok(value)) => {
+            Ok(Ok(mut value)) => {
                 let size = value.output_size();
                 if size > limits.output {
                     // The instance is fine, but its answer is not used.
@@ -290,6 +290,7 @@ impl<W: World + Sync> Instance<W> {
                         limit: limits.output,
                     })
                 } else {
+                    value.bound_prose();
                     Ok(value)
                 }
             }

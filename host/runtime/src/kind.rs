@@ -7,7 +7,7 @@ use wasmtime::component::{HasSelf, Linker};
 
 use crate::guest::{GuestRun, Instance, Loaded, World};
 use crate::host::{HostState, SecretError as HostSecretError, SecretSource};
-use crate::size::{OutputSize, output_size};
+use crate::size::{OutputSize, Prose, no_prose, output_size, prose};
 use crate::{GuestError, GuestLog, Limits, Runtime, RuntimeError};
 
 pub(crate) mod bindings {
@@ -150,6 +150,48 @@ output_size!(Drift {
     desired
 });
 output_size!(Anomaly { path, message });
+no_prose!(KindInfo, Reference, ObjectKey, Call);
+prose!(Diagnostic {
+    path: [path],
+    text: [message],
+    nested: []
+});
+prose!(Anomaly {
+    path: [path],
+    text: [message],
+    nested: []
+});
+prose!(Gap {
+    path: [path],
+    text: [reason],
+    nested: []
+});
+prose!(Drift {
+    path: [path],
+    text: [],
+    nested: []
+});
+prose!(Action {
+    path: [],
+    text: [summary],
+    nested: []
+});
+prose!(Validated {
+    path: [],
+    text: [],
+    nested: [warnings]
+});
+prose!(Adopted {
+    path: [],
+    text: [],
+    nested: [gaps]
+});
+prose!(Proposal {
+    path: [],
+    text: [],
+    nested: [actions, drift, pending, anomalies]
+});
+
 impl OutputSize for Operation {
     fn output_size(&self) -> usize {
         match self {
@@ -289,7 +331,7 @@ impl std::fmt::Debug for KindInstance {
 }
 
 impl KindInstance {
-    fn call<R: OutputSize + Send>(
+    fn call<R: OutputSize + Prose + Send>(
         &mut self,
         call: &'static str,
         f: impl FnOnce(&bindings::Kind, &mut Store<HostState>) -> wasmtime::Result<R> + Send,
@@ -379,9 +421,13 @@ impl KindInstance {
     }
 
     pub fn adopt(&mut self, observed: &Observation) -> Result<Result<Adopted, String>, GuestError> {
-        self.call("adopt", |k, s| {
+        let mut adopted = self.call("adopt", |k, s| {
             k.proxops_kind_reconciler().call_adopt(s, observed)
-        })
+        })?;
+        if let Err(reason) = &mut adopted {
+            crate::size::cut(reason, crate::size::MAX_PROSE);
+        }
+        Ok(adopted)
     }
 
     pub fn finally(&mut self, changed: &[String]) -> Result<Vec<Action>, GuestError> {

@@ -8,7 +8,7 @@ use wasmtime::component::{HasSelf, Linker};
 
 use crate::guest::{GuestRun, Instance, Loaded, World};
 use crate::host::HostState;
-use crate::size::{OutputSize, output_size};
+use crate::size::{OutputSize, Prose, no_prose, output_size, prose};
 use crate::{GuestError, GuestLog, Limits, Runtime, RuntimeError};
 
 pub(crate) mod bindings {
@@ -51,6 +51,21 @@ output_size!(PolicyInfo {
     description
 });
 output_size!(Violation { path, message });
+
+no_prose!(PolicyInfo);
+prose!(Violation {
+    path: [path],
+    text: [message],
+    nested: []
+});
+
+impl Prose for Verdict {
+    fn bound_prose(&mut self) {
+        if let Verdict::Warn(v) | Verdict::Deny(v) = self {
+            v.bound_prose();
+        }
+    }
+}
 
 impl OutputSize for Verdict {
     fn output_size(&self) -> usize {

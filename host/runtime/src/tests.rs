@@ -584,3 +584,39 @@ fn the_run_budget_bounds_a_guest_below_its_deadline() {
     ));
     assert_eq!(run.calls(), 2);
 }
+
+#[test]
+fn guest_prose_is_cut_where_the_call_returns() {
+    let component = misbehave(Limits::KIND);
+    let mut instance = component.instance().expect("instance");
+    let manifest = r#"{"metadata":{"name":"m"},"spec":{"validate":"long"}}"#;
+    let validated = instance.validate(manifest).expect("call").expect("ok");
+    let message = &validated.warnings[0].message;
+    // "misbehave: " and 512 KiB of `y`, cut to MAX_PROSE characters.
+    let left = (512 << 10) + "misbehave: ".len() - crate::size::MAX_PROSE;
+    assert!(
+        message.ends_with(&format!("y… ({left} more characters)")),
+        "{}",
+        &message[message.len() - 60..]
+    );
+    assert_eq!(
+        message.chars().count(),
+        crate::size::MAX_PROSE + format!("… ({left} more characters)").chars().count()
+    );
+    // The desired state is a value, never cut.
+    assert_eq!(validated.desired, r#"{"validate":"long","name":"m"}"#);
+}
+
+#[test]
+fn cut_keeps_short_text_and_counts_what_it_leaves_out() {
+    for (text, max, expected) in [
+        ("", 3, ""),
+        ("abc", 3, "abc"),
+        ("abcd", 3, "abc… (1 more characters)"),
+        ("ééééé", 2, "éé… (3 more characters)"),
+    ] {
+        let mut s = text.to_string();
+        crate::size::cut(&mut s, max);
+        assert_eq!(s, expected, "{text:?}");
+    }
+}
