@@ -264,3 +264,101 @@ async fn a_second_signal_exits_at_once() {
         lab.sim.requests()
     );
 }
+
+/// A PCI resource mapping that does not exist on the VM's node: PVE would take the write and
+/// refuse the start, leaving the guest down. proxops reads the mappings first and neither
+/// writes nor stops; with the right name, it stops, writes and starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_missing_pci_mapping_never_stops_the_guest() {
+    let lab = Lab::with(proxops_sim::SimConfig {
+        pci_mappings: ["pve02", "pve01"]
+            .iter()
+            .enumerate()
+            .map(|(i, node)| proxops_sim::PciMapping {
+                id: format!("gpu{i}"),
+                description: String::new(),
+                map: vec![format!("node={node},path=0000:01:00.0,id=10de:2204")],
+            })
+            .collect(),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    for (mapping, says) in [
+        ("gpux", "PCI resource mapping `gpux` does not exist"),
+        (
+            "gpu0",
+            "PCI resource mapping `gpu0` has no device on node pve01 (it maps pve02)",
+        ),
+    ] {
+        lab.write(
+            "vm/lab/app.yaml",
+            &vm(
+                "app",
+                "pve01",
+                150,
+                &format!("  hardware: {{pci-devices: [{{slot: 0, mapping: {mapping}}}]}}\n"),
+            ),
+        );
+        lab.clear();
+        let apply = lab.run(&["apply"]).await;
+        assert_eq!(
+            apply.code, 3,
+            "{mapping}: {}\n{}",
+            apply.stdout, apply.stderr
+        );
+        assert!(apply.stdout.contains(says), "{mapping}: {}", apply.stdout);
+        assert_eq!(lab.mutations(), Vec::<String>::new(), "{mapping}");
+        assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+    }
+    // The mapping with a device on pve01: stopped, written, started.
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm(
+            "app",
+            "pve01",
+            150,
+            "  hardware: {pci-devices: [{slot: 0, mapping: gpu1}]}\n",
+        ),
+    );
+    lab.clear();
+    lab.apply().await;
+    assert_eq!(
+        requests_about(&lab, 150),
+        [
+            "POST /nodes/pve01/qemu/150/status/shutdown",
+            "POST /nodes/pve01/qemu/150/config",
+            "POST /nodes/pve01/qemu/150/status/start",
+        ]
+    );
+    assert_eq!(lab.config(150)["hostpci0"], "mapping=gpu1");
+    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+}
+
+/// A key only root@pam may set, in `spec.extra`: the simulator (as PVE) refuses it from an API
+/// token, so proxops reports it and sends nothing, for an existing VM and for a new one.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_extra_key_only_root_may_set_is_reported_not_sent() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    let extra = "  extra: {args: '-cpu host'}\n";
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, extra));
+    lab.write("vm/lab/new.yaml", &vm("new", "pve01", 151, extra));
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(
+        apply
+            .stdout
+            .matches("PVE lets only root@pam set `args`")
+            .count(),
+        2,
+        "{}",
+        apply.stdout
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+    assert!(lab.sim.vm_config(151).is_none());
+    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+}

@@ -138,3 +138,27 @@ pub const VGA_TYPES: &[&str] = &[
 ];
 /// PVE hotplug features.
 pub const HOTPLUG_FEATURES: &[&str] = &["cloudinit", "cpu", "disk", "memory", "network", "usb"];
+
+/// Config keys PVE lets only `root@pam` set or delete, never an API token: the keys
+/// qemu-server 9.2's `$check_vm_modify_config_perm` knows no privilege for ("catches args,
+/// lock, etc."). proxops always authenticates with a token, so a write of one is known to fail.
+pub fn root_only(key: &str) -> bool {
+    const KEYS: &[&str] = &[
+        "affinity",
+        "amd-sev",
+        "args",
+        "arch",
+        "hookscript",
+        "hugepages",
+        "intel-tdx",
+        "ivshmem",
+        "keephugepages",
+        "lock",
+        "spice_enhancements",
+        "vmgenid",
+    ];
+    KEYS.contains(&key)
+        || key
+            .strip_prefix("parallel")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}

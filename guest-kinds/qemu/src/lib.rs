@@ -49,10 +49,12 @@ pub fn ownership_mark(vmid: u32) -> String {
 
 /// The calls the VM kinds make or ask the host to read, by method and path template (below
 /// `/api2/json`): create, clone, config read and write, pending read, resize, power, delete and
-/// the listing. A TemplateVM also marks a VM as a template ([`TEMPLATE_CALL`]). PVE answers
-/// the writes with tasks, which the host itself polls: the kind reads no task.
+/// the listing, and the PCI resource mappings (read only for a VM that names one). A TemplateVM
+/// also marks a VM as a template ([`TEMPLATE_CALL`]). PVE answers the writes with tasks, which
+/// the host itself polls: the kind reads no task.
 pub const CALLS: &[(Method, &str)] = &[
     (Method::Get, "/cluster/resources"),
+    (Method::Get, "/cluster/mapping/pci"),
     (Method::Post, "/nodes/{node}/qemu"),
     (Method::Delete, "/nodes/{node}/qemu/{vmid}"),
     (Method::Get, "/nodes/{node}/qemu/{vmid}/config"),
@@ -170,16 +172,23 @@ pub fn claims(flavour: Flavour, entry: &Value) -> bool {
 ///   change at once (no pending state): the config is all a prune or adopt needs.
 ///
 /// Paths use the LIVE node (where the object is), not the desired one.
-pub fn observe(_desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
+pub fn observe(desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
+    // A PCI resource mapping that does not exist on the node is known before anything is
+    // written or stopped: one read per cluster, shared by every VM that names a mapping.
+    let mut calls = Vec::new();
+    if desired.is_some_and(|d| d.hardware.pci_devices.iter().any(|p| p.mapping.is_some())) {
+        calls.push(Call::new(Method::Get, plan::PCI_MAPPINGS));
+    }
     let Some(e) = entry.and_then(live::Resource::from_value) else {
-        return Vec::new();
+        return calls;
     };
     let base = format!("/nodes/{}/qemu/{}", e.node, e.vmid);
-    if e.running {
-        vec![Call::new(Method::Get, format!("{base}/pending"))]
+    calls.push(if e.running {
+        Call::new(Method::Get, format!("{base}/pending"))
     } else {
-        vec![Call::new(Method::Get, format!("{base}/config")).param("current", "1")]
-    }
+        Call::new(Method::Get, format!("{base}/config")).param("current", "1")
+    });
+    calls
 }
 
 #[cfg(test)]

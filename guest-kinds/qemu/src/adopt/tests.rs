@@ -65,7 +65,21 @@ fn observation(
     let reads = crate::observe(desired, Some(entry))
         .into_iter()
         .map(|call| {
-            let body = if call.path.ends_with("/pending") {
+            let body = if call.path == crate::plan::PCI_MAPPINGS {
+                // Every mapping the config names exists on the guest's node.
+                let node = entry["node"].as_str().unwrap();
+                let ids = config.as_object().unwrap().iter().filter_map(|(k, v)| {
+                    let v = v.as_str()?;
+                    let m = v.split(',').find_map(|p| p.strip_prefix("mapping="))?;
+                    k.starts_with("hostpci").then(|| m.to_string())
+                });
+                Value::Array(
+                    ids.map(
+                        |id| json!({"id": id, "map": [format!("node={node},path=0000:01:00.0")]}),
+                    )
+                    .collect(),
+                )
+            } else if call.path.ends_with("/pending") {
                 pending_rows(config, pending)
             } else {
                 assert!(pending.is_empty(), "a stopped guest has no pending changes");

@@ -1,6 +1,6 @@
 //! The diff passes over the VM's own keys (and `diff_config`, which runs every pass in order): name, description, tags, CPU, memory, hardware (sockets, NUMA, machine, BIOS, display, serial, SCSI controller) and options (agent, startup, hotplug, boot order).
 
-use proxops_kind_sdk::model::Drift;
+use proxops_kind_sdk::model::{Anomaly, Drift};
 use proxops_kind_sdk::propstring::{PropString, parse_bool};
 
 use super::cloud_init::diff_cloud_init_data;
@@ -25,7 +25,7 @@ pub(super) fn diff_config(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
     diff_disks(ctx, x);
     diff_special_drives(ctx, x);
     diff_nics(d, x);
-    diff_pci(d, x);
+    diff_pci(ctx, x);
     diff_cloud_init_data(ctx, x);
 }
 
@@ -293,17 +293,33 @@ fn diff_options(d: &Desired, x: &mut Diff<'_>) {
 fn diff_extra(d: &Desired, x: &mut Diff<'_>) {
     for (k, v) in &d.extra {
         let want = v.clone();
-        x.key(
-            k,
-            false,
-            simple(
-                &format!("spec.extra.{k}"),
-                v.clone(),
-                move |l| l == want || same_number(l, &want),
-                None,
-            ),
+        let path = format!("spec.extra.{k}");
+        let cmp = simple(
+            &path,
+            v.clone(),
+            move |l| l == want || same_number(l, &want),
+            None,
         );
+        if crate::keys::root_only(k) {
+            // Reported, never written (an adopted value that matches is fine).
+            if let Outcome::Write(_, drift) = cmp(x.cfg.get(k)) {
+                x.out.drift.extend(drift);
+                x.out.anomalies.push(root_only_anomaly(&path, k));
+            }
+            continue;
+        }
+        x.key(k, false, cmp);
     }
+}
+
+/// The anomaly for an extra key proxops would have to write but PVE lets only `root@pam` set.
+pub(super) fn root_only_anomaly(path: &str, key: &str) -> Anomaly {
+    Anomaly::new(
+        path,
+        format!(
+            "PVE lets only root@pam set `{key}` (\"only root can set '{key}' config\"); proxops uses an API token, so it does not send a write known to fail. Set it in PVE as root@pam (proxops then sees it match), or remove it from spec.extra"
+        ),
+    )
 }
 
 /// Whether both texts are plain decimal numbers of the same value.

@@ -4,7 +4,8 @@ use proxops_kind_sdk::model::{
     Action, Anomaly, Call, Change, Drift, Method, Operation, Param, Proposal,
 };
 
-use super::pci::raw_pci_anomaly;
+use super::config::root_only_anomaly;
+use super::pci::{missing_mapping, raw_pci_anomaly};
 use super::{Ctx, base_path};
 use crate::cloudinit;
 use crate::desired::*;
@@ -168,19 +169,27 @@ fn push_create(
 
 pub(super) fn create(ctx: &Ctx<'_>) -> Proposal {
     let d = ctx.d;
-    let raw: Vec<Anomaly> = d
+    // Writes PVE would refuse the whole create for, or take and then refuse to start.
+    let mut raw: Vec<Anomaly> = d
         .hardware
         .pci_devices
         .iter()
         .enumerate()
-        .filter(|(_, p)| p.device.is_some())
-        .map(|(i, p)| {
-            raw_pci_anomaly(
-                &format!("spec.hardware.pci-devices[{i}]"),
-                &format!("hostpci{}", p.slot),
-            )
+        .filter_map(|(i, p)| {
+            let path = format!("spec.hardware.pci-devices[{i}]");
+            match (&p.device, &p.mapping) {
+                (Some(_), _) => Some(raw_pci_anomaly(&path, &format!("hostpci{}", p.slot))),
+                (None, Some(m)) => missing_mapping(ctx.mappings.as_ref(), &path, m, &d.node),
+                (None, None) => None,
+            }
         })
         .collect();
+    raw.extend(
+        d.extra
+            .keys()
+            .filter(|k| crate::keys::root_only(k))
+            .map(|k| root_only_anomaly(&format!("spec.extra.{k}"), k)),
+    );
     if !raw.is_empty() && ctx.targets.clone_vmid.is_none() {
         // PVE would refuse the whole create: nothing is sent.
         let mut out = Proposal::default();

@@ -43,6 +43,7 @@ mod create;
 mod disks;
 mod nics;
 mod pci;
+pub use pci::PCI_MAPPINGS;
 mod prune;
 mod special_drives;
 mod update;
@@ -111,7 +112,13 @@ pub fn plan(
             return Err(errors);
         }
     };
-    let ctx = Ctx { d, targets, ci };
+    let mappings = pci::mappings(obs)?;
+    let ctx = Ctx {
+        d,
+        targets,
+        ci,
+        mappings,
+    };
     match entry {
         None => Ok(create(&ctx)),
         Some(r) => update(&ctx, &r, obs),
@@ -217,6 +224,8 @@ pub struct Ctx<'a> {
     pub targets: Targets,
     /// Cloud-init data with its secrets.
     pub ci: cloudinit::Resolved,
+    /// The cluster's PCI resource mappings, when the VM names one (and they were read).
+    pub mappings: Option<pci::Mappings>,
 }
 
 /// What comparing one key gave.

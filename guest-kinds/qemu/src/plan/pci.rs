@@ -1,13 +1,76 @@
 //! The diff pass over PCI passthrough (`hostpciN`): mapped devices only; raw host devices are anomalies.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use proxops_kind_sdk::model::{Anomaly, Drift};
+use proxops_kind_sdk::check::Diag;
+use proxops_kind_sdk::model::{Anomaly, Drift, Observation};
 use proxops_kind_sdk::propstring::{PropString, parse_bool};
 
-use super::{Diff, Outcome};
+use super::{Ctx, Diff, Outcome, read_json};
 use crate::desired::*;
 use crate::wire;
+
+/// Where PVE lists the PCI resource mappings (`GET`, every mapping the token may see).
+pub const PCI_MAPPINGS: &str = "/cluster/mapping/pci";
+
+/// The cluster's PCI resource mappings: each id with the nodes its `map` entries name.
+#[derive(Debug, Clone, Default)]
+pub struct Mappings(BTreeMap<String, BTreeSet<String>>);
+
+/// One entry of the mapping listing, as far as the check needs it.
+#[derive(serde::Deserialize)]
+struct MappingEntry {
+    id: String,
+    #[serde(default)]
+    map: Vec<String>,
+}
+
+/// The mappings read for this VM (`None` when they were not read: no mapping is named).
+pub(super) fn mappings(obs: &Observation) -> Result<Option<Mappings>, Vec<Diag>> {
+    let Some(entries) = read_json::<Vec<MappingEntry>>(obs, PCI_MAPPINGS)? else {
+        return Ok(None);
+    };
+    let mut out = BTreeMap::new();
+    for e in entries {
+        let nodes = e
+            .map
+            .iter()
+            .filter_map(|m| PropString::parse(m).ok()?.get("node").map(str::to_string))
+            .collect();
+        out.insert(e.id, nodes);
+    }
+    Ok(Some(Mappings(out)))
+}
+
+/// Why `mapping` cannot be attached on `node` (it does not exist, or has no device there):
+/// writing it would succeed and the next start fail, so nothing is written or stopped for it.
+pub(super) fn missing_mapping(
+    mappings: Option<&Mappings>,
+    path: &str,
+    mapping: &str,
+    node: &str,
+) -> Option<Anomaly> {
+    let nodes = match mappings?.0.get(mapping) {
+        None => format!(
+            "PCI resource mapping `{mapping}` does not exist (or the API token may not see it: it needs Mapping.Use on /mapping/pci/{mapping})"
+        ),
+        Some(nodes) if !nodes.contains(node) => format!(
+            "PCI resource mapping `{mapping}` has no device on node {node} (it maps {})",
+            if nodes.is_empty() {
+                "none".to_string()
+            } else {
+                nodes.iter().cloned().collect::<Vec<_>>().join(", ")
+            }
+        ),
+        Some(_) => return None,
+    };
+    Some(Anomaly::new(
+        path,
+        format!(
+            "{nodes}; PVE would accept the write and then refuse to start the guest (\"PCI device mapping not found\"), so proxops neither writes it nor stops the guest for it. Create the mapping in Datacenter -> Resource Mappings with a device on {node}, or fix the name"
+        ),
+    ))
+}
 
 /// How a live `hostpciN` compares with a declared device: the value to write, and why.
 fn pci_outcome(pci: &PciDevice, path: &str, live: Option<&str>) -> Outcome {
@@ -78,15 +141,21 @@ pub(super) fn raw_pci_anomaly(path: &str, key: &str) -> Anomaly {
     )
 }
 
-pub(super) fn diff_pci(d: &Desired, x: &mut Diff<'_>) {
+pub(super) fn diff_pci(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
+    let d = ctx.d;
     for (i, pci) in d.hardware.pci_devices.iter().enumerate() {
         let path = format!("spec.hardware.pci-devices[{i}]");
         let key = format!("hostpci{}", pci.slot);
-        if pci.device.is_some() {
+        let refused = match (&pci.device, &pci.mapping) {
+            (Some(_), _) => Some(raw_pci_anomaly(&path, &key)),
+            (None, Some(m)) => missing_mapping(ctx.mappings.as_ref(), &path, m, &d.node),
+            (None, None) => None,
+        };
+        if let Some(anomaly) = refused {
             // Reported, never written.
             if let Outcome::Write(_, drift) = pci_outcome(pci, &path, x.cfg.get(&key)) {
                 x.out.drift.extend(drift);
-                x.out.anomalies.push(raw_pci_anomaly(&path, &key));
+                x.out.anomalies.push(anomaly);
             }
             continue;
         }

@@ -188,6 +188,8 @@ struct Case<'a> {
     pending: Option<Value>,
     /// Replaces the config read entirely (e.g. a fresh clone of a template).
     whole_config: Option<Value>,
+    /// The answer to `GET /cluster/mapping/pci`, when it was read.
+    mappings: Option<Value>,
 }
 
 impl Default for Case<'_> {
@@ -200,6 +202,7 @@ impl Default for Case<'_> {
             config: &[],
             pending: None,
             whole_config: None,
+            mappings: None,
         }
     }
 }
@@ -232,6 +235,13 @@ fn run(c: Case<'_>) -> Proposal {
             call: Call::new(Method::Get, "/nodes/pve01/qemu/100/pending"),
             status: 200,
             body: p.to_string(),
+        });
+    }
+    if let Some(m) = &c.mappings {
+        reads.push(Read {
+            call: Call::new(Method::Get, crate::plan::PCI_MAPPINGS),
+            status: 200,
+            body: m.to_string(),
         });
     }
     let obs = Observation {

@@ -38,6 +38,81 @@ fn hot_changes_on_a_running_vm() {
     );
 }
 
+/// A PCI resource mapping that does not exist, or has no device on the VM's node: PVE takes
+/// the write and refuses the next start, so nothing is written or stopped for it.
+#[test]
+fn a_mapping_missing_on_the_node_is_neither_written_nor_stopped_for() {
+    let gpu = json!([{"slot": 0, "mapping": "gpu0"}]);
+    let on = |node: &str| json!([{"id": "gpu0", "map": [format!("node={node},path=0000:01:00.0,id=10de:2204")]}]);
+    let stopped_for = [
+        "Update [stop]: update VM 100 on pve01 with a restart (shut down, write, start; started again if the write fails): hostpci0",
+        "  Post /nodes/pve01/qemu/100/status/shutdown forceStop=1 timeout=180",
+        "  Post /nodes/pve01/qemu/100/config digest=d1 hostpci0=mapping=gpu0",
+        "  Post /nodes/pve01/qemu/100/status/start",
+        "drift spec.hardware.pci-devices[0]: - -> mapping=gpu0",
+    ];
+    let refused = [
+        "drift spec.hardware.pci-devices[0]: - -> mapping=gpu0",
+        "anomaly spec.hardware.pci-devices[0]",
+    ];
+    for (mappings, expected) in [
+        (Some(on("pve01")), &stopped_for[..]),
+        // Not read (no listing in the observation): written as before.
+        (None, &stopped_for[..]),
+        (Some(json!([])), &refused[..]),
+        (Some(on("pve02")), &refused[..]),
+        (Some(json!([{"id": "gpu0"}])), &refused[..]),
+    ] {
+        check(
+            Case {
+                live: Some(entry("running", false)),
+                pending: Some(json!([])),
+                patches: &[
+                    ("spec/state", json!("started")),
+                    ("spec/hardware/pci-devices", gpu.clone()),
+                ],
+                mappings: mappings.clone(),
+                ..Case::default()
+            },
+            expected,
+        );
+    }
+    // Nor is a VM created with it.
+    check(
+        Case {
+            live: None,
+            patches: &[("spec/hardware/pci-devices", gpu.clone())],
+            mappings: Some(on("pve02")),
+            ..Case::default()
+        },
+        &[
+            "drift : - -> VM 100 on pve01",
+            "anomaly spec.hardware.pci-devices[0]",
+        ],
+    );
+}
+
+#[test]
+fn the_missing_mapping_anomaly_says_what_to_do() {
+    let p = run(Case {
+        live: Some(entry("running", false)),
+        pending: Some(json!([])),
+        patches: &[
+            ("spec/state", json!("started")),
+            (
+                "spec/hardware/pci-devices",
+                json!([{"slot": 0, "mapping": "gpu0"}]),
+            ),
+        ],
+        mappings: Some(json!([{"id": "gpu0", "map": ["node=pve02,path=0000:01:00.0"]}])),
+        ..Case::default()
+    });
+    assert_eq!(
+        p.anomalies[0].message,
+        "PCI resource mapping `gpu0` has no device on node pve01 (it maps pve02); PVE would accept the write and then refuse to start the guest (\"PCI device mapping not found\"), so proxops neither writes it nor stops the guest for it. Create the mapping in Datacenter -> Resource Mappings with a device on pve01, or fix the name"
+    );
+}
+
 #[test]
 fn stop_required_changes() {
     check(
@@ -379,4 +454,72 @@ fn extra_numbers_compare_by_value() {
             &expected,
         );
     }
+}
+
+/// A key only root@pam may set (`hookscript`, `vmgenid`, `parallel0`, …): a write of it is
+/// known to fail under proxops's API token, so it is reported, never sent; a live value that
+/// matches (an adopted VM) is fine, and other extra keys are written as before.
+#[test]
+fn extra_keys_only_root_may_set_are_never_written() {
+    let uuid = "00000000-0000-4000-8000-000000000002";
+    for (key, want, live, expected) in [
+        (
+            "hookscript",
+            "local:snippets/hook.pl",
+            None,
+            vec![
+                "drift spec.extra.hookscript: - -> local:snippets/hook.pl",
+                "anomaly spec.extra.hookscript",
+            ],
+        ),
+        (
+            "vmgenid",
+            uuid,
+            Some("00000000-0000-4000-8000-000000000009"),
+            vec![
+                "drift spec.extra.vmgenid: 00000000-0000-4000-8000-000000000009 -> 00000000-0000-4000-8000-000000000002",
+                "anomaly spec.extra.vmgenid",
+            ],
+        ),
+        ("vmgenid", uuid, Some(uuid), vec![]),
+        (
+            "parallel0",
+            "/dev/parport0",
+            None,
+            vec![
+                "drift spec.extra.parallel0: - -> /dev/parport0",
+                "anomaly spec.extra.parallel0",
+            ],
+        ),
+        (
+            "ostype",
+            "win11",
+            None,
+            vec![
+                "Update: update VM 100 on pve01: ostype",
+                "  Post /nodes/pve01/qemu/100/config digest=d1 ostype=win11",
+                "drift spec.extra.ostype: - -> win11",
+            ],
+        ),
+    ] {
+        let config: Vec<(&str, serde_json::Value)> =
+            live.map(|l| (key, json!(l))).into_iter().collect();
+        check(
+            Case {
+                patches: &[(&format!("spec/extra/{key}"), json!(want))],
+                config: &config,
+                ..Case::default()
+            },
+            &expected,
+        );
+    }
+    // Nor is a VM created with one: PVE would refuse the whole create.
+    check(
+        Case {
+            live: None,
+            patches: &[("spec/extra/args", json!("-cpu host"))],
+            ..Case::default()
+        },
+        &["drift : - -> VM 100 on pve01", "anomaly spec.extra.args"],
+    );
 }
