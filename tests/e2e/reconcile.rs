@@ -304,7 +304,7 @@ async fn fail_closed_rules() {
                 ("vm/lab/bad.yaml", base("")),
                 ("vm/lab/twin.yaml", vm("twin", "pve02", 300, "")),
             ],
-            "collides with vm/lab/bad.yaml",
+            "vm/lab/twin.yaml: error: spec.vmid: vmid 300 is also claimed by vm/lab/bad.yaml (VM `bad`); VMs, templates and containers share one vmid pool per cluster",
         ),
         (
             vec![(

@@ -601,19 +601,29 @@ fn check_identities(objects: &[Object], diags: &mut Vec<Diagnostic>) {
         );
         match seen.get(&k) {
             Some(first) => {
-                diags.push(Diagnostic::error(
-                    &o.file,
-                    "",
-                    format!(
-                        "collides with {} ({} `{}`): both claim {} {} in cluster {}",
-                        first.file,
-                        first.id.kind,
-                        first.id.name,
-                        o.key.space,
-                        o.key.key,
-                        o.id.cluster
-                    ),
-                ));
+                let (path, message) = if o.key.space == "guest-id" {
+                    (
+                        "spec.vmid",
+                        format!(
+                            "vmid {} is also claimed by {} ({} `{}`); VMs, templates and containers share one vmid pool per cluster, so give one of them another vmid",
+                            o.key.key, first.file, first.id.kind, first.id.name
+                        ),
+                    )
+                } else {
+                    (
+                        "",
+                        format!(
+                            "collides with {} ({} `{}`): both claim {} `{}` in cluster {}; rename or remove one of them",
+                            first.file,
+                            first.id.kind,
+                            first.id.name,
+                            o.key.space,
+                            o.key.key,
+                            o.id.cluster
+                        ),
+                    )
+                };
+                diags.push(Diagnostic::error(&o.file, path, message));
             }
             None => {
                 seen.insert(k, o);
