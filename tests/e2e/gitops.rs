@@ -664,3 +664,30 @@ fn completions_and_man_pages_name_real_subcommands() {
         bad.stderr
     );
 }
+
+/// A pipeline reading `plan --json` learns why a cluster was not planned: the cluster is in
+/// the array with its errors (before, the array was empty and only stderr said why).
+#[tokio::test(flavor = "multi_thread")]
+async fn plan_json_names_a_cluster_that_was_not_planned_and_why() {
+    let lab = Lab::start().await;
+    lab.write(
+        "vm/lab/web.yaml",
+        &vm("web", "pve01", 150, "").replace("memory: 1GiB", "memory: lots"),
+    );
+    let run = lab.run(&["plan", "--json"]).await;
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let views: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON on stdout");
+    assert_eq!(
+        views,
+        serde_json::json!([{
+            "cluster": "lab",
+            "counts": {"create": 0, "update": 0, "delete": 0, "power": 0, "anomalies": 0, "pending": 0, "errors": 1},
+            "objects": [],
+            "errors": [
+                "Cluster lab: not planned; fix these first (no PVE call was made):",
+                "vm/lab/web.yaml: error: spec.memory: size `lots` does not start with a number; expected e.g. 512MiB or 8GiB",
+            ],
+        }])
+    );
+    assert!(lab.sim.requests().is_empty());
+}

@@ -381,11 +381,13 @@ impl Locks {
     }
 }
 
-/// A cluster that could not be planned (the reason is in its sink).
+/// A cluster that could not be planned (the reason is in its sink, and in `reasons`).
 pub(crate) struct Unplanned {
     /// Its client, when it got as far as connecting (the requests it sent count in `watch`'s
     /// metrics).
     pub(crate) client: Option<proxops_pve::Client>,
+    /// Why, line by line, as said in the sink (for `plan --json`).
+    pub(crate) reasons: Vec<String>,
 }
 
 /// Connect to cluster `name`, observe and plan its validated `inputs`, or say in `sink` why
@@ -404,22 +406,32 @@ pub(crate) async fn plan_one(
     sink: &Sink,
 ) -> Result<Planned, Unplanned> {
     let say = |line: String| sink.say(quiet, line);
-    let unplanned = Unplanned { client: None };
+    // Said, and kept for `plan --json`.
+    let unplanned = |client: Option<proxops_pve::Client>, reasons: Vec<String>| {
+        for line in &reasons {
+            say(line.clone());
+        }
+        Unplanned { client, reasons }
+    };
     let errors = cluster_errors(p, &inputs, name);
     if !errors.is_empty() {
-        say(format!(
+        let mut lines = vec![format!(
             "Cluster {name}: not planned; fix these first (no PVE call was made):"
-        ));
-        for d in &errors {
-            say(format!("  {}", output::inline(&d.to_string())));
-        }
-        return Err(unplanned);
+        )];
+        lines.extend(
+            errors
+                .iter()
+                .map(|d| format!("  {}", output::inline(&d.to_string()))),
+        );
+        return Err(unplanned(None, lines));
     }
     let Some(cluster) = p.clusters().get(name) else {
-        say(format!(
-            "Cluster {name}: no cluster file clusters/{name}.yaml"
+        return Err(unplanned(
+            None,
+            vec![format!(
+                "Cluster {name}: no cluster file clusters/{name}.yaml"
+            )],
         ));
-        return Err(unplanned);
     };
     let conn = match crate::connect::connect(
         repo,
@@ -431,8 +443,10 @@ pub(crate) async fn plan_one(
     {
         Ok(c) => c,
         Err(e) => {
-            say(format!("Cluster {name}: cannot connect: {e:#}"));
-            return Err(unplanned);
+            return Err(unplanned(
+                None,
+                vec![format!("Cluster {name}: cannot connect: {e:#}")],
+            ));
         }
     };
     if !quiet {
@@ -456,23 +470,21 @@ pub(crate) async fn plan_one(
             })
         }
         Err(ObserveError::Conflicts(diags)) => {
-            say(
+            let mut lines = vec![
                 "  not planned: manifests conflict with live PVE objects (no change was made):"
                     .to_string(),
+            ];
+            lines.extend(
+                diags
+                    .iter()
+                    .map(|d| format!("  {}", output::inline(&d.to_string()))),
             );
-            for d in &diags {
-                say(format!("  {}", output::inline(&d.to_string())));
-            }
-            Err(Unplanned {
-                client: Some(conn.client),
-            })
+            Err(unplanned(Some(conn.client), lines))
         }
-        Err(e) => {
-            say(format!("  cannot plan: {e}"));
-            Err(Unplanned {
-                client: Some(conn.client),
-            })
-        }
+        Err(e) => Err(unplanned(
+            Some(conn.client),
+            vec![format!("  cannot plan: {e}")],
+        )),
     }
 }
 
@@ -592,6 +604,34 @@ pub async fn plan(
         .buffered(at_once);
     while let Some((name, planned, sink)) = planned.next().await {
         sink.flush();
+        let planned = match planned {
+            Ok(planned) => Ok(planned),
+            Err(unplanned) if json => {
+                failed = true;
+                // One error per problem listed under the heading (or the one line).
+                let items = unplanned
+                    .reasons
+                    .iter()
+                    .filter(|l| l.starts_with("  "))
+                    .count();
+                views.push(proxops_reconcile::plan::PlanView {
+                    cluster: name,
+                    counts: proxops_reconcile::plan::Counts {
+                        errors: items.max(1),
+                        ..Default::default()
+                    },
+                    objects: Vec::new(),
+                    policies: None,
+                    errors: unplanned
+                        .reasons
+                        .iter()
+                        .map(|l| l.trim().to_string())
+                        .collect(),
+                });
+                continue;
+            }
+            Err(unplanned) => Err(unplanned),
+        };
         let Ok(Planned { plan, inputs, .. }) = planned else {
             failed = true;
             sections.push(markdown::Cluster {

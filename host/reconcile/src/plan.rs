@@ -134,6 +134,10 @@ pub struct PlanView {
     /// What the site policies said about this cluster's plan (`plan --json` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policies: Option<serde_json::Value>,
+    /// Why the cluster was not planned, line by line as `plan` prints them (`plan --json`
+    /// only; absent for a planned cluster, whose own errors are in its objects).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -296,6 +300,7 @@ impl ClusterPlan {
                 })
                 .collect(),
             policies: None,
+            errors: Vec::new(),
         }
     }
 }

@@ -675,6 +675,7 @@ fn the_plan_document_reads_back_as_written() {
             error: None,
         }],
         policies: Some(json!({"denied": false})),
+        errors: Vec::new(),
     }];
     let text = serde_json::to_string(&written).unwrap();
     let read: Vec<PlanView> = serde_json::from_str(&text).unwrap();
