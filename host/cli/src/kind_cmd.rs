@@ -14,7 +14,9 @@ const KIND_WIT: &str = include_str!("../../../wit/kind/0.2.0/kind.wit");
 
 #[derive(Debug, Subcommand)]
 pub enum KindCommand {
-    /// Create a kind crate: a small working `Pool` kind (PVE resource pools) to start from.
+    /// Create a kind crate to start from: a small `Pool` kind (PVE resource pools) that
+    /// validates, reads and plans. The host refuses its writes (only guests below
+    /// /nodes/{node}/ can be proven proxops's); examples/container-kind is a kind that applies.
     #[command(
         after_help = "Example:\n  proxops kind new pool-kind && cd pool-kind && \
         cargo build --release --target wasm32-wasip2"
@@ -274,7 +276,11 @@ mod tests {
 const README: &str = r#"# {{name}}
 
 A proxops resource kind (contract `proxops:kind@0.2.0`, WIT in `wit/`), scaffolded by
-`proxops kind new`. It manages PVE resource pools (`kind: Pool`, manifests in `pool/<cluster>/`).
+`proxops kind new`. It plans PVE resource pools (`kind: Pool`, manifests in `pool/<cluster>/`):
+it validates manifests, reads `/pools` and proposes creates and updates. proxops does not send
+them: the host writes only below `/nodes/{node}/`, about a guest it can prove is proxops's (a
+pool carries no ownership mark), so `apply` refuses these calls. It is a starting point for the
+contract; proxops's `examples/container-kind` is a kind whose writes go through.
 
 Build and pin it:
 
