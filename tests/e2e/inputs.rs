@@ -300,9 +300,8 @@ async fn a_manifest_moved_out_of_its_folder_stops_the_prune() {
         let out = format!("{}{}", run.stdout, run.stderr);
         assert_eq!(run.code, 1, "{moved}: {out}");
         assert!(
-            out.contains(&format!(
-                "{moved}: error: this proxops manifest is not where proxops reads manifests"
-            )),
+            out.contains(&format!("{moved}: error: this proxops manifest "))
+                && out.contains("so it would be ignored and its guest pruned"),
             "{moved}: {out}"
         );
         assert!(lab.mutations().is_empty(), "{moved}: {:?}", lab.mutations());

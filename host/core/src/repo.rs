@@ -331,7 +331,7 @@ impl Layout {
             let rel = format!("{folder}/{cluster}");
             // Each document becomes its manifest where it was read, so a folder's documents
             // never all live as JSON trees at once.
-            let places = Some(&self.places);
+            let places = Some((&self.places, self.kind_folders.as_slice()));
             let read = read_folder_files(&self.dir, &rel, &mut diags, None, places, |file, doc| {
                 let stated = doc
                     .pointer("/metadata/name")
@@ -459,7 +459,7 @@ fn read_folder_files<T: Send>(
     rel: &str,
     diags: &mut Vec<Diagnostic>,
     mut stems: Option<&mut BTreeSet<String>>,
-    places: Option<&stray::ReadPlaces>,
+    places: Option<(&stray::ReadPlaces, &[String])>,
     convert: impl Fn(&str, serde_json::Value) -> T + Sync,
 ) -> Vec<(String, T)> {
     let Some(entries) = list_optional(dir, rel, diags) else {
@@ -471,8 +471,8 @@ fn read_folder_files<T: Send>(
         if !(name.ends_with(".yaml") || name.ends_with(".yml"))
             || entry.as_ref().is_ok_and(|e| *e == Entry::Folder)
         {
-            if let (Some(places), Ok(entry)) = (places, &entry)
-                && stray::in_cluster_folder(dir, &file, *entry, places, diags)
+            if let (Some((places, kind_folders)), Ok(entry)) = (places, &entry)
+                && stray::in_cluster_folder(dir, &file, *entry, places, kind_folders, diags)
             {
                 continue;
             }

@@ -105,6 +105,8 @@ impl ReadPlaces {
 struct Search<'a> {
     dir: &'a RepoDir,
     places: &'a ReadPlaces,
+    /// Every kind folder, for the message.
+    kind_folders: &'a [String],
     seen: usize,
     stopped: bool,
 }
@@ -151,15 +153,18 @@ impl Search<'_> {
 
     fn message(&self, rel: &str) -> String {
         let name = rel.rsplit('/').next().unwrap_or(rel);
-        let example = self
-            .places
-            .folders
-            .first()
-            .map_or("vm/<cluster>".to_string(), Clone::clone);
-        format!(
-            "this proxops manifest is not where proxops reads manifests (<kind folder>/<cluster>/<name>.yaml, lowercase .yaml or .yml), so it would be ignored and its guest pruned; move it to a cluster folder (for example {example}/{stem}.yaml), or keep a file not meant to be applied in a folder whose name starts with `.`",
-            stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem)
-        )
+        let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+        let folders = self.kind_folders.join("/, ");
+        let parts: Vec<&str> = rel.split('/').collect();
+        match parts.as_slice() {
+            // `vms/lab/web.yaml`: a misspelt kind folder, or the folder of a kind not loaded.
+            [folder, cluster, _] if !self.kind_folders.iter().any(|f| f == folder) => format!(
+                "this proxops manifest is in {folder}/, which no loaded kind reads (the kind folders are {folders}/), so it would be ignored and its guest pruned; move it to <kind folder>/{cluster}/{stem}.yaml, or load the kind that reads {folder}/ in proxops.yaml"
+            ),
+            _ => format!(
+                "this proxops manifest is not where proxops reads manifests (<kind folder>/<cluster>/<name>.yaml, lowercase .yaml or .yml; the kind folders are {folders}/), so it would be ignored and its guest pruned; move it to <kind folder>/<cluster>/{stem}.yaml, or keep a file not meant to be applied in a folder whose name starts with `.`"
+            ),
+        }
     }
 }
 
@@ -174,14 +179,16 @@ pub(crate) fn outside_kind_folders(
     let Ok(entries) = dir.list("") else {
         return;
     };
+    let kind_folders: Vec<String> = kind_folders.iter().map(|f| f.to_string()).collect();
     let mut search = Search {
         dir,
         places,
+        kind_folders: &kind_folders,
         seen: 0,
         stopped: false,
     };
     for (name, entry) in entries {
-        if kind_folders.contains(&name.as_str())
+        if kind_folders.contains(&name)
             || NOT_SEARCHED.contains(&name.as_str())
             || name == crate::settings::FILE
         {
@@ -200,12 +207,14 @@ pub(crate) fn in_cluster_folder(
     rel: &str,
     entry: Entry,
     places: &ReadPlaces,
+    kind_folders: &[String],
     diags: &mut Vec<Diagnostic>,
 ) -> bool {
     let before = diags.len();
     let mut search = Search {
         dir,
         places,
+        kind_folders,
         seen: 0,
         stopped: false,
     };

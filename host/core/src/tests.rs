@@ -566,9 +566,15 @@ fn two_cluster_files_may_not_name_one_endpoint() {
 /// The error for the stray manifest `file`.
 fn stray(file: &str) -> String {
     let stem = file.rsplit('/').next().unwrap().split('.').next().unwrap();
-    format!(
-        "{file}: error: this proxops manifest is not where proxops reads manifests (<kind folder>/<cluster>/<name>.yaml, lowercase .yaml or .yml), so it would be ignored and its guest pruned; move it to a cluster folder (for example vm/lab/{stem}.yaml), or keep a file not meant to be applied in a folder whose name starts with `.`"
-    )
+    let parts: Vec<&str> = file.split('/').collect();
+    match parts.as_slice() {
+        [folder, cluster, _] if !["vm", "templatevm"].contains(folder) => format!(
+            "{file}: error: this proxops manifest is in {folder}/, which no loaded kind reads (the kind folders are vm/, templatevm/), so it would be ignored and its guest pruned; move it to <kind folder>/{cluster}/{stem}.yaml, or load the kind that reads {folder}/ in proxops.yaml"
+        ),
+        _ => format!(
+            "{file}: error: this proxops manifest is not where proxops reads manifests (<kind folder>/<cluster>/<name>.yaml, lowercase .yaml or .yml; the kind folders are vm/, templatevm/), so it would be ignored and its guest pruned; move it to <kind folder>/<cluster>/{stem}.yaml, or keep a file not meant to be applied in a folder whose name starts with `.`"
+        ),
+    }
 }
 
 #[test]
