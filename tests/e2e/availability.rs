@@ -362,3 +362,137 @@ async fn an_extra_key_only_root_may_set_is_reported_not_sent() {
     assert!(lab.sim.vm_config(151).is_none());
     assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
 }
+
+/// The fault rule `kind` on `method path`, every time (`times: None`) or `times` times.
+fn fault(method: &str, path: &str, kind: FaultKind, times: Option<u32>) -> FaultRule {
+    FaultRule {
+        method: method.into(),
+        path: path.into(),
+        kind,
+        probability: None,
+        times,
+    }
+}
+
+/// The start that ends a stop/write/start fails: the write landed and the guest is stopped.
+/// The output says it may be down, and the same apply plans the guest once more: its start.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_start_after_the_write_is_tried_again_in_the_same_apply() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "  hardware: {machine: q35}\n"),
+    );
+    let start = "/nodes/{node}/qemu/{vmid}/status/start";
+    let boom = || FaultKind::FailTask {
+        message: "start exploded".into(),
+    };
+    // Once: the second start brings it back.
+    lab.sim
+        .set_faults(vec![fault("POST", start, boom(), Some(1))]);
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(apply.stdout.contains("it may be DOWN"), "{}", apply.stdout);
+    assert_eq!(
+        requests_about(&lab, 150),
+        [
+            "POST /nodes/pve01/qemu/150/status/shutdown",
+            "POST /nodes/pve01/qemu/150/config",
+            "POST /nodes/pve01/qemu/150/status/start",
+            "POST /nodes/pve01/qemu/150/status/start",
+        ]
+    );
+    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+    assert_eq!(lab.config(150)["machine"], "q35");
+
+    // Every time: tried twice, then reported, exit 1.
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "  hardware: {machine: i440fx}\n"),
+    );
+    lab.sim.set_faults(vec![fault("POST", start, boom(), None)]);
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(
+        requests_about(&lab, 150)
+            .iter()
+            .filter(|r| r.ends_with("/status/start"))
+            .count(),
+        2,
+        "{}\n{:?}",
+        apply.stdout,
+        requests_about(&lab, 150)
+    );
+    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("stopped"));
+    // Once PVE starts it again, the next apply does (a lone start stops nothing).
+    lab.sim.set_faults(Vec::new());
+    lab.apply().await;
+    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+}
+
+/// Someone keeps writing the guest's config: a stop/write/start whose write finds the digest
+/// changed is planned again once, not once per pass (each a shutdown), and then remembered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_config_that_keeps_changing_stops_the_guest_at_most_twice() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "  hardware: {machine: q35}\n"),
+    );
+    lab.sim.set_faults(vec![fault(
+        "POST",
+        "/nodes/{node}/qemu/{vmid}/config",
+        FaultKind::Status {
+            code: 500,
+            message: "detected modified configuration - file changed by other user? Try again.\nconfig file has been modified by another user?".into(),
+        },
+        None,
+    )]);
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(apply.stdout.contains("changed again"), "{}", apply.stdout);
+    let shutdowns = requests_about(&lab, 150)
+        .iter()
+        .filter(|r| r.ends_with("/status/shutdown"))
+        .count();
+    assert_eq!(shutdowns, 2, "{:?}", requests_about(&lab, 150));
+    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+    // The next run does not stop it again for the same change.
+    lab.clear();
+    let again = lab.run(&["apply"]).await;
+    assert_eq!(again.code, 3, "{}\n{}", again.stdout, again.stderr);
+    assert_eq!(requests_about(&lab, 150), Vec::<String>::new());
+}
+
+/// A lone shutdown (`state: stopped`) that fails is the change itself, not a guest stopped for
+/// a change: the next run tries it again instead of holding it back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_shutdown_for_state_stopped_is_tried_again_next_run() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "  state: stopped\n"),
+    );
+    lab.sim.set_faults(vec![fault(
+        "POST",
+        "/nodes/{node}/qemu/{vmid}/status/shutdown",
+        FaultKind::FailTask {
+            message: "boom".into(),
+        },
+        None,
+    )]);
+    let failed = lab.run(&["apply"]).await;
+    assert_eq!(failed.code, 1, "{}\n{}", failed.stdout, failed.stderr);
+    lab.sim.set_faults(Vec::new());
+    lab.apply().await;
+    assert_eq!(lab.sim.vm_status(150).as_deref(), Some("stopped"));
+}

@@ -180,6 +180,10 @@ pub async fn apply(
     // changed): the live resource of the prune candidate tells them apart.
     let mut outcome_index: HashMap<(ObjectId, Option<String>), usize> = HashMap::new();
     let mut failed: HashSet<ObjectId> = HashSet::new();
+    // Objects whose stop/write/start found a stale digest once in this run.
+    let mut stale_stopped: HashSet<ObjectId> = HashSet::new();
+    // Objects a failed start left stopped, planned once more in this run (their start).
+    let mut restarted: HashSet<ObjectId> = HashSet::new();
     let mut deleted: HashSet<(String, Option<String>)> = HashSet::new();
     let mut passes = 0;
     let mut stopped = None;
@@ -217,12 +221,32 @@ pub async fn apply(
         let mut touched = HashSet::new();
         for Outcome {
             object,
-            status,
+            mut status,
             done,
-            failed_stops,
+            mut failed_stops,
+            stale_stop,
+            left_stopped,
         } in results
         {
             let id = object.id.clone();
+            // A guest stopped for a change whose write found the config changed meanwhile is
+            // planned again once; stopping it a second time in this run for the same reason
+            // would bounce it once per pass while someone else keeps writing its config.
+            if let Some(action) = stale_stop
+                && !stale_stopped.insert(id.clone())
+            {
+                let cause = "the config changed again between proxops's read and its write, while the guest was stopped for this change (twice in this run); it was started again and is not stopped again for this change until the manifest or the live config changes or --retry-stop-required is given: find what else writes this guest's config".to_string();
+                reporter.event(Event::ActionDone {
+                    object: object.clone(),
+                    summary: action.summary.clone(),
+                    error: Some(cause.clone()),
+                });
+                status = Status::Failed(ActionError::Call {
+                    action: action.summary.clone(),
+                    cause,
+                });
+                failed_stops.push(action);
+            }
             for a in &failed_stops {
                 let why = match &status {
                     Status::Failed(e) => e.to_string(),
@@ -249,7 +273,12 @@ pub async fn apply(
                 {
                     slot.proposal.actions.retain(|a| !done.contains(a));
                 }
-                failed.insert(id);
+                if left_stopped && restarted.insert(id.clone()) {
+                    // Its verifying pass proposes the start from what PVE now says.
+                    touched.insert(id);
+                } else {
+                    failed.insert(id);
+                }
             }
             let key = (
                 object.id.clone(),
@@ -563,6 +592,8 @@ async fn run_finally(
             }),
             done: Vec::new(),
             failed_stops: Vec::new(),
+            stale_stop: None,
+            left_stopped: false,
         });
     }
     if !plan.objects.is_empty() {

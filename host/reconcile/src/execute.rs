@@ -84,8 +84,15 @@ pub struct Outcome {
     pub status: Status,
     /// The actions that completed, in order.
     pub done: Vec<Action>,
-    /// Actions that need the guest stopped and failed.
+    /// Sequences that stopped the guest for a change (they have a restore step) and failed;
+    /// a lone shutdown is not one of them (it is the change itself).
     pub failed_stops: Vec<Action>,
+    /// A sequence that stopped the guest for a change whose write found the config changed
+    /// since it was read (the guest was started again; the object is planned again).
+    pub stale_stop: Option<Action>,
+    /// A sequence that stopped the guest for a change failed at its own restore call (the
+    /// start at its end): the guest is left stopped.
+    pub left_stopped: bool,
 }
 
 /// Execution limits.
@@ -225,6 +232,8 @@ pub async fn execute(
                 status: Status::Blocked(by),
                 done: Vec::new(),
                 failed_stops: Vec::new(),
+                stale_stop: None,
+                left_stopped: false,
             };
             for (dep, mut rx) in waits {
                 let outcome = match rx.wait_for(Option::is_some).await {
@@ -248,6 +257,8 @@ pub async fn execute(
             let mut first_error = None;
             let mut done = Vec::new();
             let mut failed_stops = Vec::new();
+            let mut stale_stop = None;
+            let mut left_stopped = false;
             let mut failed_ops: Vec<(String, Operation)> = Vec::new();
             for action in actions {
                 let node = action
@@ -304,6 +315,17 @@ pub async fn execute(
                             .as_ref()
                             .is_some_and(|r| r.after as usize == i);
                         e = run_restore(&shared, restore, &object, e, disturbing_failed).await;
+                    } else if action
+                        .restore
+                        .as_ref()
+                        .is_some_and(|r| i > r.after as usize && r.calls.contains(call))
+                    {
+                        // The start that ends the sequence failed: the write landed, the
+                        // guest is stopped. Apply plans it once more (its start).
+                        e = format!(
+                            "{e}; the guest was stopped for this change and did not start again: it may be DOWN, check it now"
+                        );
+                        left_stopped = true;
                     }
                     error = Some(e);
                     break;
@@ -321,6 +343,9 @@ pub async fn execute(
                     // Not converged on this node: its dependents wait for the next apply
                     // rather than use what the stale plan meant to change.
                     outcome.failed.insert(node);
+                    if action.disturbs_availability && action.restore.is_some() {
+                        stale_stop = Some(action);
+                    }
                     break;
                 }
                 shared.reporter.event(Event::ActionDone {
@@ -336,7 +361,7 @@ pub async fn execute(
                             action: action.summary.clone(),
                             cause: e,
                         });
-                        if action.disturbs_availability {
+                        if action.disturbs_availability && action.restore.is_some() {
                             failed_stops.push(action);
                         }
                     }
@@ -358,6 +383,8 @@ pub async fn execute(
                     status,
                     done,
                     failed_stops,
+                    stale_stop,
+                    left_stopped,
                 },
             )
         });
