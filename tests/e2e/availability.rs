@@ -7,6 +7,15 @@ use proxops_sim::{FaultKind, FaultRule};
 
 use crate::support::{Lab, requests_about, vm};
 
+/// A lab whose VM `app` (150 on pve01) was applied and runs, its manifest then given `extra`.
+async fn app_applied_then(extra: &str) -> Lab {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, extra));
+    lab
+}
+
 /// Send SIGTERM to a running `proxops` child and check it exits 143 within a minute (after
 /// what it has in flight).
 async fn sigterm_and_exit_143(child: &mut tokio::process::Child) {
@@ -25,13 +34,7 @@ async fn sigterm_and_exit_143(child: &mut tokio::process::Child) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_stop_required_write_starts_the_guest_again_and_is_not_retried_blindly() {
-    let lab = Lab::start().await;
-    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
-    lab.apply().await;
-    lab.write(
-        "vm/lab/app.yaml",
-        &vm("app", "pve01", 150, "  hardware: {machine: q35}\n"),
-    );
+    let lab = app_applied_then("  hardware: {machine: q35}\n").await;
     lab.sim.set_faults(vec![FaultRule {
         method: "POST".into(),
         path: "/nodes/{node}/qemu/{vmid}/config".into(),
@@ -378,13 +381,7 @@ fn fault(method: &str, path: &str, kind: FaultKind, times: Option<u32>) -> Fault
 /// The output says it may be down, and the same apply plans the guest once more: its start.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_start_after_the_write_is_tried_again_in_the_same_apply() {
-    let lab = Lab::start().await;
-    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
-    lab.apply().await;
-    lab.write(
-        "vm/lab/app.yaml",
-        &vm("app", "pve01", 150, "  hardware: {machine: q35}\n"),
-    );
+    let lab = app_applied_then("  hardware: {machine: q35}\n").await;
     let start = "/nodes/{node}/qemu/{vmid}/status/start";
     let boom = || FaultKind::FailTask {
         message: "start exploded".into(),
@@ -438,13 +435,7 @@ async fn a_failed_start_after_the_write_is_tried_again_in_the_same_apply() {
 /// changed is planned again once, not once per pass (each a shutdown), and then remembered.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_config_that_keeps_changing_stops_the_guest_at_most_twice() {
-    let lab = Lab::start().await;
-    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
-    lab.apply().await;
-    lab.write(
-        "vm/lab/app.yaml",
-        &vm("app", "pve01", 150, "  hardware: {machine: q35}\n"),
-    );
+    let lab = app_applied_then("  hardware: {machine: q35}\n").await;
     lab.sim.set_faults(vec![fault(
         "POST",
         "/nodes/{node}/qemu/{vmid}/config",
@@ -475,13 +466,7 @@ async fn a_config_that_keeps_changing_stops_the_guest_at_most_twice() {
 /// a change: the next run tries it again instead of holding it back.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_shutdown_for_state_stopped_is_tried_again_next_run() {
-    let lab = Lab::start().await;
-    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
-    lab.apply().await;
-    lab.write(
-        "vm/lab/app.yaml",
-        &vm("app", "pve01", 150, "  state: stopped\n"),
-    );
+    let lab = app_applied_then("  state: stopped\n").await;
     lab.sim.set_faults(vec![fault(
         "POST",
         "/nodes/{node}/qemu/{vmid}/status/shutdown",
