@@ -481,3 +481,47 @@ async fn a_failed_shutdown_for_state_stopped_is_tried_again_next_run() {
     lab.apply().await;
     assert_eq!(lab.sim.vm_status(150).as_deref(), Some("stopped"));
 }
+
+/// A guest whose config already names a PCI mapping the cluster does not have (adopted, or
+/// the mapping deleted since): its start is known to fail, so apply does not send it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_with_a_missing_mapping_is_not_started() {
+    let lab = Lab::start().await;
+    lab.pve(
+        Post,
+        "/nodes/pve01/qemu",
+        &[
+            ("vmid", "160"),
+            ("name", "gpu"),
+            ("memory", "1024"),
+            ("cores", "1"),
+            ("cpu", "host"),
+            ("scsi0", "local-lvm:4"),
+            ("net0", "virtio,bridge=vmbr0"),
+            ("hostpci0", "mapping=gpux"),
+            ("tags", "proxops;proxops-160"),
+        ],
+    )
+    .await;
+    lab.write(
+        "vm/lab/gpu.yaml",
+        &vm(
+            "gpu",
+            "pve01",
+            160,
+            "  hardware: {pci-devices: [{slot: 0, mapping: gpux}]}\n",
+        ),
+    );
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(
+        apply
+            .stdout
+            .contains("so proxops neither starts nor restarts this guest"),
+        "{}",
+        apply.stdout
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+    assert_eq!(lab.sim.vm_status(160).as_deref(), Some("stopped"));
+}

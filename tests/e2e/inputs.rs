@@ -151,7 +151,11 @@ async fn a_byte_order_mark_is_accepted() {
     );
     let run = lab.run(&["validate"]).await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
-    assert!(run.stdout.contains("1 manifests valid"), "{}", run.stdout);
+    assert!(
+        run.stdout.contains("1 manifest valid (0 warnings)"),
+        "{}",
+        run.stdout
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -111,22 +111,41 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
     let mut chosen = Vec::new();
     let mut code = exit::OK;
     if o.all {
-        let mut owned_unnamed = Vec::new();
+        use proxops_reconcile::ownership::{LiveGuest, Mark};
+        // Tagged guests no manifest names: with their own mark, prune candidates; a copy
+        // (another vmid's mark) or no mark at all, never deleted, but not adopted in bulk.
+        let (mut owned_unnamed, mut copies, mut unmarked) = (Vec::new(), Vec::new(), Vec::new());
         for e in &guests {
             if named.contains(id(e).as_str()) {
                 continue;
             }
-            if proxops_reconcile::ownership::LiveGuest::from_entry(e).is_some_and(|g| g.tagged()) {
-                owned_unnamed.push(id(e));
-                continue;
+            match LiveGuest::from_entry(e)
+                .filter(LiveGuest::tagged)
+                .map(|g| g.mark())
+            {
+                Some(Mark::Own) => owned_unnamed.push(id(e)),
+                Some(Mark::Other(_)) => copies.push(id(e)),
+                Some(Mark::Missing) => unmarked.push(id(e)),
+                None => chosen.push((*e).clone()),
             }
-            chosen.push((*e).clone());
         }
         report_volumes(&conn.client, &live).await;
         if !owned_unnamed.is_empty() {
             outln!(
-                "Not adopted: proxops already owns {} (the `proxops` tag) and no manifest names them; they are prune candidates, adopt them one by one with --vmid if you mean to keep them",
+                "Not adopted: proxops already owns {} (the `proxops` tag and its own `proxops-<vmid>` mark) and no manifest names them; they are prune candidates, adopt them one by one with --vmid if you mean to keep them",
                 owned_unnamed.join(", ")
+            );
+        }
+        if !copies.is_empty() {
+            outln!(
+                "Not adopted: {} carry the `proxops` tag with another guest's `proxops-<vmid>` mark: copies (a clone or restore made outside proxops), which proxops never deletes; adopt them one by one with --vmid to manage them",
+                copies.join(", ")
+            );
+        }
+        if !unmarked.is_empty() {
+            outln!(
+                "Not adopted: {} carry the `proxops` tag but no `proxops-<vmid>` mark, so proxops cannot prove it created them and never deletes them; adopt them one by one with --vmid to manage them",
+                unmarked.join(", ")
             );
         }
     } else {

@@ -174,14 +174,17 @@ pub fn run(ctx: &Context, repo: &Path, json: bool) -> anyhow::Result<u8> {
         for d in &diags {
             outln!("{}", output::inline(&d.to_string()));
         }
-        let warnings = diags.len() - errors;
+        let warnings = crate::render::count(diags.len() - errors, "warning", "warnings");
         if errors == 0 {
             outln!(
-                "{} manifests valid ({warnings} warnings)",
-                catalog.objects.len()
+                "{} valid ({warnings})",
+                crate::render::count(catalog.objects.len(), "manifest", "manifests")
             );
         } else {
-            outln!("{errors} errors, {warnings} warnings");
+            outln!(
+                "{}, {warnings}",
+                crate::render::count(errors, "error", "errors")
+            );
         }
     }
     Ok(if errors == 0 { exit::OK } else { exit::ERROR })

@@ -410,7 +410,7 @@ impl Adoption {
                 if n != vmid.to_string() {
                     self.gap(
                         "tags",
-                        format!("`{t}` is not this guest's ownership mark (`proxops-` tags are reserved for the marks; PVE copies them on clone and restore); dropped, so the first apply removes it"),
+                        format!("`{t}` is not this guest's ownership mark (`proxops-` tags are reserved for the marks; PVE copies them on clone and restore); dropped: the take-over only adds the ownership tags, so the apply after it removes this one"),
                     );
                 }
                 continue;
@@ -418,7 +418,7 @@ impl Adoption {
             if syntax::is_tag(&t) {
                 out.push(t);
             } else {
-                self.gap("tags", format!("`{t}` is not a tag the manifest accepts; dropped, so the first apply removes it"));
+                self.gap("tags", format!("`{t}` is not a tag the manifest accepts; dropped: the take-over only adds the ownership tags, so the apply after it removes this one"));
             }
         }
         out

@@ -249,6 +249,9 @@ struct Diff<'a> {
     /// Keys whose values are secret (or derived from one).
     sensitive: BTreeSet<String>,
     stop_required: bool,
+    /// The live config names something PVE will not start the guest with (a PCI mapping
+    /// missing on its node): no start, and no stop that would need one.
+    start_refused: bool,
     out: Proposal,
 }
 

@@ -50,6 +50,23 @@ pub(super) fn missing_mapping(
     mapping: &str,
     node: &str,
 ) -> Option<Anomaly> {
+    missing_mapping_as(
+        mappings,
+        path,
+        mapping,
+        node,
+        "PVE would accept the write and then refuse to start the guest (\"PCI device mapping not found\"), so proxops neither writes it nor stops the guest for it",
+    )
+}
+
+/// [`missing_mapping`] saying `consequence` (what proxops does not do, and why).
+fn missing_mapping_as(
+    mappings: Option<&Mappings>,
+    path: &str,
+    mapping: &str,
+    node: &str,
+    consequence: &str,
+) -> Option<Anomaly> {
     let nodes = match mappings?.0.get(mapping) {
         None => format!(
             "PCI resource mapping `{mapping}` does not exist (or the API token may not see it: it needs Mapping.Use on /mapping/pci/{mapping})"
@@ -67,7 +84,7 @@ pub(super) fn missing_mapping(
     Some(Anomaly::new(
         path,
         format!(
-            "{nodes}; PVE would accept the write and then refuse to start the guest (\"PCI device mapping not found\"), so proxops neither writes it nor stops the guest for it. Create the mapping in Datacenter -> Resource Mappings with a device on {node}, or fix the name"
+            "{nodes}; {consequence}. Create the mapping in Datacenter -> Resource Mappings with a device on {node}, or fix the name"
         ),
     ))
 }
@@ -152,10 +169,27 @@ pub(super) fn diff_pci(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
             (None, None) => None,
         };
         if let Some(anomaly) = refused {
-            // Reported, never written.
-            if let Outcome::Write(_, drift) = pci_outcome(pci, &path, x.cfg.get(&key)) {
-                x.out.drift.extend(drift);
-                x.out.anomalies.push(anomaly);
+            match pci_outcome(pci, &path, x.cfg.get(&key)) {
+                // Reported, never written.
+                Outcome::Write(_, drift) => {
+                    x.out.drift.extend(drift);
+                    x.out.anomalies.push(anomaly);
+                }
+                // Already written, and the mapping is missing: the guest cannot start.
+                Outcome::Same => {
+                    if let Some(m) = &pci.mapping
+                        && let Some(anomaly) = missing_mapping_as(
+                            ctx.mappings.as_ref(),
+                            &path,
+                            m,
+                            &d.node,
+                            "PVE refuses to start a guest with it (\"PCI device mapping not found\"), so proxops neither starts nor restarts this guest",
+                        )
+                    {
+                        x.start_refused = true;
+                        x.out.anomalies.push(anomaly);
+                    }
+                }
             }
             continue;
         }

@@ -69,6 +69,7 @@ pub(super) fn update(
         resizes: vec![],
         sensitive: BTreeSet::new(),
         stop_required: false,
+        start_refused: false,
         out,
     };
     diff_config(ctx, &mut diff);
@@ -80,6 +81,7 @@ pub(super) fn update(
         resizes,
         sensitive,
         stop_required,
+        start_refused,
         mut out,
         ..
     } = diff;
@@ -181,6 +183,10 @@ pub(super) fn update(
         ));
     }
 
+    if start_refused && r.running && want_running && stop_required && has_work {
+        // The restart would end in a start known to fail (the anomaly says why).
+        return Ok(out);
+    }
     if r.running && want_running && stop_required && has_work {
         // One action: shut down, write, start again. Should the shutdown or a write fail,
         // the host starts the guest again (restore), so a failed write never leaves it down.
@@ -234,7 +240,7 @@ pub(super) fn update(
             destructive: false,
             restore: None,
         });
-    } else if !r.running && want_running {
+    } else if !r.running && want_running && !start_refused {
         let start = power_action(d, node, true);
         match out.actions.last_mut() {
             // A clone-backed VM starts only after its own configuration landed: booting it

@@ -92,6 +92,71 @@ fn a_mapping_missing_on_the_node_is_neither_written_nor_stopped_for() {
     );
 }
 
+/// The mapping is already in the config and missing from the cluster (adopted, or deleted in
+/// PVE since): a start is known to fail, so a stopped VM is not started and a running one is
+/// not restarted for a stop-required change; hot changes and writes to a stopped VM go on.
+#[test]
+fn a_missing_mapping_already_written_blocks_the_start_not_the_writes() {
+    let gpu = json!([{"slot": 0, "mapping": "gpu0"}]);
+    let live_gpu: &[(&str, Value)] = &[("hostpci0", json!("mapping=gpu0"))];
+    // Stopped, declared started, memory changed: written, not started.
+    check(
+        Case {
+            patches: &[
+                ("spec/state", json!("started")),
+                ("spec/hardware/pci-devices", gpu.clone()),
+                ("spec/memory", json!("4GiB")),
+            ],
+            config: live_gpu,
+            mappings: Some(json!([])),
+            ..Case::default()
+        },
+        &[
+            "Update: update VM 100 on pve01: memory",
+            "  Post /nodes/pve01/qemu/100/config digest=d1 memory=4096",
+            "drift spec.memory: 2048 -> 4096",
+            "drift spec.state: stopped -> started",
+            "anomaly spec.hardware.pci-devices[0]",
+        ],
+    );
+    // Running, a stop-required change: no restart.
+    check(
+        Case {
+            live: Some(entry("running", false)),
+            pending: Some(json!([])),
+            patches: &[
+                ("spec/state", json!("started")),
+                ("spec/hardware/pci-devices", gpu.clone()),
+                ("spec/hardware/machine", json!("q35")),
+            ],
+            config: live_gpu,
+            mappings: Some(json!([])),
+            ..Case::default()
+        },
+        &[
+            "drift spec.hardware.machine: - -> q35",
+            "anomaly spec.hardware.pci-devices[0]",
+        ],
+    );
+    // The mapping exists: started as usual.
+    check(
+        Case {
+            patches: &[
+                ("spec/state", json!("started")),
+                ("spec/hardware/pci-devices", gpu.clone()),
+            ],
+            config: live_gpu,
+            mappings: Some(json!([{"id": "gpu0", "map": ["node=pve01,path=0000:01:00.0"]}])),
+            ..Case::default()
+        },
+        &[
+            "Power: start VM 100 on pve01",
+            "  Post /nodes/pve01/qemu/100/status/start",
+            "drift spec.state: stopped -> started",
+        ],
+    );
+}
+
 #[test]
 fn the_missing_mapping_anomaly_says_what_to_do() {
     let p = run(Case {
