@@ -525,3 +525,36 @@ async fn a_guest_with_a_missing_mapping_is_not_started() {
     assert_eq!(lab.mutations(), Vec::<String>::new());
     assert_eq!(lab.sim.vm_status(160).as_deref(), Some("stopped"));
 }
+
+/// What an apply says is still to do after a failure is what PVE now holds: a TemplateVM
+/// whose create landed and whose template mark failed is left with the mark, not the create.
+#[tokio::test(flavor = "multi_thread")]
+async fn still_to_do_after_a_failure_is_read_again() {
+    let lab = Lab::start().await;
+    lab.write(
+        "templatevm/lab/golden.yaml",
+        &crate::support::template("golden", "pve01", 9003, ""),
+    );
+    lab.sim.set_faults(vec![fault(
+        "POST",
+        "/nodes/{node}/qemu/{vmid}/template",
+        FaultKind::FailTask {
+            message: "injected mark failure".into(),
+        },
+        Some(1),
+    )]);
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    let left = apply
+        .stdout
+        .split("Still to do:\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no 'Still to do':\n{}", apply.stdout));
+    assert!(
+        left.contains("mark VM 9003 on pve01 as a template"),
+        "{}",
+        apply.stdout
+    );
+    assert!(!left.contains("create"), "{}", apply.stdout);
+    assert!(lab.sim.vm_config(9003).is_some());
+}

@@ -417,7 +417,37 @@ pub async fn apply(
         o.object.file.is_some()
             || !deleted.contains(&(o.object.id.kind.clone(), o.object.resource.clone()))
     });
-    // An object that failed keeps its planned actions in `last` (they did not happen).
+    // What is still to do for an object that failed is what PVE now says, not what was
+    // planned: part of a failed action may have landed (a create whose template mark
+    // failed, the write of a stop/write/start whose start failed). One read of the failed
+    // manifest objects; should it fail, their planned actions are shown as they were.
+    let failed_manifest: HashSet<ObjectId> = failed
+        .iter()
+        .filter(|id| objects.iter().any(|o| o.id == **id))
+        .cloned()
+        .collect();
+    if !failed_manifest.is_empty() && !interrupted() {
+        match plan_cluster(&cycle, Some(&failed_manifest)).await {
+            Ok(mut again) => {
+                options.memory.hold_back(&mut again, false);
+                leave_for_the_next_run(&mut again, &taken_over);
+                for fresh in again
+                    .objects
+                    .into_iter()
+                    .filter(|p| p.object.file.is_some())
+                {
+                    if let Some(slot) = last
+                        .objects
+                        .iter_mut()
+                        .find(|s| s.object.file.is_some() && s.object.id == fresh.object.id)
+                    {
+                        *slot = fresh;
+                    }
+                }
+            }
+            Err(e) => tracing::debug!("re-reading the objects that failed: {e}"),
+        }
+    }
     let converged = failed.is_empty() && !plan.has_changes() && stopped.is_none();
     Ok(ApplyReport {
         initial: first,
