@@ -521,6 +521,40 @@ async fn watch_cycles_ends_with_the_status_of_the_last_cycle() {
     }
 }
 
+/// `--cycles N` counts each cluster's own cycles and exits with the worst of their last ones:
+/// a cluster that is down (backing off, so it runs fewer wake-ups) fails the run even when
+/// the other cluster's last cycle was clean, and each cycle line counts its own cluster's.
+#[tokio::test(flavor = "multi_thread")]
+async fn watch_cycles_waits_for_every_cluster_and_a_cluster_down_fails_it() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    let lab_file = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
+    // Nothing listens on port 9: connection refused, every cycle an error.
+    lab.write(
+        "clusters/edge.yaml",
+        &lab_file
+            .replace("{name: lab}", "{name: edge}")
+            .replace(&lab.sim.base_url(), "https://127.0.0.1:9"),
+    );
+    let run = lab
+        .run(&["watch", "--interval", "1s", "--cycles", "2"])
+        .await;
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    for line in [
+        "[lab] cycle 1: clean",
+        "[lab] cycle 2: clean",
+        "[edge] cycle 1: error",
+        "[edge] cycle 2: error",
+    ] {
+        assert!(
+            run.stdout.contains(line),
+            "missing {line:?} in:\n{}",
+            run.stdout
+        );
+    }
+}
+
 /// The Kubernetes example runs one writer per cluster: a Deployment of exactly one watch that
 /// is replaced, never overlapped, and a CronJob whose runs never overlap nor retry.
 #[test]

@@ -28,9 +28,10 @@ While the repository fails validation, watch keeps planning the last version tha
 applies nothing, and sets proxops_watch_stale_desired_state to 1. --apply takes the same\n\
 per-cluster lock as apply.\n\n\
 Exit status: 130/143 on SIGINT/SIGTERM, after the cycle in flight (as for apply, allow a grace\n\
-period of at least the cluster's task-timeout-seconds times 3); 1 when it cannot start. With --cycles N, the status of the last cycle: as plan\n\
-(0, 1, 2, 3); with --apply as apply (0, 1, 3), and 2 when changes were\n\
-left unapplied because the repository failed validation.\n\n\
+period of at least the cluster's task-timeout-seconds times 3); 1 when it cannot start. With --cycles N, watch stops once\n\
+every selected cluster ran N cycles of its own (its cycle lines count them) and exits with the worst\n\
+of each cluster's last cycle: as plan (0, 1, 2, 3); with --apply as apply (0, 1, 3), and 2 when\n\
+changes were left unapplied because the repository failed validation.\n\n\
 Example:\n  proxops watch examples/homelab --cluster lab --interval 5m --apply --metrics-listen 0.0.0.0:9184";
 
 /// What `watch` was asked to do.
@@ -88,6 +89,10 @@ struct ClusterState {
     items: BTreeSet<String>,
     errors: u32,
     due: Instant,
+    /// This cluster's cycles so far (what its cycle lines count).
+    cycles: u64,
+    /// How its last cycle ended.
+    last: Outcome,
 }
 
 /// How one cycle of one cluster ended.
@@ -274,7 +279,14 @@ async fn cycle(
     Cycle {
         outcome,
         items: Some(items),
-        summary: format!("{}{note}", render::plan_summary(&plan)),
+        summary: {
+            let summary = render::plan_summary(&plan);
+            match note.is_empty() {
+                true => summary,
+                // `… 0 power changes; not applied: …`, not `changes.; not applied`.
+                false => format!("{}{note}", summary.trim_end_matches('.')),
+            }
+        },
         drift: plan
             .objects
             .iter()
@@ -459,16 +471,7 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
                             })
                             .inc_by(*sent);
                     }
-                    report(
-                        &metrics,
-                        &mut states,
-                        &name,
-                        cycles,
-                        &c,
-                        took,
-                        stale,
-                        options,
-                    );
+                    report(&metrics, &mut states, &name, now, &c, took, stale, options);
                     outcome = outcome.worst(c.outcome);
                 }
             }
@@ -478,9 +481,23 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
                 outcome = Outcome::Error;
             }
         }
-        last = outcome;
         forced = false;
-        if options.cycles.is_some_and(|n| cycles >= n) {
+        // `--cycles N`: every selected cluster has run N cycles of its own (a cluster backing
+        // off after errors runs fewer wake-ups than the others), and the status is the worst
+        // of each cluster's last cycle; without clusters to run, N wake-ups.
+        let done = match options.cycles {
+            None => false,
+            Some(n) if states.is_empty() => cycles >= n,
+            Some(n) => states.values().all(|s| s.cycles >= n),
+        };
+        last = if states.is_empty() {
+            outcome
+        } else {
+            states
+                .values()
+                .fold(outcome, |worst, s| worst.worst(s.last))
+        };
+        if done {
             break;
         }
         let next = states
@@ -511,7 +528,7 @@ fn report(
     metrics: &Metrics,
     states: &mut BTreeMap<String, ClusterState>,
     name: &str,
-    cycles: u64,
+    woke: Instant,
     c: &Cycle,
     took: Duration,
     stale: bool,
@@ -522,8 +539,13 @@ fn report(
         .or_insert_with(|| ClusterState {
             items: BTreeSet::new(),
             errors: 0,
-            due: Instant::now(),
+            due: woke,
+            cycles: 0,
+            last: Outcome::Clean,
         });
+    state.cycles += 1;
+    state.last = c.outcome;
+    let cycles = state.cycles;
     let who = crate::output::inline(name);
     if let Some(items) = &c.items {
         for gone in state.items.difference(items) {
@@ -541,7 +563,8 @@ fn report(
         0
     };
     let wait = delay(options.interval, state.errors);
-    state.due = Instant::now() + wait;
+    // From the wake-up that started the cycle, so clusters on one interval stay in step.
+    state.due = woke + wait;
     let mut line = format!(
         "[{who}] cycle {cycles}: {}: {} ({:.1}s)",
         c.outcome.label(),
