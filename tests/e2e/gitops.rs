@@ -553,6 +553,12 @@ async fn watch_cycles_waits_for_every_cluster_and_a_cluster_down_fails_it() {
             run.stdout
         );
     }
+    // The reason on stderr names its cluster (no `Cluster edge` heading precedes it).
+    assert!(
+        run.stderr.contains("Cluster edge: cannot plan: "),
+        "{}",
+        run.stderr
+    );
 }
 
 /// The Kubernetes example runs one writer per cluster: a Deployment of exactly one watch that

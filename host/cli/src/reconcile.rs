@@ -453,6 +453,13 @@ pub(crate) async fn plan_one(
         say(format!("Cluster {name} ({})", conn.label));
     }
     let memory = stop_memory(ctx, repo, name, &conn.label, sink);
+    // Under the `Cluster …` heading line; without it (JSON, Markdown, watch), the line names
+    // its cluster itself.
+    let heading = if quiet {
+        format!("Cluster {name}: ")
+    } else {
+        "  ".to_string()
+    };
     let planned = proxops_reconcile::plan_cluster(
         &cycle(kinds, p, name, &conn.client, &inputs.objects),
         None,
@@ -470,10 +477,9 @@ pub(crate) async fn plan_one(
             })
         }
         Err(ObserveError::Conflicts(diags)) => {
-            let mut lines = vec![
-                "  not planned: manifests conflict with live PVE objects (no change was made):"
-                    .to_string(),
-            ];
+            let mut lines = vec![format!(
+                "{heading}not planned: manifests conflict with live PVE objects (no change was made):"
+            )];
             lines.extend(
                 diags
                     .iter()
@@ -483,7 +489,7 @@ pub(crate) async fn plan_one(
         }
         Err(e) => Err(unplanned(
             Some(conn.client),
-            vec![format!("  cannot plan: {e}")],
+            vec![format!("{heading}cannot plan: {e}")],
         )),
     }
 }
