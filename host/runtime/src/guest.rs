@@ -202,6 +202,8 @@ pub(crate) struct Instance<W: World> {
     run: Arc<GuestRun>,
     live: Option<(Store<HostState>, W)>,
     log: GuestLog,
+    /// Whether the last call looked up a secret (granted or not).
+    looked_up_secrets: bool,
     /// Where granted secret lookups go; `None` answers every lookup `denied`.
     secrets: Option<Arc<dyn SecretSource>>,
 }
@@ -215,6 +217,7 @@ impl<W: World + Sync> Instance<W> {
             run,
             live: None,
             log: GuestLog::default(),
+            looked_up_secrets: false,
             secrets: None,
         };
         instance.ensure_live()?;
@@ -276,6 +279,7 @@ impl<W: World + Sync> Instance<W> {
         };
         let took = started.elapsed();
         self.log = store.data_mut().finish_call();
+        self.looked_up_secrets = store.data().secret_lookups > 0;
         emit_log(&self.loaded.name, call, &self.log, limits.log_lines);
         let guest = &self.loaded.name;
         let outcome = match result {
@@ -329,6 +333,12 @@ impl<W: World + Sync> Instance<W> {
     /// The log lines of the last call.
     pub(crate) fn last_log(&self) -> &GuestLog {
         &self.log
+    }
+
+    /// Whether the last call's answer depends on nothing but its inputs and the component:
+    /// it looked up no secret and logged nothing (a replayed answer would lose the log).
+    pub(crate) fn last_call_replayable(&self) -> bool {
+        !self.looked_up_secrets && self.log.lines.is_empty() && self.log.dropped == 0
     }
 }
 

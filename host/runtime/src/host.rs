@@ -211,6 +211,9 @@ pub(crate) struct HostState {
     pub(crate) limiter: Limiter,
     pub(crate) sink: Arc<Mutex<LogSink>>,
     pub(crate) secrets: Option<Arc<dyn SecretSource>>,
+    /// Secret lookups the guest made in the current call (granted or not): a call that made
+    /// none is a function of its inputs and the component alone.
+    pub(crate) secret_lookups: u32,
 }
 
 impl WasiView for HostState {
@@ -300,6 +303,7 @@ impl HostState {
             },
             sink,
             secrets,
+            secret_lookups: 0,
         }
     }
 
@@ -307,6 +311,7 @@ impl HostState {
     pub(crate) fn begin_call(&mut self) {
         lock(&self.sink).begin();
         self.limiter.refused = false;
+        self.secret_lookups = 0;
     }
 
     /// The call ended: its log.

@@ -64,6 +64,7 @@ impl log::Host for HostState {
 
 impl secrets::Host for HostState {
     fn resolve(&mut self, path: String) -> Result<String, secrets::SecretError> {
+        self.secret_lookups = self.secret_lookups.saturating_add(1);
         let Some(source) = &self.secrets else {
             return Err(secrets::SecretError::Denied);
         };
@@ -75,6 +76,7 @@ impl secrets::Host for HostState {
         prefix: String,
         value: String,
     ) -> Result<Option<String>, secrets::SecretError> {
+        self.secret_lookups = self.secret_lookups.saturating_add(1);
         let Some(source) = &self.secrets else {
             return Err(secrets::SecretError::Denied);
         };
@@ -288,6 +290,16 @@ impl KindComponent {
         &self.loaded.sha256
     }
 
+    /// What a call's answer depends on besides its inputs: the component's bytes and the
+    /// limits it runs under. Two loads with the same fingerprint answer a call that read no
+    /// secret and logged nothing ([`KindInstance::last_call_replayable`]) the same way:
+    /// guests see a stopped clock, fixed randomness and no files, network or environment.
+    pub fn fingerprint(&self) -> String {
+        use sha2::Digest;
+        let both = format!("{}/{:?}", self.loaded.sha256, self.loaded.limits);
+        hex::encode(sha2::Sha256::digest(both.as_bytes()))
+    }
+
     /// Size of the component in bytes.
     pub fn size(&self) -> usize {
         self.loaded.size
@@ -342,6 +354,12 @@ impl KindInstance {
     /// Log lines of the last call.
     pub fn last_log(&self) -> &GuestLog {
         self.inner.last_log()
+    }
+
+    /// Whether the last call's answer may be replayed for the same inputs to a component with
+    /// the same [`KindComponent::fingerprint`]: it looked up no secret and logged nothing.
+    pub fn last_call_replayable(&self) -> bool {
+        self.inner.last_call_replayable()
     }
 
     /// Where this instance's secret lookups go from now on (only if the kind was granted
