@@ -17,7 +17,7 @@ pub mod yaml;
 pub use cluster::{ClusterFile, Endpoint, SecretSource, Tls};
 pub use diag::{Diagnostic, Severity};
 pub use id::ObjectId;
-pub use repo::{Layout, Manifest, Repo, load, load_layout, load_split};
+pub use repo::{Layout, Manifest, ReadMemo, Repo, StoredManifest, load, load_layout, load_split};
 pub use rooted::RepoDir;
 
 /// The `apiVersion` of every proxops document.

@@ -37,14 +37,83 @@ pub struct Manifest {
     /// File name without extension (equal to `metadata.name` once validated).
     pub name: String,
     /// The document, YAML turned into JSON, as JSON text.
-    json: Box<str>,
+    json: std::sync::Arc<str>,
     api_version: Option<String>,
     kind: Option<String>,
     /// `metadata.adopt`, the host's take-over field, when present.
     adopt: Option<serde_json::Value>,
+    /// `metadata.name` as written, if it is a string.
+    stated: Option<String>,
+    /// SHA-256 of the file's bytes, when it was read for a [`ReadMemo`].
+    digest: Option<[u8; 32]>,
+}
+
+/// Manifests read in an earlier run, by file ([`Layout::manifests_with`]): one whose bytes
+/// are the same (by SHA-256) is not parsed again. Implemented by `proxops_reconcile::Memo`.
+pub trait ReadMemo: Sync {
+    /// The manifest read from `file` when its bytes had this digest, if it is known.
+    fn manifest(&self, file: &str, digest: &[u8; 32]) -> Option<Manifest>;
+}
+
+/// A [`Manifest`] taken apart, for a [`ReadMemo`] to store and give back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredManifest {
+    pub file: String,
+    pub folder: String,
+    pub cluster: String,
+    pub name: String,
+    /// Shared with the manifests made from it.
+    pub json: std::sync::Arc<str>,
+    pub api_version: Option<String>,
+    pub kind: Option<String>,
+    /// `metadata.adopt` as JSON text.
+    pub adopt: Option<String>,
+    pub stated: Option<String>,
+    pub digest: [u8; 32],
 }
 
 impl Manifest {
+    /// The manifest a [`ReadMemo`] stored; `None` when its `adopt` text is not JSON.
+    pub fn restore(s: StoredManifest) -> Option<Manifest> {
+        let adopt = match s.adopt {
+            Some(text) => Some(serde_json::from_str(&text).ok()?),
+            None => None,
+        };
+        Some(Manifest {
+            file: s.file,
+            folder: s.folder,
+            cluster: s.cluster,
+            name: s.name,
+            json: s.json,
+            api_version: s.api_version,
+            kind: s.kind,
+            adopt,
+            stated: s.stated,
+            digest: Some(s.digest),
+        })
+    }
+
+    /// This manifest taken apart, when it was read with its digest.
+    pub fn store(&self) -> Option<StoredManifest> {
+        Some(StoredManifest {
+            file: self.file.clone(),
+            folder: self.folder.clone(),
+            cluster: self.cluster.clone(),
+            name: self.name.clone(),
+            json: self.json.clone(),
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            adopt: self.adopt.as_ref().map(|a| a.to_string()),
+            stated: self.stated.clone(),
+            digest: self.digest?,
+        })
+    }
+
+    /// SHA-256 of the file's bytes, when it was read for a [`ReadMemo`].
+    pub fn digest(&self) -> Option<&[u8; 32]> {
+        self.digest.as_ref()
+    }
+
     /// A manifest of `document` (YAML turned into JSON) read from `file`.
     pub fn new(
         file: String,
@@ -59,13 +128,15 @@ impl Manifest {
             folder,
             cluster,
             name,
-            json: document.to_string().into_boxed_str(),
+            json: document.to_string().into(),
             api_version: text(document.get("apiVersion")),
             kind: text(document.get("kind")),
             adopt: document
                 .get("metadata")
                 .and_then(|m| m.get("adopt"))
                 .cloned(),
+            stated: text(document.pointer("/metadata/name")),
+            digest: None,
         }
     }
 
@@ -216,7 +287,8 @@ pub fn load_layout(
         &mut diags,
         Some(&mut cluster_names),
         None,
-        |_, doc| doc,
+        None,
+        |_, doc, _| doc,
     );
     for (file, doc) in files {
         let name = stem(&file).to_string();
@@ -325,6 +397,17 @@ impl Layout {
     /// The manifests of `cluster` (`<folder>/<cluster>/*.yaml` of every kind folder), sorted
     /// by file, and the problems reading them.
     pub fn manifests(&self, cluster: &str) -> (Vec<Manifest>, Vec<Diagnostic>) {
+        self.manifests_with(cluster, None)
+    }
+
+    /// [`Layout::manifests`], taking from `memo` each manifest whose file's bytes it has seen
+    /// (by SHA-256) instead of parsing it again. Every manifest then carries its digest.
+    /// Every check after the parse (names, duplicates, stray files) runs either way.
+    pub fn manifests_with(
+        &self,
+        cluster: &str,
+        memo: Option<&dyn ReadMemo>,
+    ) -> (Vec<Manifest>, Vec<Diagnostic>) {
         let mut diags = Vec::new();
         let mut manifests = Vec::new();
         for folder in self.folders.get(cluster).into_iter().flatten() {
@@ -332,25 +415,41 @@ impl Layout {
             // Each document becomes its manifest where it was read, so a folder's documents
             // never all live as JSON trees at once.
             let places = Some((&self.places, self.kind_folders.as_slice()));
-            let read = read_folder_files(&self.dir, &rel, &mut diags, None, places, |file, doc| {
-                let stated = doc
-                    .pointer("/metadata/name")
-                    .and_then(|n| n.as_str())
-                    .map(str::to_string);
-                let manifest = Manifest::new(
-                    file.to_string(),
-                    folder.to_string(),
-                    cluster.to_string(),
-                    stem(file).to_string(),
-                    &doc,
-                );
-                (stated, manifest)
-            });
+            let reuse = |file: &str, digest: &[u8; 32]| {
+                memo?
+                    .manifest(file, digest)
+                    // A stored manifest of another folder or cluster is not this one.
+                    .filter(|m| m.folder == *folder && m.cluster == cluster)
+            };
+            let reuse: Option<&Reuse<'_, Manifest>> = memo.map(|_| &reuse as _);
+            let read = read_folder_files(
+                &self.dir,
+                &rel,
+                &mut diags,
+                None,
+                places,
+                reuse,
+                |file, doc, digest| Manifest {
+                    digest,
+                    ..Manifest::new(
+                        file.to_string(),
+                        folder.to_string(),
+                        cluster.to_string(),
+                        stem(file).to_string(),
+                        &doc,
+                    )
+                },
+            );
             // The file that claimed each name first; `web.yaml` and `web.yml` in one folder
             // claim the same object. Names of other folders are other kinds' objects.
             let mut seen: HashMap<String, String> = HashMap::with_capacity(read.len());
-            for (file, (stated, manifest)) in read {
-                check_name(&file, &manifest.name, stated.as_deref(), &mut diags);
+            for (file, manifest) in read {
+                check_name(
+                    &file,
+                    &manifest.name,
+                    manifest.stated.as_deref(),
+                    &mut diags,
+                );
                 match seen.entry(manifest.name.clone()) {
                     hash_map::Entry::Occupied(first) => {
                         diags.push(Diagnostic::error(
@@ -449,18 +548,24 @@ fn list_optional(dir: &RepoDir, rel: &str, diags: &mut Vec<Diagnostic>) -> Optio
     }
 }
 
+/// What stands in for parsing a file: the value known for its path and digest, if any.
+type Reuse<'a, T> = dyn Fn(&str, &[u8; 32]) -> Option<T> + Sync + 'a;
+
 /// Parse every `.yaml`/`.yml` file directly in `rel`; other files are ignored with a warning.
 /// `stems`, when given, receives the stem of every YAML file found, whether it parses or not
 /// (the cluster names of `clusters/`). With `places` (a cluster folder), an ignored entry
 /// that is or holds a proxops manifest is an error instead ([`stray`]). Each file's
-/// document is handed to `convert` (with its path) on the thread that read it.
+/// document is handed to `convert` (with its path) on the thread that read it. With
+/// `reuse`, each file's bytes are hashed (SHA-256) first and what `reuse` gives for the
+/// digest stands in for parsing the file; `convert` then gets the digest too.
 fn read_folder_files<T: Send>(
     dir: &RepoDir,
     rel: &str,
     diags: &mut Vec<Diagnostic>,
     mut stems: Option<&mut BTreeSet<String>>,
     places: Option<(&stray::ReadPlaces, &[String])>,
-    convert: impl Fn(&str, serde_json::Value) -> T + Sync,
+    reuse: Option<&Reuse<'_, T>>,
+    convert: impl Fn(&str, serde_json::Value, Option<[u8; 32]>) -> T + Sync,
 ) -> Vec<(String, T)> {
     let Some(entries) = list_optional(dir, rel, diags) else {
         return Vec::new();
@@ -502,6 +607,13 @@ fn read_folder_files<T: Send>(
             dir.read(&file, yaml::MAX_BYTES)
         }
         .map_err(|e| Diagnostic::error(&file, "", e.to_string()))?;
+        let digest =
+            reuse.map(|_| <[u8; 32]>::from(<sha2::Sha256 as sha2::Digest>::digest(&bytes)));
+        if let (Some(reuse), Some(digest)) = (reuse, &digest)
+            && let Some(known) = reuse(&file, digest)
+        {
+            return Ok((file, known));
+        }
         let text = String::from_utf8(bytes).map_err(|e| {
             Diagnostic::error(
                 &file,
@@ -513,7 +625,7 @@ fn read_folder_files<T: Send>(
             )
         })?;
         let doc = parse_yaml(&file, &text)?;
-        let converted = convert(&file, doc);
+        let converted = convert(&file, doc, digest);
         Ok((file, converted))
     };
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());

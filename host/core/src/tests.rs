@@ -679,3 +679,58 @@ fn a_problem_belongs_to_its_cluster_or_to_the_whole_repository() {
         assert_eq!(layout.cluster_of(file), cluster, "{file}");
     }
 }
+
+/// A [`crate::ReadMemo`] that knows every manifest it was given, by file and digest.
+struct Known(Vec<crate::Manifest>);
+
+impl crate::ReadMemo for Known {
+    fn manifest(&self, file: &str, digest: &[u8; 32]) -> Option<crate::Manifest> {
+        self.0
+            .iter()
+            .find(|m| m.file == file && m.digest() == Some(digest))
+            .cloned()
+    }
+}
+
+#[test]
+fn a_memo_stands_in_for_parsing_only_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &str, text: &str| {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write("clusters/lab.yaml", CLUSTER);
+    write(
+        "vm/lab/web.yaml",
+        &VM.replace("{name: web}", "{name: other}"),
+    );
+    write("vm/lab/db.yaml", &VM.replace("web", "db"));
+    let (layout, _) = crate::load_layout(dir.path(), dir.path(), &["vm"]);
+    let layout = layout.unwrap();
+    let (plain, _) = layout.manifests("lab");
+    assert!(plain.iter().all(|m| m.digest().is_none()));
+    let (first, diags) = layout.manifests_with("lab", Some(&Known(Vec::new())));
+    assert!(first.iter().all(|m| m.digest().is_some()));
+    let rendered = |d: &[crate::Diagnostic]| d.iter().map(|d| d.to_string()).collect::<Vec<_>>();
+
+    // Whatever the memo holds for the same bytes is taken as read (here: another document,
+    // to see that it was not parsed); the name check still runs on what it gives.
+    let mut known = first.clone();
+    let mut stored = known[1].store().unwrap();
+    stored.json = r#"{"from":"the memo"}"#.into();
+    known[1] = crate::Manifest::restore(stored).unwrap();
+    let (again, again_diags) = layout.manifests_with("lab", Some(&Known(known.clone())));
+    assert_eq!(again[1].file, "vm/lab/web.yaml");
+    assert_eq!(again[1].json(), r#"{"from":"the memo"}"#);
+    assert_eq!(again[0].json(), first[0].json());
+    assert_eq!(rendered(&again_diags), rendered(&diags));
+    assert_eq!(diags.len(), 1, "web.yaml states another name: {diags:?}");
+
+    // Changed bytes are parsed again.
+    write("vm/lab/web.yaml", VM);
+    let (edited, edited_diags) = layout.manifests_with("lab", Some(&Known(known)));
+    assert_ne!(edited[1].json(), r#"{"from":"the memo"}"#);
+    assert_ne!(edited[1].digest(), first[1].digest());
+    assert!(edited_diags.is_empty(), "{edited_diags:?}");
+}
