@@ -5,25 +5,39 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use proxops_core::Diagnostic;
-use proxops_reconcile::{ClusterPlan, KindRegistry, Object};
+use proxops_reconcile::{ClusterPlan, KindRegistry, Memo, Object};
 
 use crate::fixture::CLUSTER;
 
 /// Load and validate the repository at `root`: the objects of the bench cluster and every
 /// diagnostic.
 pub fn validated(registry: &KindRegistry, root: &Path) -> (Vec<Object>, Vec<Diagnostic>) {
+    validated_with(registry, root, None)
+}
+
+/// [`validated`] as `proxops plan` does it: the layout, then the bench cluster's manifests,
+/// with the repository's memo of earlier runs when one is given (saved afterwards).
+pub fn validated_with(
+    registry: &KindRegistry,
+    root: &Path,
+    memo: Option<&Memo>,
+) -> (Vec<Object>, Vec<Diagnostic>) {
     let folders = registry.folders();
     let folders: Vec<&str> = folders.iter().map(String::as_str).collect();
-    let (repo, mut diags) = proxops_core::load(root, &folders);
-    let (catalog, mut more) =
-        proxops_reconcile::validate_repo(registry, &repo, &proxops_reconcile::Secrets::default());
-    diags.append(&mut more);
-    let objects = catalog
-        .objects
-        .into_iter()
-        .filter(|o| o.id.cluster == CLUSTER)
-        .collect();
-    (objects, diags)
+    let (layout, mut diags) = proxops_core::load_layout(root, root, &folders);
+    let layout = layout.expect("the bench repository has a layout");
+    let inputs = proxops_reconcile::validate_cluster(
+        registry,
+        &layout,
+        CLUSTER,
+        &proxops_reconcile::Secrets::default(),
+        memo,
+    );
+    if let Some(memo) = memo {
+        memo.save();
+    }
+    diags.extend(inputs.diags);
+    (inputs.objects, diags)
 }
 
 /// Plan every object of the bench cluster (no secrets).
@@ -68,14 +82,18 @@ impl PlanRun {
     }
 }
 
-/// Run one full plan cycle of the repository at `root` against `client`.
+/// Run one full plan cycle of the repository at `root` against `client`; with `memo_in`, as
+/// `proxops plan` runs it: with the repository's memo of earlier runs kept in that cache
+/// folder (opening, reading and saving it are part of the cycle).
 pub async fn plan_cycle(
     registry: &KindRegistry,
     client: &proxops_pve::Client,
     root: &Path,
+    memo_in: Option<&Path>,
 ) -> (PlanRun, ClusterPlan) {
     let t0 = Instant::now();
-    let (objects, diags) = validated(registry, root);
+    let memo = memo_in.map(|dir| Memo::open(dir, root, root));
+    let (objects, diags) = validated_with(registry, root, memo.as_ref());
     let errors: Vec<&Diagnostic> = diags.iter().filter(|d| d.is_error()).collect();
     assert!(
         errors.is_empty(),

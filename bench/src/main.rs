@@ -170,6 +170,7 @@ async fn child(args: &[String]) -> Value {
     let mut repos = Vec::new();
     let mut cache = None;
     let mut native = false;
+    let mut memo = false;
     let mut concurrency = 1;
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
@@ -183,6 +184,7 @@ async fn child(args: &[String]) -> Value {
             }
             "--cache" => cache = it.next().map(PathBuf::from),
             "--native" => native = true,
+            "--memo" => memo = true,
             other => panic!("child: unknown argument {other}"),
         }
     }
@@ -193,7 +195,8 @@ async fn child(args: &[String]) -> Value {
     let client = endpoint.client();
     match args.first().map(String::as_str) {
         Some("plan") => {
-            let (run, _plan) = cycle::plan_cycle(&registry, &client, &repo).await;
+            let memo_in = memo.then_some(cache.as_path());
+            let (run, _plan) = cycle::plan_cycle(&registry, &client, &repo, memo_in).await;
             json!({
                 "load_ms": ms(load),
                 "cache_hits": outcomes.iter().filter(|o| **o == CacheOutcome::Hit).count(),

@@ -35,7 +35,7 @@ fn validating(
             )
         })
         .collect();
-    proxops_reconcile::validate_in_order(registry.clone(), Secrets::default(), layouts)
+    proxops_reconcile::validate_in_order(registry.clone(), Secrets::default(), layouts, None)
 }
 
 /// A cluster's validated objects; panics on any error (the bench repositories are valid).

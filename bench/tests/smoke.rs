@@ -53,9 +53,24 @@ async fn no_op_plan_of_500_vms_makes_one_list_and_the_per_vm_reads() {
     .map(|(k, v)| (k.to_string(), v))
     .collect();
 
-    for (backend, registry) in [("component", &wasm), ("native", &native)] {
+    // The memo of earlier runs changes what is parsed and asked of the kinds, never the plan
+    // or its requests: once cold (it learns every manifest), once warm (it answers them).
+    let memo_dir = tmp.path().join("memo");
+    let runs = [
+        ("component", &wasm, None),
+        ("native", &native, None),
+        ("component, memo learning", &wasm, Some(memo_dir.as_path())),
+        ("component, memo answering", &wasm, Some(memo_dir.as_path())),
+    ];
+    let vm = (0..wasm.len())
+        .find(|&i| wasm.get(i).info().kind == "VM")
+        .expect("the VM kind");
+    let mut vm_calls = Vec::new();
+    for (backend, registry, memo_in) in runs {
+        let registry = &registry.for_run(None);
         let before = sim.counters();
-        let (run, plan) = cycle::plan_cycle(registry, &client, &repo).await;
+        let (run, plan) = cycle::plan_cycle(registry, &client, &repo, memo_in).await;
+        vm_calls.push(registry.run(vm).calls());
         assert_eq!(run.objects, N, "{backend}");
         assert!(
             run.is_noop(),
@@ -70,6 +85,19 @@ async fn no_op_plan_of_500_vms_makes_one_list_and_the_per_vm_reads() {
             "{backend}: requests of a no-op plan"
         );
     }
+    // validate, references and identity (3 per VM) are answered from the memo; observe and
+    // plan are asked every time.
+    assert_eq!(
+        vm_calls[2] - vm_calls[3],
+        3 * N as u64,
+        "VM kind calls without and with the memo: {vm_calls:?}"
+    );
+    let memo = proxops_reconcile::Memo::open(&memo_dir, &repo, &repo);
+    assert_eq!(
+        memo.len(),
+        (N, N),
+        "every manifest is remembered with its kind's answers"
+    );
 }
 
 /// A library caller on a current-thread runtime can plan and apply too: guest calls run
@@ -99,7 +127,7 @@ async fn a_current_thread_runtime_plans_and_applies() {
     let endpoint = Endpoint::of(&sim);
     let repo = tmp.path().join("repo");
     fixture::write_repo(&repo, 6, &nodes, "started", &endpoint);
-    let (run, _) = cycle::plan_cycle(&registry, &endpoint.client(), &repo).await;
+    let (run, _) = cycle::plan_cycle(&registry, &endpoint.client(), &repo, None).await;
     assert_eq!(run.objects, 6);
     assert!(run.is_noop(), "{run:?}");
 }

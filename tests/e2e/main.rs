@@ -18,6 +18,7 @@ mod guests;
 mod images;
 mod inputs;
 mod kinds;
+mod memo;
 mod ownership_gate;
 mod pipeline;
 mod policies;

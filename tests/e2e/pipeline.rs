@@ -161,6 +161,7 @@ fn validating(
         registry,
         Secrets::default(),
         vec![(layout.clone(), "a".into()), (layout, "b".into())],
+        None,
     )
 }
 

@@ -262,3 +262,35 @@ async fn the_api_token_can_come_from_sops() {
     assert!(stdout.contains("+ VM app"), "{stdout}");
     assert!(!stdout.contains("8d9f3c2a"), "the token never shows");
 }
+
+/// A validation that read a secret is never answered from the memo of earlier runs: the
+/// secret may have changed (or gone) while the manifest did not.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_validation_that_reads_a_secret_is_never_remembered() {
+    let lab = sops_lab().await;
+    let cloud_init = "  hardware: {cloud-init: {enabled: true, storage: local-lvm}}\n  cloud-init-data:\n    ci-password-ref: cloud-init.passwords.root\n";
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, cloud_init));
+    lab.write("vm/lab/plain.yaml", &vm("plain", "pve02", 151, ""));
+    let first = run(&lab, &["plan"]).await;
+    assert_eq!(first.code, 2, "{}\n{}", first.stdout, first.stderr);
+    let second = run(&lab, &["plan"]).await;
+    assert_eq!(second.code, 2, "{}", second.stderr);
+    assert!(
+        second.stderr.contains("(1 answered from the memo"),
+        "only the manifest that reads no secret: {}",
+        second.stderr
+    );
+
+    // The SOPS document now holds nothing this identity can open: the same manifest fails
+    // validation, before any request.
+    let other =
+        std::fs::read_to_string(workspace().join("tests/fixtures/sops/other-key-only.sops.yaml"))
+            .unwrap();
+    lab.write("secrets/lab.sops.yaml", &other);
+    lab.clear();
+    let failed = run(&lab, &["plan"]).await;
+    assert_eq!(failed.code, 1, "{}\n{}", failed.stdout, failed.stderr);
+    let out = format!("{}{}", failed.stdout, failed.stderr);
+    assert!(out.contains("vm/lab/app.yaml"), "{out}");
+    assert!(lab.sim.requests().is_empty(), "{:?}", lab.sim.requests());
+}

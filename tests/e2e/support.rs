@@ -126,9 +126,12 @@ impl Lab {
     /// [`Lab::run`] with extra environment variables (set after the defaults, so they win).
     pub async fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
         use tokio::io::AsyncReadExt as _;
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
-            .arg("--cache-dir")
-            .arg(shared_cache())
+        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"));
+        // A test that names its own cache folder gets it instead of the shared one.
+        if !args.contains(&"--cache-dir") {
+            command.arg("--cache-dir").arg(shared_cache());
+        }
+        let mut child = command
             .args(args)
             .arg(self.repo.path())
             .env(TOKEN_VAR, &self.secret)

@@ -18,6 +18,12 @@ pub struct Context {
     /// `--trusted-config DIR`: cluster files, `proxops.yaml` and the files they name come
     /// from here; only manifests come from the repository under review.
     pub trusted_config: Option<PathBuf>,
+    /// The component cache folder (`None` with `--no-cache`): the memo of validated
+    /// manifests is kept there too.
+    cache_dir: Option<PathBuf>,
+    /// The repository's memo of validated manifests, opened on first use
+    /// ([`Context::memo`]); `watch` keeps it from cycle to cycle.
+    memo: std::sync::OnceLock<Arc<proxops_reconcile::Memo>>,
 }
 
 impl Context {
@@ -35,8 +41,10 @@ impl Context {
             .clone()
             .or_else(proxops_runtime::default_cache_dir)
             .map(|d| d.join("state"));
-        let runtime = Runtime::new(RuntimeConfig { cache_dir })
-            .context("starting the WebAssembly runtime")?;
+        let runtime = Runtime::new(RuntimeConfig {
+            cache_dir: cache_dir.clone(),
+        })
+        .context("starting the WebAssembly runtime")?;
         let kinds = KindRegistry::bundled(&runtime).context("loading the bundled kinds")?;
         Ok(Context {
             age_identity,
@@ -44,7 +52,22 @@ impl Context {
             kinds,
             state_dir,
             trusted_config: None,
+            cache_dir,
+            memo: std::sync::OnceLock::new(),
         })
+    }
+
+    /// The memo of validated manifests of `repo` (a process works on one repository): kept
+    /// in the cache folder, or in memory only with `--no-cache`.
+    pub fn memo(&self, repo: &Path) -> Arc<proxops_reconcile::Memo> {
+        self.memo
+            .get_or_init(|| {
+                Arc::new(match &self.cache_dir {
+                    Some(dir) => proxops_reconcile::Memo::open(dir, repo, self.config_root(repo)),
+                    None => proxops_reconcile::Memo::in_memory(),
+                })
+            })
+            .clone()
     }
 
     /// Load the third-party kinds the repository's `proxops.yaml` lists (from the trusted

@@ -60,11 +60,18 @@ pub(crate) fn prepare_config(ctx: &Context, repo: &Path) -> Result<Prepared, Vec
 pub(crate) fn prepare(ctx: &Context, repo: &Path) -> Result<Prepared, Vec<Diagnostic>> {
     let mut p = prepare_config(ctx, repo)?;
     if let Some(layout) = &p.layout {
+        let memo = ctx.memo(repo);
         for cluster in layout.manifest_clusters() {
-            let inputs =
-                proxops_reconcile::validate_cluster(&ctx.kinds, layout, cluster, &p.secrets);
+            let inputs = proxops_reconcile::validate_cluster(
+                &ctx.kinds,
+                layout,
+                cluster,
+                &p.secrets,
+                Some(&memo),
+            );
             p.validated.insert(cluster.to_string(), Arc::new(inputs));
         }
+        memo.save();
     }
     Ok(p)
 }
@@ -134,6 +141,7 @@ impl Prepared {
     pub(crate) fn validating(
         &self,
         ctx: &Context,
+        repo: &Path,
         names: &[String],
     ) -> Vec<impl std::future::Future<Output = Arc<ClusterInputs>> + use<>> {
         let receivers = match &self.layout {
@@ -141,6 +149,7 @@ impl Prepared {
                 ctx.kinds.clone(),
                 self.secrets.clone(),
                 names.iter().map(|n| (layout.clone(), n.clone())).collect(),
+                Some(ctx.memo(repo)),
             ),
             None => Vec::new(),
         };

@@ -596,7 +596,7 @@ pub async fn plan(
     // overlap), and shown one after the other, in order.
     let at_once = clusters_at_once(run, &p);
     let p = &p;
-    let validating = p.validating(ctx, &names);
+    let validating = p.validating(ctx, repo, &names);
     let mut planned = futures_util::stream::iter(names.into_iter().zip(validating))
         .map(|(name, inputs)| async move {
             let inputs = inputs.await;
@@ -717,7 +717,7 @@ pub async fn apply(
     let clusters = names.len();
     let locks = Locks::default();
     let (p, locks, cancel) = (&p, &locks, &cancel);
-    let validating = p.validating(ctx, &names);
+    let validating = p.validating(ctx, repo, &names);
     let mut applied = futures_util::stream::iter(names.into_iter().zip(validating))
         .map(|(name, inputs)| async move {
             let sink = sink_for(at_once, clusters);

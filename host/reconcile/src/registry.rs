@@ -275,6 +275,15 @@ impl KindRegistry {
         Ok(())
     }
 
+    /// What kind `index`'s answers depend on besides their inputs
+    /// ([`proxops_runtime::KindComponent::fingerprint`]); `None` for a native backend, whose
+    /// answers are never replayed ([`crate::Memo`]).
+    pub fn fingerprint(&self, index: usize) -> Option<String> {
+        self.native[index]
+            .is_none()
+            .then(|| self.kinds[index].0.fingerprint())
+    }
+
     /// How far kind `index` is trusted.
     pub fn trust(&self, index: usize) -> &Trust {
         &self.trust[index]

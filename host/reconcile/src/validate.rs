@@ -14,6 +14,7 @@ use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{self, ObjectKey, Reference, Resolved, Severity};
 
 use crate::KindRegistry;
+use crate::memo::{ClusterMemo, Memo, Remember, Replay};
 use crate::ownership::AdoptClaim;
 use crate::workers::par_map;
 
@@ -132,21 +133,37 @@ pub struct ClusterInputs {
     pub diags: Vec<Diagnostic>,
 }
 
-/// Load and validate the manifests of `cluster` in `layout`.
+/// Load and validate the manifests of `cluster` in `layout`; with a `memo`, files whose
+/// bytes it has seen are not parsed again and their kinds not asked again, and the memo
+/// learns this run's files ([`crate::memo`]).
 pub fn validate_cluster(
     registry: &KindRegistry,
     layout: &Layout,
     cluster: &str,
     secrets: &Secrets,
+    memo: Option<&Memo>,
 ) -> ClusterInputs {
     let started = std::time::Instant::now();
-    let (manifests, mut diags) = layout.manifests(cluster);
+    let known = memo.map(|m| m.take_cluster(cluster));
+    let (manifests, mut diags) = layout.manifests_with(
+        cluster,
+        known.as_ref().map(|k| k as &dyn proxops_core::ReadMemo),
+    );
     tracing::debug!(
         "{cluster}: loaded {} manifests in {:?}",
         manifests.len(),
         started.elapsed()
     );
-    let (objects, mut more) = validate_manifests(registry, &manifests, secrets);
+    let (objects, mut more, remember) =
+        validate_with(registry, &manifests, secrets, known.as_ref());
+    if let (Some(memo), Some(known)) = (memo, known) {
+        let now = manifests
+            .iter()
+            .zip(remember)
+            .filter_map(|(m, r)| Some((m.store()?, r)))
+            .collect();
+        memo.put_cluster(known, now);
+    }
     diags.append(&mut more);
     diags.sort();
     ClusterInputs {
@@ -163,10 +180,13 @@ pub fn validate_cluster(
 /// work, not after everyone's. The thread stops early when every receiver is gone; a
 /// receiver whose cluster could not be validated (a panic, reported as it happens) gets an
 /// error, and the clusters after it are still validated.
+///
+/// With a `memo`, it is saved once every cluster is validated.
 pub fn validate_in_order(
     registry: KindRegistry,
     secrets: Secrets,
     clusters: Vec<(Arc<Layout>, String)>,
+    memo: Option<Arc<Memo>>,
 ) -> Vec<tokio::sync::oneshot::Receiver<ClusterInputs>> {
     let (senders, receivers): (Vec<_>, Vec<_>) = clusters
         .iter()
@@ -181,11 +201,14 @@ pub fn validate_in_order(
                 }
                 // A panic fails this cluster only (its sender is dropped); the others go on.
                 let validated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    validate_cluster(&registry, layout, cluster, &secrets)
+                    validate_cluster(&registry, layout, cluster, &secrets, memo.as_deref())
                 }));
                 if let Ok(inputs) = validated {
                     let _ = sender.send(inputs);
                 }
+            }
+            if let Some(memo) = memo {
+                memo.save();
             }
         })
         .expect("spawn the validation thread");
@@ -198,47 +221,129 @@ pub fn validate_manifests(
     manifests: &[Manifest],
     secrets: &Secrets,
 ) -> (Vec<Object>, Vec<Diagnostic>) {
+    let (objects, diags, _) = validate_with(registry, manifests, secrets, None);
+    (objects, diags)
+}
+
+/// What one manifest's kind answered: from the kind, or replayed from a [`Memo`].
+struct Answers {
+    desired: String,
+    warnings: Vec<kind::Diagnostic>,
+    references: Vec<Reference>,
+    key: ObjectKey,
+}
+
+/// A guest call about `file` that failed (a trap, a deadline, a stopped kind).
+fn internal_error(file: &str, e: proxops_runtime::GuestError) -> Vec<Diagnostic> {
+    vec![Diagnostic::error(file, "", format!("internal error: {e}"))]
+}
+
+/// Ask `m`'s kind to validate it (the `metadata.adopt`-less text `input`), then for the
+/// references and identity of the desired state. Also returns what to remember of the
+/// answers: nothing unless every call may be replayed and the kind has a `fingerprint`.
+fn ask_kind(
+    registry: &KindRegistry,
+    instance: &mut dyn crate::workers::KindCalls,
+    m: &Manifest,
+    index: usize,
+    input: &str,
+    fingerprint: Option<&String>,
+) -> Result<(Answers, Option<Replay>), Vec<Diagnostic>> {
+    let internal = |e| internal_error(&m.file, e);
+    let validated = instance
+        .validate(input)
+        .map_err(internal)?
+        .map_err(|diags| {
+            diags
+                .iter()
+                .map(|d| guest_diag(&m.file, d))
+                .collect::<Vec<_>>()
+        })?;
+    let mut replayable = instance.last_call_replayable();
+    // The desired state crosses back into the kind on every later call: a kind that
+    // hands back something that is not JSON fails here, with its file named.
+    if serde_json::from_str::<serde::de::IgnoredAny>(&validated.desired).is_err() {
+        return Err(vec![Diagnostic::error(
+            &m.file,
+            "",
+            format!(
+                "the {} kind returned a desired state that is not JSON; the kind is broken (nothing is planned for this manifest)",
+                registry.get(index).info().kind
+            ),
+        )]);
+    }
+    let references = instance.references(&validated.desired).map_err(internal)?;
+    replayable &= instance.last_call_replayable();
+    let key = instance.identity(&validated.desired).map_err(internal)?;
+    replayable &= instance.last_call_replayable();
+    let answers = Answers {
+        desired: validated.desired,
+        warnings: validated.warnings,
+        references,
+        key,
+    };
+    let replay = fingerprint.filter(|_| replayable).map(|f| Replay {
+        fingerprint: f.clone(),
+        desired: answers.desired.clone(),
+        warnings: answers.warnings.clone(),
+        references: answers.references.clone(),
+        key: answers.key.clone(),
+    });
+    Ok((answers, replay))
+}
+
+/// [`validate_manifests`], replaying what `known` kept where it may; also returns, per
+/// manifest, the answers to remember.
+fn validate_with(
+    registry: &KindRegistry,
+    manifests: &[Manifest],
+    secrets: &Secrets,
+    known: Option<&ClusterMemo>,
+) -> (Vec<Object>, Vec<Diagnostic>, Vec<Remember>) {
     let started = std::time::Instant::now();
+    let fingerprints: Vec<Option<String>> = (0..registry.len())
+        .map(|i| registry.fingerprint(i))
+        .collect();
+    type Validated = (Object, Vec<Diagnostic>, Remember);
+    let from_memo = std::sync::atomic::AtomicUsize::new(0);
     let results = par_map(
         registry,
         manifests,
-        |instances, m| -> Result<(Object, Vec<Diagnostic>), Vec<Diagnostic>> {
+        |instances, m| -> Result<Validated, Vec<Diagnostic>> {
             let index = route(registry, m).map_err(|d| vec![d])?;
-            let internal = |e: proxops_runtime::GuestError| {
-                vec![Diagnostic::error(
-                    &m.file,
-                    "",
-                    format!("internal error: {e}"),
-                )]
-            };
-            let instance = instances.get(index).map_err(internal)?;
-            instance.set_secrets(secrets.for_cluster(&m.cluster));
             // `metadata.adopt` belongs to the host, not to the kind's schema.
             let (adopt, stripped) = take_adopt(m)
                 .map_err(|msg| vec![Diagnostic::error(&m.file, "metadata.adopt", msg)])?;
-            let validated = instance
-                .validate(stripped.as_deref().unwrap_or(m.json()))
-                .map_err(internal)?
-                .map_err(|diags| {
-                    diags
-                        .iter()
-                        .map(|d| guest_diag(&m.file, d))
-                        .collect::<Vec<_>>()
-                })?;
-            // The desired state crosses back into the kind on every later call: a kind that
-            // hands back something that is not JSON fails here, with its file named.
-            if serde_json::from_str::<serde::de::IgnoredAny>(&validated.desired).is_err() {
-                return Err(vec![Diagnostic::error(
-                    &m.file,
-                    "",
-                    format!(
-                        "the {} kind returned a desired state that is not JSON; the kind is broken (nothing is planned for this manifest)",
-                        registry.get(index).info().kind
-                    ),
-                )]);
-            }
-            let references = instance.references(&validated.desired).map_err(internal)?;
-            let key = instance.identity(&validated.desired).map_err(internal)?;
+            let fingerprint = fingerprints[index].as_ref();
+            let replayed = fingerprint.and_then(|f| known?.replay(m, f));
+            let (answers, remember) = match replayed {
+                Some(r) => {
+                    from_memo.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let answers = Answers {
+                        desired: r.desired.clone(),
+                        warnings: r.warnings.clone(),
+                        references: r.references.clone(),
+                        key: r.key.clone(),
+                    };
+                    (answers, Remember::Known)
+                }
+                None => {
+                    let instance = instances
+                        .get(index)
+                        .map_err(|e| internal_error(&m.file, e))?;
+                    instance.set_secrets(secrets.for_cluster(&m.cluster));
+                    let input = stripped.as_deref().unwrap_or(m.json());
+                    let (answers, replay) =
+                        ask_kind(registry, instance, m, index, input, fingerprint)?;
+                    (answers, Remember::Fresh(replay))
+                }
+            };
+            let Answers {
+                desired,
+                warnings,
+                references,
+                key,
+            } = answers;
             if let Some(claim) = &adopt {
                 if key.space != "guest-id" {
                     return Err(vec![Diagnostic::error(
@@ -261,11 +366,7 @@ pub fn validate_manifests(
                     )]);
                 }
             }
-            let warnings = validated
-                .warnings
-                .iter()
-                .map(|d| guest_diag(&m.file, d))
-                .collect();
+            let warnings = warnings.iter().map(|d| guest_diag(&m.file, d)).collect();
             let object = Object {
                 id: ObjectId::new(
                     m.cluster.clone(),
@@ -274,30 +375,33 @@ pub fn validate_manifests(
                 ),
                 kind: index,
                 file: m.file.clone(),
-                desired: validated.desired,
+                desired,
                 key,
                 references,
                 adopt,
             };
-            Ok((object, warnings))
+            Ok((object, warnings, remember))
         },
     );
 
     let mut diags = Vec::new();
     let mut objects = Vec::new();
+    let mut remember = Vec::with_capacity(manifests.len());
     // Manifests that failed: a reference to one is not "no such object".
     let mut invalid: HashMap<(&str, &str, &str), &str> = HashMap::new();
     for (r, m) in results.into_iter().zip(manifests) {
         match r {
-            Ok((object, mut warnings)) => {
+            Ok((object, mut warnings, known)) => {
                 diags.append(&mut warnings);
                 objects.push(object);
+                remember.push(known);
             }
             Err(mut errors) => {
                 if let Some(kind) = m.kind() {
                     invalid.insert((&m.cluster, kind, &m.name), &m.file);
                 }
                 diags.append(&mut errors);
+                remember.push(Remember::Fresh(None));
             }
         }
     }
@@ -306,12 +410,21 @@ pub fn validate_manifests(
     check_cycles(&objects, &mut diags);
     check_identities(&objects, &mut diags);
     diags.sort();
-    tracing::debug!(
-        "validated {} manifests in {:?}",
-        manifests.len(),
-        started.elapsed()
-    );
-    (objects, diags)
+    let from_memo = from_memo.into_inner();
+    if from_memo > 0 {
+        tracing::debug!(
+            "validated {} manifests in {:?} ({from_memo} answered from the memo of earlier runs)",
+            manifests.len(),
+            started.elapsed()
+        );
+    } else {
+        tracing::debug!(
+            "validated {} manifests in {:?}",
+            manifests.len(),
+            started.elapsed()
+        );
+    }
+    (objects, diags, remember)
 }
 
 /// Split `metadata.adopt: {vmid, name}` off a manifest: the claim, and the manifest's JSON

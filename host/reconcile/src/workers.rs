@@ -54,11 +54,19 @@ pub trait KindCalls: Send {
     fn claims(&mut self, listing: &str, entry: &str) -> Result<bool, GuestError>;
     fn finally(&mut self, changed: &[String]) -> Result<Vec<Action>, GuestError>;
     fn adopt(&mut self, observed: &Observation) -> Result<Result<Adopted, String>, GuestError>;
+    /// Whether the last call's answer may be replayed from [`crate::Memo`] next time (a
+    /// component call that read no secret and logged nothing); never for a native backend.
+    fn last_call_replayable(&self) -> bool {
+        false
+    }
 }
 
 impl KindCalls for KindInstance {
     fn set_secrets(&mut self, source: Option<Arc<dyn SecretSource>>) {
         KindInstance::set_secrets(self, source);
+    }
+    fn last_call_replayable(&self) -> bool {
+        KindInstance::last_call_replayable(self)
     }
     fn validate(
         &mut self,
