@@ -29,11 +29,14 @@ pub struct Memo {
     inner: Mutex<Inner>,
 }
 
+/// Entries by file.
+type Files = HashMap<String, Entry>;
+
 #[derive(Debug, Default)]
 struct Inner {
-    /// By file.
-    entries: HashMap<String, Entry>,
-    /// Whether `entries` differs from what `path` holds.
+    /// By cluster, then by file: a cluster's entries are taken and put back whole.
+    clusters: HashMap<String, Files>,
+    /// Whether `clusters` differs from what `path` holds.
     dirty: bool,
 }
 
@@ -68,7 +71,8 @@ pub(crate) enum Remember {
 /// One cluster's entries, taken out of the [`Memo`] while the cluster is read and validated.
 #[derive(Debug, Default)]
 pub struct ClusterMemo {
-    entries: HashMap<String, Entry>,
+    cluster: String,
+    entries: Files,
 }
 
 impl ReadMemo for ClusterMemo {
@@ -139,16 +143,16 @@ impl Memo {
         };
         let path = cache_dir.join("manifests").join(format!("{name}.memo"));
         let started = std::time::Instant::now();
-        let entries = match std::fs::read(&path) {
+        let clusters = match std::fs::read(&path) {
             Ok(bytes) => match decode(&bytes, &build_id()) {
-                Some(entries) => {
+                Some(clusters) => {
                     tracing::debug!(
                         "read the memo of {} files ({} bytes) in {:?}",
-                        entries.len(),
+                        clusters.values().map(HashMap::len).sum::<usize>(),
                         bytes.len(),
                         started.elapsed()
                     );
-                    entries
+                    clusters
                 }
                 None => {
                     tracing::debug!("{}: not a memo of this build; ignored", path.display());
@@ -160,7 +164,7 @@ impl Memo {
         Memo {
             path: Some(path),
             inner: Mutex::new(Inner {
-                entries,
+                clusters,
                 dirty: false,
             }),
         }
@@ -173,18 +177,11 @@ impl Memo {
     /// Take `cluster`'s entries out, to read and validate it with; [`Memo::put_cluster`]
     /// puts back what is true afterwards.
     pub fn take_cluster(&self, cluster: &str) -> ClusterMemo {
-        let mut inner = self.lock();
-        let files: Vec<String> = inner
-            .entries
-            .iter()
-            .filter(|(_, e)| e.manifest.cluster == cluster)
-            .map(|(f, _)| f.clone())
-            .collect();
-        let entries = files
-            .into_iter()
-            .filter_map(|f| inner.entries.remove_entry(&f))
-            .collect();
-        ClusterMemo { entries }
+        let entries = self.lock().clusters.remove(cluster).unwrap_or_default();
+        ClusterMemo {
+            cluster: cluster.to_string(),
+            entries,
+        }
     }
 
     /// `cluster`'s entries after it was read and validated, replacing whatever
@@ -194,7 +191,7 @@ impl Memo {
     pub(crate) fn put_cluster(&self, taken: ClusterMemo, now: Vec<(StoredManifest, Remember)>) {
         let mut old = taken.entries;
         let mut changed = false;
-        let mut entries = Vec::with_capacity(now.len());
+        let mut entries = Files::with_capacity(now.len());
         for (manifest, remember) in now {
             let entry = match remember {
                 Remember::Known => match old.remove(&manifest.file) {
@@ -213,26 +210,23 @@ impl Memo {
                     entry
                 }
             };
-            entries.push(entry);
+            entries.insert(entry.manifest.file.clone(), entry);
         }
         // What is left was not read this time: gone from the repository.
         changed |= !old.is_empty();
         let mut inner = self.lock();
         inner.dirty |= changed;
-        for entry in entries {
-            inner.entries.insert(entry.manifest.file.clone(), entry);
+        if !entries.is_empty() {
+            inner.clusters.insert(taken.cluster, entries);
         }
     }
 
     /// How many files it holds, and how many of them with their kind's answers.
     pub fn len(&self) -> (usize, usize) {
         let inner = self.lock();
-        let replays = inner
-            .entries
-            .values()
-            .filter(|e| e.replay.is_some())
-            .count();
-        (inner.entries.len(), replays)
+        let files = inner.clusters.values().flat_map(HashMap::values);
+        let replays = files.clone().filter(|e| e.replay.is_some()).count();
+        (files.count(), replays)
     }
 
     /// Write it back when it changed (atomically: a temporary file renamed over the old
@@ -248,7 +242,7 @@ impl Memo {
                 return;
             }
             inner.dirty = false;
-            encode(&inner.entries, &build_id())
+            encode(&inner.clusters, &build_id())
         };
         if let Err(e) = write_atomically(path, &bytes) {
             tracing::debug!("{}: not written: {e}", path.display());
@@ -327,18 +321,18 @@ impl<'a> Reader<'a> {
     }
 }
 
-fn encode(entries: &HashMap<String, Entry>, build: &str) -> Vec<u8> {
+fn encode(clusters: &HashMap<String, Files>, build: &str) -> Vec<u8> {
+    let mut entries: Vec<&Entry> = clusters.values().flat_map(HashMap::values).collect();
+    entries.sort_by(|a, b| a.manifest.file.cmp(&b.manifest.file));
     let mut w = Writer(Vec::with_capacity(entries.len() * 2048));
     w.0.extend_from_slice(FORMAT);
     w.str(build);
     w.u32(entries.len());
-    let mut files: Vec<&String> = entries.keys().collect();
-    files.sort();
-    for file in files {
-        let Entry {
-            manifest: m,
-            replay,
-        } = &entries[file];
+    for Entry {
+        manifest: m,
+        replay,
+    } in entries
+    {
         w.str(&m.file);
         w.0.extend_from_slice(&m.digest);
         w.str(&m.folder);
@@ -382,7 +376,7 @@ fn encode(entries: &HashMap<String, Entry>, build: &str) -> Vec<u8> {
     w.0
 }
 
-fn decode(bytes: &[u8], build: &str) -> Option<HashMap<String, Entry>> {
+fn decode(bytes: &[u8], build: &str) -> Option<HashMap<String, Files>> {
     let (body, crc) = bytes.split_at_checked(bytes.len().checked_sub(4)?)?;
     if crc32fast::hash(body).to_le_bytes() != crc {
         return None;
@@ -392,7 +386,7 @@ fn decode(bytes: &[u8], build: &str) -> Option<HashMap<String, Entry>> {
         return None;
     }
     let count = r.u32()?;
-    let mut entries = HashMap::with_capacity(count.min(1 << 20));
+    let mut clusters: HashMap<String, Files> = HashMap::new();
     for _ in 0..count {
         let file = r.str()?;
         let digest: [u8; 32] = r.take(32)?.try_into().ok()?;
@@ -450,11 +444,12 @@ fn decode(bytes: &[u8], build: &str) -> Option<HashMap<String, Entry>> {
             }
             _ => return None,
         };
-        if entries.insert(file, Entry { manifest, replay }).is_some() {
+        let files = clusters.entry(manifest.cluster.clone()).or_default();
+        if files.insert(file, Entry { manifest, replay }).is_some() {
             return None;
         }
     }
-    r.0.is_empty().then_some(entries)
+    r.0.is_empty().then_some(clusters)
 }
 
 #[cfg(test)]
