@@ -174,7 +174,7 @@ impl Memo {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Take `cluster`'s entries out, to read and validate it with; [`Memo::put_cluster`]
+    /// Take `cluster`'s entries out, to read and validate it with; validating the cluster
     /// puts back what is true afterwards.
     pub fn take_cluster(&self, cluster: &str) -> ClusterMemo {
         let entries = self.lock().clusters.remove(cluster).unwrap_or_default();
