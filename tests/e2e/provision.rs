@@ -95,6 +95,48 @@ async fn a_clone_gets_its_own_identity_and_none_of_the_templates() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_cd_drive_never_replaces_the_cloud_init_drive_a_clone_inherits() {
+    let lab = sops_lab().await;
+    lab.write(
+        "templatevm/lab/golden.yaml",
+        &template("golden", "pve01", 9000, GOLDEN_IDENTITY),
+    );
+    // The VM declares a CD/DVD drive but no cloud-init, so its CD/DVD slot is ide2: where the
+    // clone holds the cloud-init drive it inherited.
+    let app = clone("").replace(
+        "hardware: {cloud-init: {enabled: true, storage: local-lvm}}",
+        "hardware: {cdrom: {iso: none}}",
+    );
+    lab.write("vm/lab/app.yaml", &app);
+    let first = run(&lab, &["apply"]).await;
+    let inherited = "local-lvm:vm-500-cloudinit,media=cdrom";
+    assert_eq!(lab.config(500)["ide2"], inherited, "{}", first.stdout);
+    for r in lab
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.path.contains("/500"))
+    {
+        assert!(
+            !r.params.iter().any(|(k, _)| k == "ide2"),
+            "{} {} wrote ide2: {:?}\n{}",
+            r.method,
+            r.path,
+            r.params,
+            first.stdout
+        );
+    }
+    let plan = run(&lab, &["plan"]).await;
+    assert!(
+        plan.stdout
+            .contains("ide2 holds the cloud-init drive `local-lvm:vm-500-cloudinit,media=cdrom`"),
+        "{}",
+        plan.stdout
+    );
+    assert_eq!(lab.config(500)["ide2"], inherited);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_clone_whose_config_write_failed_is_repaired_by_the_next_apply() {
     let lab = sops_lab().await;
     lab.write(

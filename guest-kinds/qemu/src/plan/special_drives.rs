@@ -63,10 +63,21 @@ pub(super) fn diff_special_drives(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
             "spec.hardware.cdrom"
         };
         let live = x.cfg.get(&cd.slot).map(str::to_string);
-        if let Some(l) = live.as_deref().filter(|l| {
-            let drv = wire::drive(l);
-            !wire::is_cdrom(&drv) && !wire::is_cloudinit(&drv)
-        }) {
+        // The cloud-init drive is a CD to PVE too, but writing the CD/DVD over it would drop
+        // the guest's cloud-init volume (a clone inherits one from its template even when the
+        // VM declares no cloud-init): it is left as it is, and reported.
+        if let Some(l) = live
+            .as_deref()
+            .filter(|l| wire::is_cloudinit(&wire::drive(l)))
+        {
+            x.out.anomalies.push(Anomaly::new(
+                "spec.hardware.cdrom",
+                format!(
+                    "{} holds the cloud-init drive `{l}`; proxops does not replace it with a CD/DVD drive (declare spec.hardware.cloud-init to keep it on ide2 and have the CD/DVD on ide3)",
+                    cd.slot
+                ),
+            ));
+        } else if let Some(l) = live.as_deref().filter(|l| !wire::is_cdrom(&wire::drive(l))) {
             x.out.anomalies.push(Anomaly::new(
                 "spec.hardware.cdrom",
                 format!(

@@ -147,6 +147,30 @@ ide2=local-lvm:cloudinit ide3=local:iso/debian-13.iso,media=cdrom net0=virtio,br
             "drift spec.hardware.cdrom: local:iso/debian-13.iso,media=cdrom -> none,media=cdrom",
         ],
     );
+    // A cloud-init drive in the CD/DVD slot (a clone inherits its template's, though the VM
+    // declares no cloud-init; or one PVE holds on ide3) is never written over.
+    check(
+        Case {
+            patches: &[("spec/hardware/cdrom", json!({"iso": "none"}))],
+            config: &[("ide2", json!("local-lvm:vm-100-cloudinit,media=cdrom"))],
+            ..Case::default()
+        },
+        &["anomaly spec.hardware.cdrom"],
+    );
+    check(
+        Case {
+            patches: &with_ci,
+            config: &[
+                ("ide2", json!("none,media=cdrom")),
+                ("ide3", json!("local-lvm:vm-100-cloudinit,media=cdrom")),
+            ],
+            ..Case::default()
+        },
+        &[
+            "anomaly spec.hardware.cloud-init",
+            "anomaly spec.hardware.cdrom",
+        ],
+    );
     // Block absent: the slot is not owned.
     check(
         Case {
