@@ -100,6 +100,11 @@ async fn adopted_guests_plan_nothing_but_their_ownership_tags() {
         );
         assert!(!text.contains("not-in-a-manifest"), "no password in {file}");
     }
+    // `discard=on` is the string `on`: quoted, so YAML 1.1 readers (PyYAML, Ansible,
+    // yamllint) do not read it as `true`.
+    let web = std::fs::read_to_string(lab.repo.path().join("vm/lab/web-server.yaml")).unwrap();
+    assert!(web.contains("discard: 'on'"), "{web}");
+    assert!(!web.contains("discard: on"), "{web}");
     assert!(adopt.stdout.contains("gap cipassword"), "{}", adopt.stdout);
     assert!(
         adopt

@@ -255,7 +255,7 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
                 let rel = format!("{}/{}/{name}.yaml", info.folder, o.cluster);
                 let yaml = format!(
                     "# Adopted from {resource} by `proxops adopt`; metadata.adopt lets the next apply add\n# the ownership tags to this guest (and nothing else) while its vmid and PVE name match.\n{}",
-                    serde_yaml::to_string(&manifest)?
+                    manifest_yaml(&manifest)?
                 );
                 match dir.write_atomic(&rel, yaml.as_bytes(), o.force) {
                     Ok(()) => {
@@ -325,5 +325,140 @@ async fn report_volumes(client: &proxops_pve::Client, live: &[Entry]) {
             "Not adopted (PVE keeps no URL for a volume, so no DiskImage or ISO manifest can be written; declare them with their URL to manage them): {}",
             found.into_iter().collect::<Vec<_>>().join(", ")
         );
+    }
+}
+
+/// The words YAML 1.1 reads as booleans. proxops reads YAML 1.2, where they are strings, but
+/// the manifests adopt writes are read by other tools too (PyYAML, Ansible, yamllint), and
+/// serde_yaml writes these words unquoted: `discard: on` would be `true` to them.
+const YAML11_BOOLEANS: &[&str] = &[
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off",
+    "OFF",
+];
+
+/// `manifest` as YAML, with every key or value that YAML 1.1 would read as a boolean quoted.
+/// The quoted text is kept only when proxops reads it back as the same manifest; otherwise
+/// serde_yaml's text is written as it is (it reads back the same in YAML 1.2).
+fn manifest_yaml(manifest: &Value) -> anyhow::Result<String> {
+    let plain = serde_yaml::to_string(manifest).context("writing the manifest as YAML")?;
+    let quoted = quote_yaml11_booleans(&plain);
+    let same = proxops_core::yaml::parse(&quoted).is_ok_and(|docs| docs == [manifest.clone()]);
+    Ok(if same { quoted } else { plain })
+}
+
+/// Quote the YAML 1.1 boolean words that stand alone as a key or a plain value on a line of
+/// serde_yaml's block output (`key: on`, `- off`, `yes:`), leaving block scalars' content alone.
+fn quote_yaml11_booleans(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 32);
+    // While inside a block scalar (`key: |-`): the column its content must be deeper than.
+    let mut block_over: Option<usize> = None;
+    for line in text.split_inclusive('\n') {
+        let body = line.strip_suffix('\n').unwrap_or(line);
+        let indent = body.len() - body.trim_start_matches(' ').len();
+        if let Some(over) = block_over {
+            if body.trim().is_empty() || indent > over {
+                out.push_str(line);
+                continue;
+            }
+            block_over = None;
+        }
+        let mut start = indent;
+        while body[start..].starts_with("- ") {
+            start += 2;
+        }
+        let rest = &body[start..];
+        let (key, value) = match rest.find(": ") {
+            Some(at) => (Some(&rest[..at]), &rest[at + 2..]),
+            None => match rest.strip_suffix(':') {
+                Some(key) => (Some(key), ""),
+                None => (None, rest),
+            },
+        };
+        let quote = |word: &str| {
+            if YAML11_BOOLEANS.contains(&word) {
+                format!("'{word}'")
+            } else {
+                word.to_string()
+            }
+        };
+        out.push_str(&body[..start]);
+        if let Some(key) = key {
+            out.push_str(&quote(key));
+            out.push(':');
+            if !value.is_empty() {
+                out.push(' ');
+            }
+        }
+        out.push_str(&quote(value));
+        if line.ends_with('\n') {
+            out.push('\n');
+        }
+        if value.starts_with('|') || value.starts_with('>') {
+            // Content of a key's block scalar is deeper than the key; of a bare sequence
+            // item's, deeper than its dash.
+            block_over = Some(if key.is_some() { start } else { start - 2 });
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(yaml: &str, expected: &str) {
+        assert_eq!(quote_yaml11_booleans(yaml), expected, "input:\n{yaml}");
+    }
+
+    #[test]
+    fn yaml11_booleans_are_quoted_where_they_stand_alone() {
+        for (yaml, expected) in [
+            ("discard: on\n", "discard: 'on'\n"),
+            (
+                "a:\n  b: off\n  c: onboard\n",
+                "a:\n  b: 'off'\n  c: onboard\n",
+            ),
+            ("- yes\n- 'no'\n- maybe\n", "- 'yes'\n- 'no'\n- maybe\n"),
+            ("- - N\n", "- - 'N'\n"),
+            (
+                "disks:\n- bus: scsi\n  ssd: Y\n",
+                "disks:\n- bus: scsi\n  ssd: 'Y'\n",
+            ),
+            ("on:\n  off: 1\n", "'on':\n  'off': 1\n"),
+            ("note: 'on'\nflag: true\n", "note: 'on'\nflag: true\n"),
+            ("text: on the wall\n", "text: on the wall\n"),
+            ("empty: {}\n", "empty: {}\n"),
+            ("no newline: no", "no newline: 'no'"),
+            // Block scalars' content is text, not keys or values.
+            (
+                "description: |-\n  on\n  yes: no\nnext: on\n",
+                "description: |-\n  on\n  yes: no\nnext: 'on'\n",
+            ),
+            (
+                "- k: |\n    off\n  other: off\n",
+                "- k: |\n    off\n  other: 'off'\n",
+            ),
+            ("- |-\n  no\n  on\n- on\n", "- |-\n  no\n  on\n- 'on'\n"),
+        ] {
+            check(yaml, expected);
+        }
+    }
+
+    #[test]
+    fn manifests_read_back_the_same_and_carry_no_bare_yaml11_boolean() {
+        let manifest = serde_json::json!({
+            "metadata": {"name": "web", "labels": {"on": "off"}},
+            "spec": {
+                "description": "line one\non\nyes: no",
+                "disks": [{"bus": "scsi", "discard": "on", "ssd": true}],
+                "tags": ["y", "n", "yes-really"],
+            },
+        });
+        let yaml = manifest_yaml(&manifest).unwrap();
+        assert_eq!(proxops_core::yaml::parse(&yaml).unwrap(), [manifest]);
+        assert!(yaml.contains("discard: 'on'"), "{yaml}");
+        assert!(yaml.contains("'on': 'off'"), "{yaml}");
+        assert!(yaml.contains("- 'y'\n"), "{yaml}");
+        assert!(yaml.contains("ssd: true"), "{yaml}");
     }
 }
