@@ -339,31 +339,39 @@ async fn a_missing_pci_mapping_never_stops_the_guest() {
     assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
 }
 
-/// A key only root@pam may set, in `spec.extra`: the simulator (as PVE) refuses it from an API
-/// token, so proxops reports it and sends nothing, for an existing VM and for a new one.
-#[tokio::test(flavor = "multi_thread")]
-async fn an_extra_key_only_root_may_set_is_reported_not_sent() {
+/// What only root@pam may set (the simulator, as PVE, refuses it from an API token): proxops
+/// reports it and sends nothing, for an existing VM and for a new one.
+async fn only_root_may_set(extra: &str, says: &str) {
     let lab = Lab::start().await;
     lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
     lab.apply().await;
-    let extra = "  extra: {args: '-cpu host'}\n";
     lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, extra));
     lab.write("vm/lab/new.yaml", &vm("new", "pve01", 151, extra));
     lab.clear();
     let apply = lab.run(&["apply"]).await;
     assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
-    assert_eq!(
-        apply
-            .stdout
-            .matches("PVE lets only root@pam set `args`")
-            .count(),
-        2,
-        "{}",
-        apply.stdout
-    );
+    assert_eq!(apply.stdout.matches(says).count(), 2, "{}", apply.stdout);
     assert_eq!(lab.mutations(), Vec::<String>::new());
     assert!(lab.sim.vm_config(151).is_none());
     assert_eq!(lab.sim.vm_status(150).as_deref(), Some("running"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_extra_key_only_root_may_set_is_reported_not_sent() {
+    only_root_may_set(
+        "  extra: {args: '-cpu host'}\n",
+        "PVE lets only root@pam set `args`",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_serial_port_on_a_host_device_is_reported_not_sent() {
+    only_root_may_set(
+        "  hardware: {serial0: /dev/ttyS0}\n",
+        "PVE lets only root@pam set a serial port to a host device",
+    )
+    .await;
 }
 
 /// The fault rule `kind` on `method path`, every time (`times: None`) or `times` times.

@@ -189,11 +189,17 @@ fn diff_hardware(d: &Desired, x: &mut Diff<'_>) {
     }
     if let Some(s) = &hw.serial0 {
         let want = s.clone();
-        x.key(
-            "serial0",
-            false,
-            simple("spec.hardware.serial0", s.clone(), move |l| l == want, None),
-        );
+        let cmp = simple("spec.hardware.serial0", s.clone(), move |l| l == want, None);
+        let live = x.cfg.get("serial0");
+        if s != "socket" || live.is_some_and(|l| l != "socket") {
+            // A host device, to or from: reported, never written (PVE lets only root@pam).
+            if let Outcome::Write(_, drift) = cmp(live) {
+                x.out.drift.extend(drift);
+                x.out.anomalies.push(serial_device_anomaly(s));
+            }
+        } else {
+            x.key("serial0", false, cmp);
+        }
     }
     if let Some(s) = &d.scsihw {
         let want = s.clone();
@@ -310,6 +316,17 @@ fn diff_extra(d: &Desired, x: &mut Diff<'_>) {
         }
         x.key(k, false, cmp);
     }
+}
+
+/// The anomaly for a serial port proxops would have to set to, or change from, a host device:
+/// PVE lets only `root@pam` (`$check_vm_create_serial_perm`, and its check on update).
+pub(super) fn serial_device_anomaly(want: &str) -> Anomaly {
+    Anomaly::new(
+        "spec.hardware.serial0",
+        format!(
+            "PVE lets only root@pam set a serial port to a host device, or change one that is (\"only root can set 'serial0' config for real devices\"); proxops uses an API token, so it does not send `serial0={want}`, a write known to fail. Set it in PVE as root@pam (proxops then sees it match), or use `socket`"
+        ),
+    )
 }
 
 /// The anomaly for an extra key proxops would have to write but PVE lets only `root@pam` set.

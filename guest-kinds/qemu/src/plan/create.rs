@@ -4,7 +4,7 @@ use proxops_kind_sdk::model::{
     Action, Anomaly, Call, Change, Drift, Method, Operation, Param, Proposal,
 };
 
-use super::config::root_only_anomaly;
+use super::config::{root_only_anomaly, serial_device_anomaly};
 use super::pci::{missing_mapping, raw_pci_anomaly};
 use super::{Ctx, base_path};
 use crate::cloudinit;
@@ -190,6 +190,9 @@ pub(super) fn create(ctx: &Ctx<'_>) -> Proposal {
             .filter(|k| crate::keys::root_only(k))
             .map(|k| root_only_anomaly(&format!("spec.extra.{k}"), k)),
     );
+    if let Some(s) = d.hardware.serial0.as_deref().filter(|s| *s != "socket") {
+        raw.push(serial_device_anomaly(s));
+    }
     if !raw.is_empty() && ctx.targets.clone_vmid.is_none() {
         // PVE would refuse the whole create: nothing is sent.
         let mut out = Proposal::default();

@@ -588,3 +588,62 @@ fn extra_keys_only_root_may_set_are_never_written() {
         &["drift : - -> VM 100 on pve01", "anomaly spec.extra.args"],
     );
 }
+
+/// A serial port on a host device: PVE lets only root@pam set one, or change one that is, so
+/// it is reported, never sent; `socket` is written as before, and a live value that matches
+/// (an adopted VM) is fine.
+#[test]
+fn serial_ports_on_host_devices_are_never_written() {
+    for (want, live, expected) in [
+        (
+            "/dev/ttyS0",
+            None,
+            vec![
+                "drift spec.hardware.serial0: - -> /dev/ttyS0",
+                "anomaly spec.hardware.serial0",
+            ],
+        ),
+        ("/dev/ttyS0", Some("/dev/ttyS0"), vec![]),
+        (
+            "socket",
+            Some("/dev/ttyS1"),
+            vec![
+                "drift spec.hardware.serial0: /dev/ttyS1 -> socket",
+                "anomaly spec.hardware.serial0",
+            ],
+        ),
+        (
+            "socket",
+            None,
+            vec![
+                "Update: update VM 100 on pve01: serial0",
+                "  Post /nodes/pve01/qemu/100/config digest=d1 serial0=socket",
+                "drift spec.hardware.serial0: - -> socket",
+            ],
+        ),
+        ("socket", Some("socket"), vec![]),
+    ] {
+        let config: Vec<(&str, serde_json::Value)> =
+            live.map(|l| ("serial0", json!(l))).into_iter().collect();
+        check(
+            Case {
+                patches: &[("spec/hardware/serial0", json!(want))],
+                config: &config,
+                ..Case::default()
+            },
+            &expected,
+        );
+    }
+    // Nor is a VM created with one: PVE would refuse the whole create.
+    check(
+        Case {
+            live: None,
+            patches: &[("spec/hardware/serial0", json!("/dev/ttyS0"))],
+            ..Case::default()
+        },
+        &[
+            "drift : - -> VM 100 on pve01",
+            "anomaly spec.hardware.serial0",
+        ],
+    );
+}
