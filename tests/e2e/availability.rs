@@ -374,6 +374,91 @@ async fn a_serial_port_on_a_host_device_is_reported_not_sent() {
     .await;
 }
 
+/// The answer to the stop is lost while its task runs on: the restore start finds the guest's
+/// lock held and is sent again until the stop has ended, so the guest ends up running (a start
+/// given up at once would leave it down when the stop finishes).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stop_whose_answer_was_lost_is_waited_for_before_the_guest_is_started_again() {
+    let lab = Lab::with(proxops_sim::SimConfig {
+        task_duration: std::time::Duration::from_millis(1500),
+        lock_timeout: std::time::Duration::from_millis(200),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/app.yaml",
+        &vm("app", "pve01", 150, "  hardware: {machine: q35}\n"),
+    );
+    let shutdown = "/nodes/{node}/qemu/{vmid}/status/shutdown";
+    lab.sim.set_faults(vec![fault(
+        "POST",
+        shutdown,
+        FaultKind::LoseAnswer,
+        Some(1),
+    )]);
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    // The shutdown task started before apply returned; once its 1.5 s are over, the guest is
+    // as it stays.
+    tokio::time::sleep(std::time::Duration::from_millis(2000)).await;
+    assert_eq!(
+        lab.sim.vm_status(150).as_deref(),
+        Some("running"),
+        "{}",
+        apply.stdout
+    );
+    let starts = requests_about(&lab, 150)
+        .iter()
+        .filter(|r| r.ends_with("/status/start"))
+        .count();
+    assert!(starts >= 2, "the start waited for the stop: {starts}");
+    assert_ne!(
+        lab.config(150).get("machine").map(String::as_str),
+        Some("q35")
+    );
+}
+
+/// The write of a stop/write/start fails and so does the start that restores the guest: the
+/// same apply plans the guest once more and starts it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_restore_start_is_tried_again_in_the_same_apply() {
+    let lab = app_applied_then("  hardware: {machine: q35}\n").await;
+    let config = "/nodes/{node}/qemu/{vmid}/config";
+    let start = "/nodes/{node}/qemu/{vmid}/status/start";
+    lab.sim.set_faults(vec![
+        fault(
+            "POST",
+            config,
+            FaultKind::Status {
+                code: 500,
+                message: "injected: storage unreachable".into(),
+            },
+            None,
+        ),
+        fault(
+            "POST",
+            start,
+            FaultKind::FailTask {
+                message: "start exploded".into(),
+            },
+            Some(1),
+        ),
+    ]);
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(apply.stdout.contains("start exploded"), "{}", apply.stdout);
+    assert_eq!(
+        lab.sim.vm_status(150).as_deref(),
+        Some("running"),
+        "{}",
+        apply.stdout
+    );
+}
+
 /// The fault rule `kind` on `method path`, every time (`times: None`) or `times` times.
 fn fault(method: &str, path: &str, kind: FaultKind, times: Option<u32>) -> FaultRule {
     FaultRule {

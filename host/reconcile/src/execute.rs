@@ -314,7 +314,13 @@ pub async fn execute(
                             .restore
                             .as_ref()
                             .is_some_and(|r| r.after as usize == i);
-                        e = run_restore(&shared, restore, &object, e, disturbing_failed).await;
+                        let restored;
+                        (e, restored) =
+                            run_restore(&shared, restore, &object, e, disturbing_failed).await;
+                        // The stop landed and the restart failed: the guest is down. Apply
+                        // plans it once more (its start), as when the sequence's own start
+                        // fails.
+                        left_stopped |= !restored && !disturbing_failed;
                     } else if action
                         .restore
                         .as_ref()
@@ -406,36 +412,66 @@ fn publish(tx: &watch::Sender<Option<Finished>>, outcome: Finished) {
 }
 
 /// Run an action's restore calls after its call failed with `error`; the error then says
-/// whether availability was restored.
+/// whether availability was restored, and the flag is whether it was.
 async fn run_restore(
     shared: &Shared,
     calls: &[Call],
     object: &ObjectRef,
     error: String,
     disturbing_failed: bool,
-) -> String {
+) -> (String, bool) {
     let shown: Vec<String> = calls
         .iter()
         .map(|c| format!("{} {}", method_name(c.method), c.path))
         .collect();
     for call in calls {
-        if let Err(r) = run_call(shared, call, &Operation::Update, object, "restore", None).await {
+        if let Err(r) = restore_call(shared, call, object).await {
             let state = if disturbing_failed {
                 "the stop itself failed, so it may still be up; check it now"
             } else {
                 "it may be DOWN, check it now"
             };
-            return format!(
-                "{error}; restoring failed too ({} {}: {r}): {state}",
-                method_name(call.method),
-                call.path
+            return (
+                format!(
+                    "{error}; restoring failed too ({} {}: {r}): {state}",
+                    method_name(call.method),
+                    call.path
+                ),
+                false,
             );
         }
     }
-    format!(
-        "{error}; restored: {} ran, so it was started again (its declared state)",
-        shown.join(", ")
+    (
+        format!(
+            "{error}; restored: {} ran, so it was started again (its declared state)",
+            shown.join(", ")
+        ),
+        true,
     )
+}
+
+/// One restore call. A restore start is sent again while its task finds the guest's lock
+/// held: the stop it follows may still be running (its answer lost, or its task past the task
+/// timeout), and a start given up at once would leave the guest down once that stop ends. It
+/// is repeated for at most the task timeout.
+async fn restore_call(shared: &Shared, call: &Call, object: &ObjectRef) -> Result<(), String> {
+    let began = std::time::Instant::now();
+    let mut delay = Duration::from_millis(200);
+    loop {
+        match run_call(shared, call, &Operation::Update, object, "restore", None).await {
+            Ok(()) => return Ok(()),
+            Err(e)
+                if is_start(call)
+                    && e.contains("got timeout")
+                    && began.elapsed() < shared.limits.task_timeout =>
+            {
+                tracing::debug!("{e}; the restore start is sent again in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The write permit of `call`'s node, for a mutating call on a node of the cluster.
@@ -445,6 +481,12 @@ async fn write_permit<'a>(shared: &'a Shared, call: &Call) -> Option<SemaphorePe
     }
     let node = call_node(&call.path).and_then(|n| shared.nodes.get(n))?;
     Some(node.acquire().await.expect("semaphore open"))
+}
+
+/// Whether `call` starts a guest. A start is safe to send again: PVE refuses to start a
+/// running guest ("already running"), and a running guest is what a start is for.
+fn is_start(call: &Call) -> bool {
+    call.method == Method::Post && call.path.ends_with("/status/start")
 }
 
 /// One call; `held` is its node's write permit when the caller took it already.
@@ -471,8 +513,8 @@ async fn run_call(
     };
     // A config write guarded by the digest it was planned against is safe to repeat: if the
     // first attempt landed, the repeat fails with "checksum mismatch" and the next pass
-    // re-plans. Other writes are sent once.
-    let guarded = call.params.iter().any(|p| p.name == "digest");
+    // re-plans. So is a start (see `is_start`). Other writes are sent once.
+    let guarded = is_start(call) || call.params.iter().any(|p| p.name == "digest");
     let method = to_pve_method(call.method);
     let mut result = shared
         .client
@@ -499,18 +541,28 @@ async fn run_call(
     }
     let data = result.map_err(|e| e.to_string())?;
     if let Some(upid) = data.as_str().filter(|s| Upid::parse(s).is_some()) {
-        let ended = shared
+        let ended = match shared
             .client
             .wait_task(upid, shared.limits.task_timeout)
             .await
-            .map_err(|e| match e {
-                PveError::TaskFailed { exitstatus, .. } => format!(
-                    "{} {}: task failed: {exitstatus}",
-                    method_name(call.method),
-                    call.path
-                ),
-                other => other.to_string(),
-            })?;
+        {
+            // A start repeated after its first attempt landed, or sent after someone else's:
+            // the guest runs, as wanted.
+            Err(PveError::TaskFailed { exitstatus, .. })
+                if is_start(call) && exitstatus.contains("already running") =>
+            {
+                return Ok(());
+            }
+            ended => ended,
+        }
+        .map_err(|e| match e {
+            PveError::TaskFailed { exitstatus, .. } => format!(
+                "{} {}: task failed: {exitstatus}",
+                method_name(call.method),
+                call.path
+            ),
+            other => other.to_string(),
+        })?;
         if ended.exitstatus.starts_with("WARNINGS") {
             // One more read, only for a task that warned: what PVE warned about.
             let warnings = match shared.client.task_warnings(upid).await {
