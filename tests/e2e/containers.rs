@@ -207,3 +207,39 @@ async fn a_privileged_container_or_bind_mount_needs_the_grant() {
     );
     assert!(lab.sim.requests().is_empty());
 }
+
+/// A digest-guarded container write whose answer is lost is sent again; the repeat finds the
+/// config changed (by the first attempt, which landed) and PVE answers with pve-container's
+/// own words for a stale digest: the object is planned again, not failed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_write_whose_answer_was_lost_is_planned_again_not_failed() {
+    let lab = lab().await;
+    install(&lab, |y| y);
+    lab.write("container/lab/web.yaml", &container("web", 201, ""));
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    lab.pve(
+        Method::Put,
+        "/nodes/pve01/lxc/201/config",
+        &[("memory", "1024")],
+    )
+    .await;
+    lab.sim.set_faults(vec![proxops_sim::FaultRule {
+        method: "PUT".into(),
+        path: "/nodes/{node}/lxc/{vmid}/config".into(),
+        kind: proxops_sim::FaultKind::LoseAnswer,
+        probability: None,
+        times: Some(1),
+    }]);
+    lab.clear();
+    let repair = lab.run(&["apply"]).await;
+    assert_eq!(repair.code, 0, "{}\n{}", repair.stdout, repair.stderr);
+    assert!(
+        lab.sim.requests().iter().any(|r| r.method == "PUT"
+            && r.status == 500
+            && r.path == "/nodes/pve01/lxc/201/config"),
+        "the repeat met the stale digest: {:?}",
+        lab.mutations()
+    );
+    assert_eq!(ct_config(&lab, 201).await.unwrap()["memory"], 512);
+}

@@ -157,11 +157,15 @@ pub fn restore_calls(action: &Action, failed: usize) -> Option<&[Call]> {
 }
 
 /// PVE's answer to a write whose `digest` no longer matches the config (a 500 on the sync
-/// form, a failed task on the async one). Only a call that carries a `digest` can get it:
+/// form, a failed task on the async one): qemu-server's "checksum mismatch (file change by
+/// other user?)", pve-container's "detected modified configuration - file changed by other
+/// user? Try again." (`assert_if_modified`). Only a call that carries a `digest` can get it:
 /// a download's "checksum mismatch" is the file's checksum, a failure like any other.
 pub fn stale_digest(call: &Call, error: &str) -> bool {
     call.params.iter().any(|p| p.name == "digest")
-        && (error.contains("checksum mismatch") || error.contains("config file has been modified"))
+        && (error.contains("checksum mismatch")
+            || error.contains("config file has been modified")
+            || error.contains("detected modified configuration"))
 }
 
 /// Cancelled: start no new action (the one in flight finishes, with its restore).
@@ -634,6 +638,43 @@ mod tests {
             calls: action(&[start]).calls,
         });
         a
+    }
+
+    #[test]
+    fn a_stale_digest_is_read_from_qemu_server_and_pve_container_words() {
+        let guarded = |mut a: Action| {
+            a.calls[0].params.push(Param {
+                name: "digest".into(),
+                value: "d1".into(),
+                sensitive: false,
+            });
+            a.calls.remove(0)
+        };
+        let write = guarded(action(&["/nodes/pve01/lxc/200/config"]));
+        let download = action(&["/nodes/pve01/storage/local/download-url"])
+            .calls
+            .remove(0);
+        for (call, error, stale) in [
+            (
+                &write,
+                "HTTP 500: checksum mismatch (file change by other user?)",
+                true,
+            ),
+            (
+                &write,
+                "HTTP 500: detected modified configuration - file changed by other user? Try again.",
+                true,
+            ),
+            (&write, "task failed: config file has been modified", true),
+            (&write, "HTTP 500: got a disk error", false),
+            (
+                &download,
+                "task failed: checksum mismatch: got 'a' != expect 'b'",
+                false,
+            ),
+        ] {
+            assert_eq!(stale_digest(call, error), stale, "{error}");
+        }
     }
 
     #[test]
