@@ -209,9 +209,10 @@ async fn iso_attach_detach_and_cloud_init_together() {
         ),
     );
     lab.apply().await;
+    // PVE records the ISO's size (12,000 bytes, printed as bytes: not a whole KiB).
     assert_eq!(
         lab.config(150)["ide2"],
-        "local:iso/installer.iso,media=cdrom"
+        "local:iso/installer.iso,media=cdrom,size=12000"
     );
 
     lab.write(
@@ -228,7 +229,7 @@ async fn iso_attach_detach_and_cloud_init_together() {
     lab.apply().await;
     let ci = lab.config(151);
     assert_eq!(ci["ide2"], "local-lvm:vm-151-cloudinit,media=cdrom");
-    assert_eq!(ci["ide3"], "local:iso/installer.iso,media=cdrom");
+    assert_eq!(ci["ide3"], "local:iso/installer.iso,media=cdrom,size=12000");
     lab.clear();
     lab.apply().await;
     assert_eq!(lab.mutations(), Vec::<String>::new());

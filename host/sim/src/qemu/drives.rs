@@ -265,8 +265,11 @@ pub(super) fn create_disk(
             Ok(printed)
         }
         DriveSpec::Existing => {
-            if !is_cdrom(&map) {
-                let file = map.get("file").cloned().unwrap_or_default();
+            // `create_disks` activates every existing volume and records its size, an ISO in a
+            // CD-ROM drive too (`local:iso/x.iso,media=cdrom,size=600M`); only `none`, `cdrom`
+            // (no volume) and the cloud-init drive carry none.
+            let file = map.get("file").cloned().unwrap_or_default();
+            if !is_cloudinit_file(&file) {
                 if parse_volume_id(&file).is_some() {
                     match find_volume(sim, st, node, &file) {
                         Some(v) => {

@@ -414,12 +414,35 @@ async fn an_api_token_may_attach_only_mapped_devices() {
 #[tokio::test]
 async fn a_guest_whose_disk_or_iso_is_missing_does_not_start() {
     let t = T::new().await;
+    // A volume that does not exist is refused by the create itself (`create_disks` activates
+    // every existing volume, an ISO too), and one that exists gets its size recorded.
+    assert_eq!(
+        t.task(
+            "POST",
+            "/nodes/pve01/qemu",
+            &[
+                ("vmid", "100"),
+                ("ide2", "local:iso/missing.iso,media=cdrom")
+            ],
+        )
+        .await,
+        "unable to create VM 100 - volume 'local:iso/missing.iso' does not exist"
+    );
+    assert!(t.sim.vm_config(100).is_none());
+    t.add_volume("pve01", "local:iso/missing.iso", "iso", 600 << 20);
+    t.create(100, &[("ide2", "local:iso/missing.iso,media=cdrom")])
+        .await;
+    assert_eq!(
+        t.config(100).await["ide2"],
+        "local:iso/missing.iso,media=cdrom,size=600M"
+    );
+    assert_eq!(t.task("DELETE", VM, &[]).await, "OK");
     // (drive key, value, how the volume goes missing, the start task's error)
     let cases: &[(&str, &str, Option<&str>, &str)] = &[
         (
             "ide2",
             "local:iso/missing.iso,media=cdrom",
-            None,
+            Some("/nodes/pve01/storage/local/content/local:iso/missing.iso"),
             "volume 'local:iso/missing.iso' does not exist",
         ),
         (
