@@ -269,14 +269,12 @@ pub(super) fn create_disk(
             // CD-ROM drive too (`local:iso/x.iso,media=cdrom,size=600M`); only `none`, `cdrom`
             // (no volume) and the cloud-init drive carry none.
             let file = map.get("file").cloned().unwrap_or_default();
-            if !is_cloudinit_file(&file) {
-                if parse_volume_id(&file).is_some() {
-                    match find_volume(sim, st, node, &file) {
-                        Some(v) => {
-                            map.insert("size".into(), format_size(v.size));
-                        }
-                        None => return Err(format!("volume '{file}' does not exist")),
+            if !is_cloudinit_file(&file) && parse_volume_id(&file).is_some() {
+                match find_volume(sim, st, node, &file) {
+                    Some(v) => {
+                        map.insert("size".into(), format_size(v.size));
                     }
+                    None => return Err(format!("volume '{file}' does not exist")),
                 }
             }
             Ok(print_drive(&map))
