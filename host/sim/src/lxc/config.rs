@@ -90,10 +90,15 @@ pub(super) fn stage(
             let volume = parse_value(key, &value)
                 .and_then(|m| m.get("volume").cloned())
                 .unwrap_or_default();
-            if mount_type(&volume) == "volume"
-                && let Some((sid, _)) =
+            if mount_type(&volume) == "volume" {
+                // `update_pct_config`'s content check parses the volume ID without `noerr`:
+                // an update takes no bare size (`rootfs=4`, which only a create reads as a
+                // size on the default storage).
+                let Some((sid, _)) =
                     parse_volume_id(&volume).or_else(|| new_disk(&volume).map(|(s, _)| (s, "")))
-            {
+                else {
+                    return Err(format!("unable to parse volume ID '{volume}'"));
+                };
                 let Some(s) = sim.storage(sid) else {
                     return Err(format!("storage '{sid}' does not exist"));
                 };

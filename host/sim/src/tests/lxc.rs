@@ -162,6 +162,18 @@ async fn defaults_without_optional_parameters_and_a_plain_rootfs_size() {
     assert_eq!(c["swap"], 512);
     assert_eq!(c["rootfs"], "local-lvm:vm-200-disk-0,size=3G");
     assert_eq!(c["unprivileged"], 1);
+    // Only a create reads a bare size: an update refuses it and keeps the volume.
+    t.check(
+        "PUT",
+        "/nodes/pve01/lxc/200/config",
+        &[("rootfs", "4")],
+        500,
+        "unable to parse volume ID '4'",
+    )
+    .await;
+    let c = t.ct_config(200, &[]).await;
+    assert_eq!(c["rootfs"], "local-lvm:vm-200-disk-0,size=3G");
+    assert!(c.get("unused0").is_none(), "{c}");
     // A privileged container is asked for explicitly; the key is then absent, as in PVE's config.
     t.create_ct(201, &[("rootfs", "local-lvm:1"), ("unprivileged", "0")])
         .await;
