@@ -346,6 +346,16 @@ pub(crate) fn format_size(bytes: u64) -> String {
     bytes.to_string()
 }
 
+/// The `format` PVE lists for a container template (`Plugin.pm`'s content listing): `tar` for
+/// `name.tar`, else `t` and the compression (`tgz`, `txz`, `tzst`, `tbz2`).
+pub(crate) fn vztmpl_format(name: &str) -> String {
+    match name.rsplit_once(".tar") {
+        Some((_, "")) => "tar".to_string(),
+        Some((_, ext)) if ext.starts_with('.') => format!("t{}", &ext[1..]),
+        _ => "tgz".to_string(),
+    }
+}
+
 /// Tags as PVE stores them: lower-cased, de-duplicated, sorted, `;`-joined.
 pub(crate) fn normalize_tags(value: &str) -> String {
     let mut tags: Vec<String> = split_list(value).iter().map(|t| t.to_lowercase()).collect();
@@ -388,6 +398,19 @@ mod tests {
         assert_eq!(parse_size("0.5G"), Some(512 * 1024 * 1024));
         assert_eq!(parse_size("12"), Some(12));
         assert_eq!(parse_size("x"), None);
+    }
+
+    #[test]
+    fn container_template_formats_follow_the_compression() {
+        for (name, format) in [
+            ("vztmpl/debian-12-standard_12.7-1_amd64.tar.zst", "tzst"),
+            ("vztmpl/alpine-3.20-default_20240908_amd64.tar.xz", "txz"),
+            ("vztmpl/centos-7-default.tar.gz", "tgz"),
+            ("vztmpl/old.tar.bz2", "tbz2"),
+            ("vztmpl/plain.tar", "tar"),
+        ] {
+            assert_eq!(vztmpl_format(name), format, "{name}");
+        }
     }
 
     #[test]

@@ -438,6 +438,10 @@ async fn handle(sim: Arc<Sim>, req: Request<Incoming>) -> Result<Response<Body>,
             }
         } else if ct.starts_with("application/x-www-form-urlencoded") {
             params = form_pairs(&String::from_utf8_lossy(&body));
+        } else if ct.starts_with("multipart/form-data") && is_upload_path(&api_path) {
+            // pveproxy takes multipart bodies on the upload endpoints only; the simulator
+            // serves none of them, so the request goes on to be answered 501 as any path
+            // it does not serve (Ansible's proxmox_template uploads this way).
         } else if !body.is_empty() {
             let msg = format!("upload 'Content-Type '{ct}' not implemented");
             return Ok(response(506, Some(&msg), Some(msg.clone())));
@@ -466,6 +470,12 @@ async fn handle(sim: Arc<Sim>, req: Request<Incoming>) -> Result<Response<Body>,
         .unwrap_or_else(|e| e.into_inner())
         .push(record);
     outcome.response
+}
+
+/// `/nodes/{node}/storage/{storage}/upload`: the API path pveproxy accepts a multipart body on.
+fn is_upload_path(path: &str) -> bool {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    matches!(parts.as_slice(), ["nodes", _, "storage", _, "upload"])
 }
 
 fn log_and_return(

@@ -375,7 +375,7 @@ impl State {
             };
             let content = seed.content().unwrap_or("images").to_string();
             let format = match content.as_str() {
-                "vztmpl" => "tgz".to_string(),
+                "vztmpl" => crate::formats::vztmpl_format(name),
                 _ => name.rsplit('.').next().unwrap_or("raw").to_string(),
             };
             let on: Vec<String> = match &seed.node {

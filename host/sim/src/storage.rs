@@ -457,7 +457,7 @@ pub(crate) fn download_url(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     }
     let (subdir, format) = match content.as_str() {
         "iso" => ("iso", "iso".to_string()),
-        "vztmpl" => ("vztmpl", "tgz".to_string()),
+        "vztmpl" => ("vztmpl", crate::formats::vztmpl_format(&filename)),
         _ => (
             "import",
             filename.rsplit('.').next().unwrap_or("raw").to_string(),

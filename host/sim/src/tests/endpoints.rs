@@ -537,3 +537,38 @@ async fn snapshot_list_is_the_current_state() {
         "Configuration file 'nodes/pve01/qemu-server/999.conf' does not exist\n"
     );
 }
+
+/// A multipart body (how Ansible's proxmox_template uploads a file) is taken on the upload
+/// endpoint only, as pveproxy does; the simulator does not serve uploads, so it answers 501
+/// there as for any path it does not serve, and 506 on every other path.
+#[tokio::test]
+async fn a_multipart_body_is_taken_on_the_upload_path_only() {
+    let t = T::new().await;
+    let body =
+        "--XyZ\r\nContent-Disposition: form-data; name=\"content\"\r\n\r\niso\r\n--XyZ--\r\n";
+    for (path, status, says) in [
+        ("/nodes/pve01/storage/local/upload", 501, "not implemented"),
+        ("/nodes/pve01/qemu", 506, "upload 'Content-Type"),
+    ] {
+        let resp = t
+            .client
+            .post(t.url(path))
+            .header("Authorization", format!("PVEAPIToken={}", t.sim.token()))
+            .header("Content-Type", "multipart/form-data; boundary=XyZ")
+            .body(body)
+            .send()
+            .await
+            .expect("sent");
+        assert_eq!(resp.status().as_u16(), status, "{path}");
+        let reason = resp
+            .status()
+            .canonical_reason()
+            .unwrap_or_default()
+            .to_string();
+        let text = resp.text().await.unwrap_or_default();
+        assert!(
+            text.contains(says) || reason.contains(says),
+            "{path}: {text}"
+        );
+    }
+}

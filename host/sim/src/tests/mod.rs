@@ -39,7 +39,7 @@ impl T {
         T { sim, client }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}/api2/json{}", self.sim.base_url(), path)
     }
 
