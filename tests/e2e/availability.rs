@@ -459,6 +459,59 @@ async fn a_failed_restore_start_is_tried_again_in_the_same_apply() {
     );
 }
 
+/// With one write at a time per node, a stop/write/start holds its node's turn from the stop
+/// to the start: two guests that both need a restart are never down at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_one_write_per_node_one_guest_at_a_time_is_down() {
+    let lab = Lab::with(proxops_sim::SimConfig {
+        task_duration: std::time::Duration::from_millis(300),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    let lab_file = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
+    lab.write(
+        "clusters/lab.yaml",
+        &lab_file.replace("spec:\n", "spec:\n  options: {write-concurrency: 1}\n"),
+    );
+    for (name, vmid) in [("a", 150), ("b", 151)] {
+        lab.write(&format!("vm/lab/{name}.yaml"), &vm(name, "pve01", vmid, ""));
+    }
+    lab.apply().await;
+    for (name, vmid) in [("a", 150), ("b", 151)] {
+        lab.write(
+            &format!("vm/lab/{name}.yaml"),
+            &vm(name, "pve01", vmid, "  hardware: {machine: q35}\n"),
+        );
+    }
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    let writes: Vec<String> = lab
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_mutating())
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    let sequence = |vmid: u32| {
+        [
+            format!("POST /nodes/pve01/qemu/{vmid}/status/shutdown"),
+            format!("POST /nodes/pve01/qemu/{vmid}/config"),
+            format!("POST /nodes/pve01/qemu/{vmid}/status/start"),
+        ]
+    };
+    let (first, second) = if writes.first().is_some_and(|w| w.contains("/150/")) {
+        (150, 151)
+    } else {
+        (151, 150)
+    };
+    let expected: Vec<String> = sequence(first).into_iter().chain(sequence(second)).collect();
+    assert_eq!(writes, expected, "{}", apply.stdout);
+    for vmid in [150, 151] {
+        assert_eq!(lab.sim.vm_status(vmid).as_deref(), Some("running"));
+    }
+}
+
 /// The fault rule `kind` on `method path`, every time (`times: None`) or `times` times.
 fn fault(method: &str, path: &str, kind: FaultKind, times: Option<u32>) -> FaultRule {
     FaultRule {

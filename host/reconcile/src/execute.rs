@@ -284,6 +284,15 @@ pub async fn execute(
                     Some(first) => write_permit(&shared, first).await,
                     None => None,
                 };
+                // A stop/write/start keeps its node's permit from the stop to the start (and
+                // its restore): with write-concurrency 1, one guest of a node is down at a
+                // time, and a signal waits for one sequence, not several interleaved.
+                let sequence = if action.disturbs_availability && action.restore.is_some() {
+                    held.take()
+                } else {
+                    None
+                };
+                let holding = sequence.is_some();
                 if cancel.as_ref().is_some_and(|c| *c.borrow()) {
                     outcome.failed.insert(node);
                     first_error.get_or_insert(ActionError::Interrupted {
@@ -298,7 +307,11 @@ pub async fn execute(
                 let mut error = None;
                 let mut failed_call = None;
                 for (i, call) in action.calls.iter().enumerate() {
-                    let permit = if i == 0 { held.take() } else { None };
+                    let permit = match (holding, i == 0) {
+                        (true, _) => Permit::Held,
+                        (false, true) => held.take().map_or(Permit::Take, Permit::Given),
+                        (false, false) => Permit::Take,
+                    };
                     let Err(e) = run_call(
                         &shared,
                         call,
@@ -319,8 +332,15 @@ pub async fn execute(
                             .as_ref()
                             .is_some_and(|r| r.after as usize == i);
                         let restored;
-                        (e, restored) =
-                            run_restore(&shared, restore, &object, e, disturbing_failed).await;
+                        (e, restored) = run_restore(
+                            &shared,
+                            restore,
+                            &object,
+                            e,
+                            disturbing_failed,
+                            holding,
+                        )
+                        .await;
                         // The stop landed and the restart failed: the guest is down. Apply
                         // plans it once more (its start), as when the sequence's own start
                         // fails.
@@ -423,13 +443,14 @@ async fn run_restore(
     object: &ObjectRef,
     error: String,
     disturbing_failed: bool,
+    holding: bool,
 ) -> (String, bool) {
     let shown: Vec<String> = calls
         .iter()
         .map(|c| format!("{} {}", method_name(c.method), c.path))
         .collect();
     for call in calls {
-        if let Err(r) = restore_call(shared, call, object).await {
+        if let Err(r) = restore_call(shared, call, object, holding).await {
             let state = if disturbing_failed {
                 "the stop itself failed, so it may still be up; check it now"
             } else {
@@ -458,11 +479,17 @@ async fn run_restore(
 /// held: the stop it follows may still be running (its answer lost, or its task past the task
 /// timeout), and a start given up at once would leave the guest down once that stop ends. It
 /// is repeated for at most the task timeout.
-async fn restore_call(shared: &Shared, call: &Call, object: &ObjectRef) -> Result<(), String> {
+async fn restore_call(
+    shared: &Shared,
+    call: &Call,
+    object: &ObjectRef,
+    holding: bool,
+) -> Result<(), String> {
     let began = std::time::Instant::now();
     let mut delay = Duration::from_millis(200);
     loop {
-        match run_call(shared, call, &Operation::Update, object, "restore", None).await {
+        let permit = if holding { Permit::Held } else { Permit::Take };
+        match run_call(shared, call, &Operation::Update, object, "restore", permit).await {
             Ok(()) => return Ok(()),
             Err(e)
                 if is_start(call)
@@ -493,14 +520,24 @@ fn is_start(call: &Call) -> bool {
     call.method == Method::Post && call.path.ends_with("/status/start")
 }
 
-/// One call; `held` is its node's write permit when the caller took it already.
+/// Under whose node write permit a call runs.
+enum Permit<'a> {
+    /// The call takes its node's permit for itself (when it mutates).
+    Take,
+    /// The caller took it for this call.
+    Given(SemaphorePermit<'a>),
+    /// The caller holds it across the calls of a stop/write/start.
+    Held,
+}
+
+/// One call, under `permit`.
 async fn run_call(
     shared: &Shared,
     call: &Call,
     operation: &Operation,
     object: &ObjectRef,
     summary: &str,
-    held: Option<SemaphorePermit<'_>>,
+    permit: Permit<'_>,
 ) -> Result<(), String> {
     let params = to_pve_params(call);
     if call.method == Method::Get {
@@ -511,9 +548,10 @@ async fn run_call(
             .map(drop)
             .map_err(|e| e.to_string());
     }
-    let _permit = match held {
-        Some(p) => Some(p),
-        None => write_permit(shared, call).await,
+    let _permit = match permit {
+        Permit::Given(p) => Some(p),
+        Permit::Take => write_permit(shared, call).await,
+        Permit::Held => None,
     };
     // A config write guarded by the digest it was planned against is safe to repeat: if the
     // first attempt landed, the repeat fails with "checksum mismatch" and the next pass
