@@ -143,6 +143,49 @@ async fn every_hostile_third_party_kind_is_contained_and_the_bundled_kinds_plan_
     }
 }
 
+/// A kind that traps while planning one object is not trusted with any write in that run:
+/// its other object, planned before or after the trap (the threads decide), gets nothing
+/// sent either.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kind_that_fails_on_one_object_writes_to_none_of_its_objects() {
+    let lab = Lab::start().await;
+    install_kind(
+        &lab,
+        "misbehave.wasm",
+        &artifact(MISBEHAVE),
+        &format!("{{calls: {MISBEHAVE_CALLS}}}"),
+        None,
+    );
+    lab.write(
+        "misbehave/lab/maker.yaml",
+        &misbehave("maker", "{plan: create, vmid: 995}"),
+    );
+    lab.write(
+        "misbehave/lab/trap.yaml",
+        &misbehave("trap", "{plan: panic}"),
+    );
+    // Without the trapping object the create is let through: the test can fail.
+    let alone = std::fs::read_to_string(lab.repo.path().join("misbehave/lab/trap.yaml")).unwrap();
+    lab.remove("misbehave/lab/trap.yaml");
+    let plan = lab.run(&["plan"]).await;
+    assert!(
+        plan.stdout.contains("misbehave: create container 995"),
+        "{}\n{}",
+        plan.stdout,
+        plan.stderr
+    );
+    lab.write("misbehave/lab/trap.yaml", &alone);
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "{}", apply.stdout);
+    assert!(
+        apply.stdout.contains("none of its objects is changed"),
+        "{}",
+        apply.stdout
+    );
+}
+
 /// (component bytes, grant, pin, field in proxops.yaml, what the error says)
 type RefusalCase<'a> = (&'a [u8], String, Option<&'a str>, &'a str, &'a str);
 

@@ -40,6 +40,9 @@
 //!
 //! - `spec.plan: restore-other`: `plan` proposes an Update action whose only call is a read and
 //!   whose restore step creates container 996 (`POST /nodes/pve01/lxc`), another object.
+//! - `spec.plan: create` with `spec.vmid: N`: `plan` proposes creating the unprivileged
+//!   container N on pve01, a write the ownership gate lets through (a `spec.vmid` makes the
+//!   object's identity that guest's, `guest-id` N).
 //!
 //! `finally` proposes one read step naming the changed objects; when one of them is named
 //! `finally-create` it proposes creating container 998 instead, and when one is named
@@ -134,6 +137,21 @@ fn proposal_for(desired: &str, word: &str) -> model::Proposal {
                 "spec.plan",
                 format!("misbehave: plan call {n} in this instance"),
             ));
+        }
+        "create" => {
+            let vmid = serde_json::from_str::<Value>(desired)
+                .ok()
+                .and_then(|d| d.get("vmid")?.as_u64())
+                .unwrap_or(995) as u32;
+            out.actions.push(model::Action {
+                operation: Operation::Create,
+                summary: format!("misbehave: create container {vmid} on pve01"),
+                calls: vec![container_create(vmid)],
+                changes: Vec::new(),
+                disturbs_availability: false,
+                destructive: false,
+                restore: None,
+            });
         }
         "privileged" => {
             let node = serde_json::from_str::<Value>(desired)
@@ -355,9 +373,16 @@ impl Guest for Misbehave {
 
     fn identity(desired: String) -> ObjectKey {
         behave(Some(&desired), "identity");
-        let name = serde_json::from_str::<Value>(&desired)
-            .ok()
-            .and_then(|d| d.get("name")?.as_str().map(str::to_string));
+        let doc = serde_json::from_str::<Value>(&desired).ok();
+        if let Some(vmid) = doc.as_ref().and_then(|d| d.get("vmid")?.as_u64()) {
+            return ObjectKey {
+                node: Some("pve01".into()),
+                space: "guest-id".into(),
+                key: vmid.to_string(),
+                resource_id: Some(vmid.to_string()),
+            };
+        }
+        let name = doc.and_then(|d| d.get("name")?.as_str().map(str::to_string));
         ObjectKey {
             node: None,
             space: "misbehave".into(),

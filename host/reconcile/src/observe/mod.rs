@@ -176,11 +176,29 @@ pub async fn plan_cluster(
         started.elapsed()
     );
 
+    // A kind stopped in this run (a trap, a deadline, its budget) fails all its objects, not
+    // only those whose calls came after the failure: which of them were planned first is up to
+    // the threads, and a kind that failed is not trusted with any write.
+    let stopped: HashMap<usize, String> = (0..registry.len())
+        .filter_map(|k| Some((k, registry.run(k).failure()?.to_string())))
+        .collect();
     let mut plan = ClusterPlan {
         cluster: cluster.to_string(),
         objects: Vec::new(),
     };
-    for ((item, (proposal, error)), (_, observed)) in items.into_iter().zip(planned).zip(&inputs) {
+    for ((item, (mut proposal, error)), (_, observed)) in
+        items.into_iter().zip(planned).zip(&inputs)
+    {
+        let error = match (error, stopped.get(&item.kind)) {
+            (None, Some(why)) => {
+                proposal.actions.clear();
+                Some(PlanError::Kind(format!(
+                    "the {} kind was stopped in this run ({why}); none of its objects is changed",
+                    registry.get(item.kind).info().kind
+                )))
+            }
+            (error, _) => error,
+        };
         let (proposal, error, taking_over) = match (error, item.refusal.clone()) {
             (_, Some(refusal)) => (proposal, Some(refusal), false),
             (Some(e), None) => (proposal, Some(e), false),
