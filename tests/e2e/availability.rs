@@ -505,11 +505,74 @@ async fn with_one_write_per_node_one_guest_at_a_time_is_down() {
     } else {
         (151, 150)
     };
-    let expected: Vec<String> = sequence(first).into_iter().chain(sequence(second)).collect();
+    let expected: Vec<String> = sequence(first)
+        .into_iter()
+        .chain(sequence(second))
+        .collect();
     assert_eq!(writes, expected, "{}", apply.stdout);
     for vmid in [150, 151] {
         assert_eq!(lab.sim.vm_status(vmid).as_deref(), Some("running"));
     }
+}
+
+/// A guest whose config changes after the plan read it (here: someone removes its ownership
+/// tags while another guest's restart holds the node) is not stopped: the stop/write/start
+/// checks the config digest before the stop, and the fresh plan finds the guest unowned.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_retagged_after_the_plan_is_not_stopped() {
+    let lab = Lab::with(proxops_sim::SimConfig {
+        task_duration: std::time::Duration::from_millis(1000),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    let lab_file = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
+    lab.write(
+        "clusters/lab.yaml",
+        &lab_file.replace("spec:\n", "spec:\n  options: {write-concurrency: 1}\n"),
+    );
+    for (name, vmid) in [("a", 150), ("b", 151)] {
+        lab.write(&format!("vm/lab/{name}.yaml"), &vm(name, "pve01", vmid, ""));
+    }
+    lab.apply().await;
+    for (name, vmid) in [("a", 150), ("b", 151)] {
+        lab.write(
+            &format!("vm/lab/{name}.yaml"),
+            &vm(name, "pve01", vmid, "  hardware: {machine: q35}\n"),
+        );
+    }
+    lab.clear();
+    let mut child = lab.spawn(&["apply"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let first = loop {
+        let shutdown = lab
+            .sim
+            .requests()
+            .into_iter()
+            .find(|r| r.path.ends_with("/status/shutdown"));
+        if let Some(r) = shutdown {
+            break r.path;
+        }
+        assert!(std::time::Instant::now() < deadline, "no shutdown was sent");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    let other = if first.contains("/150/") { 151 } else { 150 };
+    lab.pve(
+        proxops_pve::Method::Post,
+        &format!("/nodes/pve01/qemu/{other}/config"),
+        &[("delete", "tags")],
+    )
+    .await;
+    tokio::time::timeout(std::time::Duration::from_secs(60), child.wait())
+        .await
+        .expect("apply ends")
+        .expect("wait");
+    let sent = requests_about(&lab, other);
+    assert_eq!(
+        sent,
+        [format!("POST /nodes/pve01/qemu/{other}/config")],
+        "only the retagging, by someone else: nothing from proxops"
+    );
+    assert_eq!(lab.sim.vm_status(other).as_deref(), Some("running"));
 }
 
 /// The fault rule `kind` on `method path`, every time (`times: None`) or `times` times.

@@ -306,7 +306,22 @@ pub async fn execute(
                 });
                 let mut error = None;
                 let mut failed_call = None;
+                // Whether the check before the stop ended the action: nothing was sent, so
+                // nothing is remembered as a failed stop.
+                let mut unsent = false;
+                if holding && let Some((call, stale)) = changed_since_plan(&shared, &action).await
+                {
+                    unsent = true;
+                    // Nothing is stopped for a plan the config no longer matches (someone
+                    // wrote to it, or retagged it, since it was read): the stale path below
+                    // plans it again from a fresh read.
+                    failed_call = Some(call);
+                    error = Some(stale);
+                }
                 for (i, call) in action.calls.iter().enumerate() {
+                    if error.is_some() {
+                        break;
+                    }
                     let permit = match (holding, i == 0) {
                         (true, _) => Permit::Held,
                         (false, true) => held.take().map_or(Permit::Take, Permit::Given),
@@ -373,7 +388,7 @@ pub async fn execute(
                     // Not converged on this node: its dependents wait for the next apply
                     // rather than use what the stale plan meant to change.
                     outcome.failed.insert(node);
-                    if action.disturbs_availability && action.restore.is_some() {
+                    if action.disturbs_availability && action.restore.is_some() && !unsent {
                         stale_stop = Some(action);
                     }
                     break;
@@ -391,7 +406,7 @@ pub async fn execute(
                             action: action.summary.clone(),
                             cause: e,
                         });
-                        if action.disturbs_availability && action.restore.is_some() {
+                        if action.disturbs_availability && action.restore.is_some() && !unsent {
                             failed_stops.push(action);
                         }
                     }
@@ -518,6 +533,39 @@ async fn write_permit<'a>(shared: &'a Shared, call: &Call) -> Option<SemaphorePe
 /// running guest ("already running"), and a running guest is what a start is for.
 fn is_start(call: &Call) -> bool {
     call.method == Method::Post && call.path.ends_with("/status/start")
+}
+
+/// Before a stop/write/start stops its guest: the config write it carries is bound to the
+/// digest the plan read; when the config has changed since (a write, new tags: the guest
+/// may not even be ours any more), that write and its call are returned with PVE's own
+/// stale-digest words, before anything is sent. A read that fails is returned as the error
+/// too (nothing is stopped on a guess).
+async fn changed_since_plan<'a>(shared: &Shared, action: &'a Action) -> Option<(&'a Call, String)> {
+    let (i, call) = action
+        .calls
+        .iter()
+        .enumerate()
+        .find(|(_, c)| c.params.iter().any(|p| p.name == "digest"))?;
+    if i == 0 || !call.path.ends_with("/config") {
+        return None;
+    }
+    let planned = &call.params.iter().find(|p| p.name == "digest")?.value;
+    match shared.client.get(&call.path, &[]).await {
+        Ok(config) if config.get("digest").and_then(|d| d.as_str()) == Some(planned) => None,
+        Ok(_) => Some((
+            call,
+            format!(
+                "GET {}: checksum mismatch: the config changed since it was planned, so the guest was not stopped",
+                call.path
+            ),
+        )),
+        Err(e) => Some((
+            call,
+            format!(
+                "{e}; the config could not be read again before the stop, so the guest was not stopped"
+            ),
+        )),
+    }
 }
 
 /// Under whose node write permit a call runs.
