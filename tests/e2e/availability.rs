@@ -575,6 +575,50 @@ async fn a_guest_retagged_after_the_plan_is_not_stopped() {
     assert_eq!(lab.sim.vm_status(other).as_deref(), Some("running"));
 }
 
+/// The write of a stop/write/start meets a stale digest and the start that restores the
+/// guest fails: the failed restore is reported (the guest may be down), not hidden as a
+/// stale plan, and the same apply plans the guest again: it is stopped now, so the write
+/// needs no stop, and it is started.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_restore_after_a_stale_write_is_reported_and_the_guest_started() {
+    let lab = app_applied_then("  hardware: {machine: q35}\n").await;
+    lab.sim.set_faults(vec![
+        fault(
+            "POST",
+            "/nodes/{node}/qemu/{vmid}/config",
+            FaultKind::Status {
+                code: 500,
+                message: "checksum mismatch (file change by other user?)".into(),
+            },
+            Some(1),
+        ),
+        fault(
+            "POST",
+            "/nodes/{node}/qemu/{vmid}/status/start",
+            FaultKind::FailTask {
+                message: "start exploded".into(),
+            },
+            Some(1),
+        ),
+    ]);
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert!(
+        apply.stdout.contains("restoring failed too"),
+        "{}\n{}",
+        apply.stdout,
+        apply.stderr
+    );
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    assert_eq!(
+        lab.sim.vm_status(150).as_deref(),
+        Some("running"),
+        "{}",
+        apply.stdout
+    );
+    assert_eq!(lab.config(150)["machine"], "q35");
+}
+
 /// The fault rule `kind` on `method path`, every time (`times: None`) or `times` times.
 fn fault(method: &str, path: &str, kind: FaultKind, times: Option<u32>) -> FaultRule {
     FaultRule {

@@ -309,6 +309,9 @@ pub async fn execute(
                 // Whether the check before the stop ended the action: nothing was sent, so
                 // nothing is remembered as a failed stop.
                 let mut unsent = false;
+                // Whether a restore ran and failed: the guest may be down, which no stale
+                // digest may hide.
+                let mut restore_failed = false;
                 if holding && let Some((call, stale)) = changed_since_plan(&shared, &action).await
                 {
                     unsent = true;
@@ -360,6 +363,7 @@ pub async fn execute(
                         // plans it once more (its start), as when the sequence's own start
                         // fails.
                         left_stopped |= !restored && !disturbing_failed;
+                        restore_failed = !restored;
                     } else if action
                         .restore
                         .as_ref()
@@ -377,6 +381,7 @@ pub async fn execute(
                 }
                 if let (Some(call), Some(e)) = (failed_call, error.as_deref())
                     && stale_digest(call, e)
+                    && !restore_failed
                 {
                     // Someone changed the config between our read and our write (or an
                     // earlier attempt of this write landed): re-plan from a fresh read
