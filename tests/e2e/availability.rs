@@ -459,12 +459,11 @@ async fn a_failed_restore_start_is_tried_again_in_the_same_apply() {
     );
 }
 
-/// With one write at a time per node, a stop/write/start holds its node's turn from the stop
-/// to the start: two guests that both need a restart are never down at once.
-#[tokio::test(flavor = "multi_thread")]
-async fn with_one_write_per_node_one_guest_at_a_time_is_down() {
+/// VMs 150 and 151 on pve01, applied, then both given a change that needs a restart, in a
+/// cluster with one write at a time per node and tasks that take `task_ms`.
+async fn two_guests_to_restart_one_write_per_node(task_ms: u64) -> Lab {
     let lab = Lab::with(proxops_sim::SimConfig {
-        task_duration: std::time::Duration::from_millis(300),
+        task_duration: std::time::Duration::from_millis(task_ms),
         ..proxops_sim::SimConfig::default()
     })
     .await;
@@ -484,6 +483,14 @@ async fn with_one_write_per_node_one_guest_at_a_time_is_down() {
         );
     }
     lab.clear();
+    lab
+}
+
+/// With one write at a time per node, a stop/write/start holds its node's turn from the stop
+/// to the start: two guests that both need a restart are never down at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn with_one_write_per_node_one_guest_at_a_time_is_down() {
+    let lab = two_guests_to_restart_one_write_per_node(300).await;
     let apply = lab.run(&["apply"]).await;
     assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
     let writes: Vec<String> = lab
@@ -520,27 +527,7 @@ async fn with_one_write_per_node_one_guest_at_a_time_is_down() {
 /// checks the config digest before the stop, and the fresh plan finds the guest unowned.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_guest_retagged_after_the_plan_is_not_stopped() {
-    let lab = Lab::with(proxops_sim::SimConfig {
-        task_duration: std::time::Duration::from_millis(1000),
-        ..proxops_sim::SimConfig::default()
-    })
-    .await;
-    let lab_file = std::fs::read_to_string(lab.repo.path().join("clusters/lab.yaml")).unwrap();
-    lab.write(
-        "clusters/lab.yaml",
-        &lab_file.replace("spec:\n", "spec:\n  options: {write-concurrency: 1}\n"),
-    );
-    for (name, vmid) in [("a", 150), ("b", 151)] {
-        lab.write(&format!("vm/lab/{name}.yaml"), &vm(name, "pve01", vmid, ""));
-    }
-    lab.apply().await;
-    for (name, vmid) in [("a", 150), ("b", 151)] {
-        lab.write(
-            &format!("vm/lab/{name}.yaml"),
-            &vm(name, "pve01", vmid, "  hardware: {machine: q35}\n"),
-        );
-    }
-    lab.clear();
+    let lab = two_guests_to_restart_one_write_per_node(1000).await;
     let mut child = lab.spawn(&["apply"]);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     let first = loop {
