@@ -36,6 +36,8 @@ const APPLY_NODES: usize = 4;
 const APPLY_LATENCY_MS: u64 = 20;
 const APPLY_TASK: Duration = Duration::from_secs(1);
 const APPLY_WRITE_CONCURRENCY: usize = 2;
+/// First-plan runs, cold and warm cache (alternating); the table shows medians.
+const FIRST_RUNS: usize = 3;
 /// Plan-at-scale runs per backend (alternating); the table shows medians.
 const PLAN_RUNS: usize = 3;
 /// Many clusters: how many, VMs in each, nodes in each, clusters planned at once.
