@@ -249,7 +249,11 @@ pub(super) async fn first_plan(
         let cold_wall = median_duration(cold_runs.iter().map(|r| r.1).collect());
         let warm_wall = median_duration(warm_runs.iter().map(|r| r.1).collect());
         let load_ms = |runs: &[(serde_json::Value, Duration)]| {
-            median(runs.iter().map(|r| r.0["load_ms"].as_f64().unwrap_or(0.0)).collect())
+            median(
+                runs.iter()
+                    .map(|r| r.0["load_ms"].as_f64().unwrap_or(0.0))
+                    .collect(),
+            )
         };
         let cold = &cold_runs[0].0;
         // Nothing is compiled warm: every kind is precompiled (bundled) or a cache hit.
