@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 use proxops_kind_sdk::propstring::PropString;
 
-use super::{Adoption, SSH_KEY_PREFIX, slot_order};
+use super::{Adoption, SSH_KEY_PREFIX};
 use crate::secrets::Secrets;
 use crate::{cloudinit, syntax};
 
@@ -49,13 +49,7 @@ impl Adoption {
                 }
             }
         }
-        let mut ipkeys: Vec<String> = self
-            .keys
-            .keys()
-            .filter(|k| matches!(syntax::split_slot(k), Some(("ipconfig", _))))
-            .cloned()
-            .collect();
-        ipkeys.sort_by_key(|k| slot_order(k));
+        let ipkeys = self.slots("ipconfig", u32::MAX);
         let mut ips = Vec::new();
         for key in ipkeys {
             let v = self.take(&key).unwrap_or_default();

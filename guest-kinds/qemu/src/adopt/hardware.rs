@@ -274,15 +274,8 @@ impl Adoption {
     }
 
     pub(super) fn take_networks(&mut self) -> Result<Vec<Value>, String> {
-        let mut keys: Vec<String> = self
-            .keys
-            .keys()
-            .filter(|k| matches!(syntax::split_slot(k), Some(("net", n)) if n <= 31))
-            .cloned()
-            .collect();
-        keys.sort_by_key(|k| slot_order(k));
         let mut out = Vec::new();
-        for key in keys {
+        for key in self.slots("net", 31) {
             let v = self.take(&key).unwrap_or_default();
             let n = syntax::split_slot(&key).map(|(_, n)| n).unwrap_or_default();
             // plan owns the NIC set and deletes an undeclared netN: a NIC the manifest cannot
@@ -350,15 +343,8 @@ impl Adoption {
     }
 
     pub(super) fn take_pci(&mut self, hw: &mut Map<String, Value>) {
-        let mut keys: Vec<String> = self
-            .keys
-            .keys()
-            .filter(|k| matches!(syntax::split_slot(k), Some(("hostpci", n)) if n <= 999))
-            .cloned()
-            .collect();
-        keys.sort_by_key(|k| slot_order(k));
         let mut out = Vec::new();
-        for key in keys {
+        for key in self.slots("hostpci", 999) {
             let v = self.take(&key).unwrap_or_default();
             let n = syntax::split_slot(&key).map(|(_, n)| n).unwrap_or_default();
             let Ok(p) = PropString::parse_with_default(&v, "host") else {

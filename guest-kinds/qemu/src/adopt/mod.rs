@@ -259,6 +259,18 @@ impl Adoption {
             .collect()
     }
 
+    /// The live keys `<bus><n>` with `n <= max`, in slot order.
+    fn slots(&self, bus: &str, max: u32) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .keys
+            .keys()
+            .filter(|k| matches!(syntax::split_slot(k), Some((b, n)) if b == bus && n <= max))
+            .cloned()
+            .collect();
+        keys.sort_by_key(|k| slot_order(k));
+        keys
+    }
+
     fn take(&mut self, key: &str) -> Option<String> {
         self.keys.remove(key)
     }
