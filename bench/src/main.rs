@@ -26,7 +26,9 @@ use proxops_runtime::{CacheOutcome, Runtime, RuntimeConfig};
 use proxops_sim::{FaultKind, FaultRule, Simulator};
 use serde_json::{Value, json};
 
+mod scale;
 mod scenarios;
+use scale::*;
 use scenarios::*;
 
 const PLAN_NODES: usize = 10;

@@ -1,0 +1,286 @@
+//! The plan at scale (component and native, the memo, the `proxops plan` binary) and the
+//! scale headroom measured against it.
+
+use super::*;
+
+/// Sections 1 + 2 + 3: plan at scale, WASM vs native.
+pub(super) async fn plan_at_scale(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    n: usize,
+    economy: &mut Vec<(usize, BTreeMap<String, u64>)>,
+    table: &mut Table,
+) -> ScaleFigures {
+    // 1 + 2 + 3. Plan at scale, WASM vs native.
+    eprintln!("[4/5] plan at scale: {n} VMs over {PLAN_NODES} nodes (x{PLAN_RUNS} per backend)");
+    {
+        let dir = tmp.path().join("scale");
+        let t = Instant::now();
+        let (sim, repo) = converged(registry, &dir, n, &fixture::nodes(PLAN_NODES)).await;
+        eprintln!("      fixture ready in {:.1} s", t.elapsed().as_secs_f64());
+        let endpoint = Endpoint::of(&sim);
+        // What a `sim:` endpoint adds to a plan and a real cluster never costs: the embedded
+        // simulator loading this state (from a copy: a simulator writes its file back).
+        let copy = dir.join("state-copy.json");
+        std::fs::copy(dir.join("state.json"), &copy).expect("copy the state file");
+        let t = Instant::now();
+        let again = proxops_sim::start(fixture::sim_config(
+            &fixture::nodes(PLAN_NODES),
+            Duration::ZERO,
+            Vec::new(),
+            Some(copy),
+        ))
+        .await
+        .expect("start a simulator on the state");
+        let sim_load = t.elapsed();
+        drop(again);
+        table.add(
+            "1 plan at scale",
+            format!("embedded simulator (`sim:` endpoint): start with the {n}-VM state"),
+            format!("{:.0} ms", ms(sim_load)),
+            "not part of a plan against a real cluster",
+            None,
+        );
+        let mut wasm = Vec::new();
+        let mut native = Vec::new();
+        let mut memo = Vec::new();
+        let with_memo = |cmd: &mut std::process::Command| {
+            cmd.arg("--memo");
+        };
+        // The first run with the memo learns every manifest (its cycle is the one without a
+        // memo, plus writing it); the measured ones find them all unchanged.
+        let (learning, _) = spawn_child_with("plan", &endpoint, &repo, cache, false, with_memo);
+        for run in 0..PLAN_RUNS {
+            let before = sim.counters();
+            let (w, _) = spawn_child("plan", &endpoint, &repo, cache, false);
+            if run == 0 {
+                economy.push((n, counter_delta(&before, &sim.counters())));
+            }
+            let (nat, _) = spawn_child("plan", &endpoint, &repo, cache, true);
+            let (m, _) = spawn_child_with("plan", &endpoint, &repo, cache, false, with_memo);
+            for r in [&w, &nat, &m] {
+                assert_eq!(
+                    r["noop"].as_bool(),
+                    Some(true),
+                    "the plan at scale is a no-op: {r}"
+                );
+                assert_eq!(r["objects"].as_u64(), Some(n as u64));
+            }
+            eprintln!(
+                "      run {run}: wasm {w}\n             native {nat}\n             memo {m}"
+            );
+            wasm.push(w);
+            native.push(nat);
+            memo.push(m);
+        }
+        let med = |runs: &[Value], key: &str| {
+            median(
+                runs.iter()
+                    .map(|r| r[key].as_f64().unwrap_or(0.0))
+                    .collect(),
+            )
+        };
+        let total = med(&wasm, "total_ms");
+        let rss = mib(med(&wasm, "rss") as u64);
+        table.add(
+            "1 plan at scale",
+            format!("{n} VMs / {PLAN_NODES} nodes: full plan cycle (load+validate+observe+plan)"),
+            format!("{total:.0} ms"),
+            "< 1000 ms",
+            Some(total < 1000.0),
+        );
+        table.add(
+            "1 plan at scale",
+            "  of which load + validate",
+            format!("{:.0} ms", med(&wasm, "validate_ms")),
+            "",
+            None,
+        );
+        table.add(
+            "1 plan at scale",
+            "  of which observe + plan (1 + reads requests)",
+            format!("{:.0} ms", med(&wasm, "plan_ms")),
+            "",
+            None,
+        );
+        let warm = med(&memo, "total_ms");
+        table.add(
+            "1 plan at scale",
+            "the same cycle again, manifests unchanged: memo of validated manifests",
+            format!("{warm:.0} ms"),
+            "<= 500 ms",
+            Some(warm <= 500.0),
+        );
+        table.add(
+            "1 plan at scale",
+            "  of which load + validate / observe + plan",
+            format!(
+                "{:.0} ms / {:.0} ms",
+                med(&memo, "validate_ms"),
+                med(&memo, "plan_ms")
+            ),
+            "",
+            None,
+        );
+        table.add(
+            "1 plan at scale",
+            "  the run that learns the memo (one run: no memo yet, then written)",
+            format!("{:.0} ms", learning["total_ms"].as_f64().unwrap_or(0.0)),
+            "",
+            None,
+        );
+        table.add(
+            "1 plan at scale",
+            "  ratio without / with the memo",
+            format!("{:.2}x", total / warm),
+            "",
+            None,
+        );
+        table.add(
+            "1 plan at scale",
+            "peak RSS (VmHWM of the planning process)",
+            format!("{rss:.0} MiB"),
+            "< 200 MiB",
+            Some(rss < 200.0),
+        );
+        let ntotal = med(&native, "total_ms");
+        let ratio = total / ntotal;
+        table.add(
+            "2 wasm overhead",
+            "same plan, VM kind native: full cycle",
+            format!("{ntotal:.0} ms"),
+            "",
+            None,
+        );
+        table.add(
+            "2 wasm overhead",
+            "  native: load + validate / observe + plan",
+            format!(
+                "{:.0} ms / {:.0} ms",
+                med(&native, "validate_ms"),
+                med(&native, "plan_ms")
+            ),
+            "",
+            None,
+        );
+        table.add(
+            "2 wasm overhead",
+            "  native peak RSS",
+            format!("{:.0} MiB", mib(med(&native, "rss") as u64)),
+            "",
+            None,
+        );
+        table.add(
+            "2 wasm overhead",
+            "ratio component / native (full cycle)",
+            format!("{ratio:.2}x"),
+            "<= 1.5x",
+            Some(ratio <= 1.5),
+        );
+
+        // The same plan through the real CLI, when it is built beside the bench: its first
+        // run finds the bench's memo (another build's: not used) and writes its own, which
+        // the second run reads.
+        match cli_plan(&endpoint, &repo, cache).zip(cli_plan(&endpoint, &repo, cache)) {
+            Some((first, again)) => {
+                table.add(
+                    "1 plan at scale",
+                    "`proxops plan` binary, same repo, simulator in another process: process start to exit (warm component cache, no memo)",
+                    format!("{:.0} ms", ms(first)),
+                    format!("cycle in the bench {total:.0} ms"),
+                    None,
+                );
+                table.add(
+                    "1 plan at scale",
+                    "  `proxops plan` again (its memo)",
+                    format!("{:.0} ms", ms(again)),
+                    format!("<= 1000 ms; cycle with the memo {warm:.0} ms"),
+                    Some(ms(again) <= 1000.0),
+                );
+            }
+            None => eprintln!(
+                "      (no `proxops` binary beside the bench: `cargo build --release -p proxops` adds a row)"
+            ),
+        }
+        ScaleFigures {
+            vms: n,
+            total_ms: total,
+            rss: med(&wasm, "rss"),
+        }
+    }
+}
+
+/// The plan at scale's medians, for the headroom scenario to compare against.
+pub(super) struct ScaleFigures {
+    vms: usize,
+    total_ms: f64,
+    rss: f64,
+}
+
+/// Section 8, scale headroom: the no-op plan of [`HEADROOM_VMS`] VMs over
+/// [`HEADROOM_NODES`] nodes, time and peak RSS per VM against the plan at scale.
+pub(super) async fn headroom(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    scale: Option<ScaleFigures>,
+    table: &mut Table,
+) {
+    eprintln!("[8] scale headroom: {HEADROOM_VMS} VMs over {HEADROOM_NODES} nodes");
+    let dir = tmp.path().join("headroom");
+    let t = Instant::now();
+    let (sim, repo) = converged(
+        registry,
+        &dir,
+        HEADROOM_VMS,
+        &fixture::nodes(HEADROOM_NODES),
+    )
+    .await;
+    eprintln!("      fixture ready in {:.1} s", t.elapsed().as_secs_f64());
+    let endpoint = Endpoint::of(&sim);
+    let (r, _) = spawn_child("plan", &endpoint, &repo, cache, false);
+    assert_eq!(
+        r["noop"].as_bool(),
+        Some(true),
+        "the headroom plan is a no-op: {r}"
+    );
+    assert_eq!(r["objects"].as_u64(), Some(HEADROOM_VMS as u64));
+    let total = r["total_ms"].as_f64().unwrap_or(0.0);
+    let rss = r["rss"].as_f64().unwrap_or(0.0);
+    let per_vm_us = total * 1000.0 / HEADROOM_VMS as f64;
+    let rss_per_vm = rss / HEADROOM_VMS as f64;
+    let (time_ratio, rss_ratio) = match &scale {
+        Some(s) => (
+            format!(
+                "{:.2}x the {}-VM plan",
+                per_vm_us / (s.total_ms * 1000.0 / s.vms as f64),
+                s.vms
+            ),
+            format!(
+                "{:.2}x the {}-VM plan",
+                rss_per_vm / (s.rss / s.vms as f64),
+                s.vms
+            ),
+        ),
+        None => ("(run `scale` too for the ratio)".into(), String::new()),
+    };
+    table.add(
+        "8 headroom",
+        format!("{HEADROOM_VMS} VMs / {HEADROOM_NODES} nodes: full plan cycle, per VM"),
+        format!("{total:.0} ms, {per_vm_us:.1} us/VM"),
+        format!("{time_ratio} (<= 1.3x)"),
+        None,
+    );
+    table.add(
+        "8 headroom",
+        "  peak RSS, per VM",
+        format!(
+            "{:.0} MiB, {:.1} KiB/VM",
+            mib(rss as u64),
+            rss_per_vm / 1024.0
+        ),
+        format!("{rss_ratio} (<= 1.3x)"),
+        None,
+    );
+}
