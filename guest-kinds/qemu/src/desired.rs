@@ -165,6 +165,49 @@ pub struct Nic {
     pub firewall: Option<bool>,
 }
 
+impl Desired {
+    /// Whether a `hostpci` names a PCI resource mapping.
+    pub fn maps_pci(&self) -> bool {
+        self.hardware
+            .pci_devices
+            .iter()
+            .any(|p| p.mapping.is_some())
+    }
+}
+
+/// What `observe` reads of a desired state's JSON text: whether a `hostpci` names a
+/// resource mapping; everything else is skipped, not built. Spelled as [`Desired`] is
+/// serialized (a test reads desired states through both).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ObserveView {
+    #[serde(default)]
+    hardware: HardwareView,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct HardwareView {
+    #[serde(default)]
+    pci_devices: Vec<PciView>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PciView {
+    #[serde(default)]
+    mapping: Option<serde::de::IgnoredAny>,
+}
+
+impl ObserveView {
+    /// [`Desired::maps_pci`] of the desired state read.
+    pub fn maps_pci(&self) -> bool {
+        self.hardware
+            .pci_devices
+            .iter()
+            .any(|p| p.mapping.is_some())
+    }
+}
+
 /// The hardware block.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -70,6 +70,15 @@ impl<const TEMPLATE: bool> ResourceKind for Qemu<TEMPLATE> {
         crate::observe(desired, live)
     }
 
+    fn observe_text(
+        desired: Option<&str>,
+        live: Option<&str>,
+        _resolved: &[Resolved],
+        _referrers: &[Resolved],
+    ) -> Vec<Call> {
+        crate::observe_text(desired, live)
+    }
+
     fn plan(
         desired: Option<&Desired>,
         resolved: &[Resolved],

@@ -275,6 +275,22 @@ pub trait ResourceKind {
         Vec::new()
     }
 
+    /// [`ResourceKind::observe`] from the JSON texts the host sent: the desired state (as
+    /// `validate` returned it) and the listing entry. The default reads both in full (a text
+    /// that does not read is `None`) and calls `observe`. The host calls this once per object
+    /// and cycle, on another instance than the `plan` that follows, so a kind whose `observe`
+    /// needs little of either may read only that.
+    fn observe_text(
+        desired: Option<&str>,
+        live: Option<&str>,
+        resolved: &[Resolved],
+        referrers: &[Resolved],
+    ) -> Vec<Call> {
+        let desired = desired.and_then(|d| parse::<Self>(d).ok());
+        let live = live.and_then(|l| serde_json::from_str::<Value>(l).ok());
+        Self::observe(desired.as_deref(), live.as_ref(), resolved, referrers)
+    }
+
     /// Compare desired with observed; `desired` none is a prune candidate the kind claimed.
     fn plan(
         desired: Option<&Self::Desired>,
@@ -313,7 +329,7 @@ thread_local! {
 }
 
 /// `desired` read into the kind's type, or the value read from the same text last time.
-fn parse<K: ResourceKind>(desired: &str) -> Result<Rc<K::Desired>, Vec<Diag>> {
+fn parse<K: ResourceKind + ?Sized>(desired: &str) -> Result<Rc<K::Desired>, Vec<Diag>> {
     let hit = LAST_DESIRED.with_borrow(|last| {
         last.as_ref()
             .filter(|(text, _)| text == desired)
@@ -467,11 +483,9 @@ impl<K: ResourceKind> wit::Guest for K {
         resolved: Vec<wit::Resolved>,
         referrers: Vec<wit::Resolved>,
     ) -> Vec<Call> {
-        let desired = desired.and_then(|d| parse::<K>(&d).ok());
-        let live = live.and_then(|l| serde_json::from_str::<Value>(&l).ok());
-        K::observe(
+        K::observe_text(
             desired.as_deref(),
-            live.as_ref(),
+            live.as_deref(),
             &resolved_from_wit(resolved),
             &resolved_from_wit(referrers),
         )

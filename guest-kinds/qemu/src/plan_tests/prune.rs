@@ -88,6 +88,67 @@ fn observe_reads() {
     assert_eq!(crate::observe(None, Some(&running)).len(), 1);
 }
 
+/// What the host calls (`observe_text`, which reads only the fields it needs) asks for the
+/// same reads as `observe` over the full desired state and entry, whatever the texts.
+#[test]
+fn observe_from_texts_reads_what_observe_reads() {
+    let desired = |pci: Option<Value>| {
+        let mut doc = base();
+        if let Some(pci) = pci {
+            patch(&mut doc, "spec/hardware/pci-devices", pci);
+        }
+        crate::validate(Flavour::Vm, &doc, &secrets())
+            .expect("test manifest is valid")
+            .desired
+    };
+    let mapped = desired(Some(json!([{"slot": 0, "mapping": "gpu0"}])));
+    let raw = desired(Some(json!([{"slot": 1, "device": "0000:01:00.0"}])));
+    let plain = desired(None);
+    assert!(mapped.maps_pci() && !raw.maps_pci() && !plain.maps_pci());
+    let mut elsewhere = entry("running", false);
+    elsewhere["node"] = json!("pve02");
+    let storage = json!({"id": "storage/pve01/local", "type": "storage", "node": "pve01"});
+    let entries = [
+        None,
+        Some(entry("stopped", false)),
+        Some(entry("stopped", true)),
+        Some(elsewhere),
+        Some(storage),
+        Some(json!("qemu/100")),
+    ];
+    let show = |calls: Vec<Call>| calls.iter().map(call_line).collect::<Vec<_>>();
+    let mut pci_reads = 0;
+    for d in [Some(&mapped), Some(&raw), Some(&plain), None] {
+        let text = d.map(|d| serde_json::to_string(d).unwrap());
+        for e in &entries {
+            let expected = show(crate::observe(d, e.as_ref()));
+            let got = show(crate::observe_text(
+                text.as_deref(),
+                e.as_ref().map(|e| e.to_string()).as_deref(),
+            ));
+            assert_eq!(got, expected, "desired {text:?}, entry {e:?}");
+            pci_reads += expected
+                .iter()
+                .filter(|c| c.contains("mapping/pci"))
+                .count();
+        }
+    }
+    assert_eq!(
+        pci_reads,
+        entries.len(),
+        "the mapped desired state reads the mappings"
+    );
+    // Texts that do not read count as absent.
+    assert!(crate::observe_text(Some("{"), Some("not json")).is_empty());
+    assert_eq!(
+        show(crate::observe_text(
+            Some("{"),
+            Some(&entry("running", false).to_string())
+        )),
+        vec!["Get /nodes/pve01/qemu/100/pending []"]
+    );
+}
+
 #[test]
 fn claims_and_identity() {
     for (e, vm, tpl) in [
