@@ -40,9 +40,11 @@ pub fn disk_slot_problem(slot: &str) -> Option<String> {
     }
 }
 
-/// Whether `key` is a disk slot key (`scsi3`, `ide2`, ...).
+/// Whether `key` is a disk slot key (`scsi3`, `ide2`, ...): what [`disk_slot_problem`]
+/// accepts, without writing the reason for the keys it does not (plan asks this of every
+/// key of the live config).
 pub fn is_disk_key(key: &str) -> bool {
-    disk_slot_problem(key).is_none()
+    split_slot(key).is_some_and(|(bus, n)| DISK_BUSES.iter().any(|(b, max)| *b == bus && n <= *max))
 }
 
 /// Whether `s` is a unicast MAC (`^[a-f0-9][02468ace](:[a-f0-9]{2}){5}$`, any case).
@@ -313,6 +315,7 @@ mod tests {
             ),
         ] {
             assert_eq!(disk_slot_problem(slot).as_deref(), want, "{slot}");
+            assert_eq!(is_disk_key(slot), want.is_none(), "{slot}");
         }
     }
 }
