@@ -2,6 +2,7 @@
 //! and the `/pending` list. PVE prints numbers either as JSON numbers or numeric strings, so every
 //! value is read as its wire string.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use proxops_kind_sdk::sets;
@@ -131,27 +132,135 @@ pub struct Resource {
     pub name: Option<String>,
 }
 
-/// The fields of a `/cluster/resources` entry that [`Resource`] reads.
+/// The fields of a `/cluster/resources` entry that [`Resource`] reads, borrowed from the
+/// entry's text where they can be: observe and plan read one entry per VM and cycle.
 #[derive(serde::Deserialize)]
-struct ResourceFields {
-    #[serde(rename = "type", default)]
-    kind: Text,
+struct ResourceFields<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Str<'a>,
+    #[serde(default, borrow)]
+    id: Str<'a>,
     #[serde(default)]
-    id: Text,
+    vmid: Int,
+    #[serde(default, borrow)]
+    node: Str<'a>,
+    #[serde(default, borrow)]
+    status: Str<'a>,
     #[serde(default)]
-    vmid: Wire,
-    #[serde(default)]
-    node: Text,
-    #[serde(default)]
-    status: Text,
-    #[serde(default)]
-    template: Wire,
-    #[serde(default)]
-    tags: Text,
-    #[serde(default)]
-    lock: Text,
-    #[serde(default)]
-    name: Text,
+    template: Int,
+    #[serde(default, borrow)]
+    tags: Str<'a>,
+    #[serde(default, borrow)]
+    lock: Str<'a>,
+    #[serde(default, borrow)]
+    name: Str<'a>,
+}
+
+/// A JSON string, borrowed when it has no escapes; any other value reads as absent (as
+/// [`Text`]).
+#[derive(Default)]
+struct Str<'a>(Option<Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for Str<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct StrVisitor;
+        impl<'de> Visitor<'de> for StrVisitor {
+            type Value = Option<Cow<'de, str>>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Some(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Some(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Some(Cow::Owned(v)))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_any(self)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(None)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(None)
+            }
+        }
+        d.deserialize_any(StrVisitor).map(Str)
+    }
+}
+
+/// A JSON value read as [`Wire::int`] reads its wire string, without printing it: a
+/// non-negative integer, a numeric string (trimmed), a boolean as 1 or 0; anything else
+/// (a float, a negative number, null, a list, an object) is absent.
+#[derive(Default)]
+struct Int(Option<u64>);
+
+impl<'de> Deserialize<'de> for Int {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct IntVisitor;
+        impl<'de> Visitor<'de> for IntVisitor {
+            type Value = Option<u64>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON value")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(v.trim().parse().ok())
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+                Ok(Some(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+                Ok(u64::try_from(v).ok())
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+                Ok(Some(u64::from(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+                Ok(None)
+            }
+            fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+                d.deserialize_any(self)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(None)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                while a.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(None)
+            }
+        }
+        d.deserialize_any(IntVisitor).map(Int)
+    }
 }
 
 impl Resource {
@@ -173,26 +282,27 @@ impl Resource {
         serde_json::from_str(text).map(Self::from_fields)
     }
 
-    fn from_fields(f: ResourceFields) -> Option<Self> {
-        let vmid = f.vmid.int().or_else(|| {
-            f.id.as_str()
+    fn from_fields(f: ResourceFields<'_>) -> Option<Self> {
+        let vmid = f.vmid.0.or_else(|| {
+            f.id.0
+                .as_deref()
                 .and_then(|id| id.rsplit('/').next())
                 .and_then(|n| n.parse().ok())
         })?;
         let tags = f
             .tags
-            .as_str()
-            .map(|t| sets::split_list(&t.to_ascii_lowercase(), &[';', ',', ' ']))
-            .unwrap_or_default();
+            .0
+            .map(|t| sets::split_list(&t.to_ascii_lowercase(), &[';', ',', ' ']));
+        let set = |s: Option<Cow<'_, str>>| s.filter(|s| !s.is_empty()).map(Cow::into_owned);
         Some(Resource {
-            kind: f.kind.0.unwrap_or_default(),
-            node: f.node.0?,
+            kind: f.kind.0.map(Cow::into_owned).unwrap_or_default(),
+            node: f.node.0?.into_owned(),
             vmid: u32::try_from(vmid).ok()?,
-            running: f.status.as_str() == Some("running"),
-            template: f.template.int() == Some(1),
-            tags,
-            lock: f.lock.0.filter(|s| !s.is_empty()),
-            name: f.name.0.filter(|s| !s.is_empty()),
+            running: f.status.0.as_deref() == Some("running"),
+            template: f.template.0 == Some(1),
+            tags: tags.unwrap_or_default(),
+            lock: set(f.lock.0),
+            name: set(f.name.0),
         })
     }
 }
@@ -363,6 +473,80 @@ mod tests {
         assert!(
             Resource::from_value(&json!({"type": "storage", "id": "storage/pve01/local"}))
                 .is_none()
+        );
+    }
+
+    /// The entry's fields read from its text (borrowed where they can be) as from a tree,
+    /// and as the wire strings read them (numbers, numeric strings, booleans as 1/0).
+    #[test]
+    fn resource_fields_in_every_form() {
+        type Fields<'a> = (
+            u32,
+            bool,
+            bool,
+            &'a [&'a str],
+            Option<&'a str>,
+            Option<&'a str>,
+        );
+        let check = |fields: &str, expected: Option<Fields<'_>>| {
+            let text = format!(r#"{{"id": "qemu/100", "node": "pve01", {fields}}}"#);
+            let from_text = Resource::from_json(&text).unwrap();
+            let from_tree = Resource::from_value(&serde_json::from_str(&text).unwrap());
+            assert_eq!(from_text, from_tree, "{text}");
+            let got = from_text.as_ref().map(|r| {
+                let tags: Vec<&str> = r.tags.iter().map(String::as_str).collect();
+                (
+                    r.vmid,
+                    r.template,
+                    r.running,
+                    tags,
+                    r.lock.as_deref(),
+                    r.name.as_deref(),
+                )
+            });
+            let expected = expected.map(|(v, t, r, tags, l, n)| (v, t, r, tags.to_vec(), l, n));
+            assert_eq!(got, expected, "{text}");
+        };
+        let plain = (100, false, false, &[][..], None, None);
+        check(r#""vmid": 100"#, Some(plain));
+        check(r#""vmid": "100""#, Some(plain));
+        check(
+            r#""vmid": " 101 ""#,
+            Some((101, false, false, &[], None, None)),
+        );
+        // Not a vmid: the id's number is.
+        check(r#""vmid": 101.0"#, Some(plain));
+        check(r#""vmid": -1"#, Some(plain));
+        check(r#""vmid": null"#, Some(plain));
+        check(r#""vmid": [101]"#, Some(plain));
+        check(r#""vmid": 5000000000"#, None);
+        for template in ["1", r#""1""#, "true"] {
+            check(
+                &format!(r#""template": {template}"#),
+                Some((100, true, false, &[], None, None)),
+            );
+        }
+        for template in ["0", r#""0""#, "false", "null", r#""yes""#, "1.0"] {
+            check(&format!(r#""template": {template}"#), Some(plain));
+        }
+        check(
+            r#""status": "running", "tags": "Prod, proxops;x\u0079", "lock": "backup", "name": "we\u0062""#,
+            Some((
+                100,
+                false,
+                true,
+                &["prod", "proxops", "xy"],
+                Some("backup"),
+                Some("web"),
+            )),
+        );
+        check(
+            r#""status": "run\u006eing", "lock": "", "name": """#,
+            Some((100, false, true, &[], None, None)),
+        );
+        check(
+            r#""status": {"running": true}, "type": ["qemu"]"#,
+            Some(plain),
         );
     }
 

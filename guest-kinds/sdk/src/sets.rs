@@ -47,7 +47,8 @@ pub fn diff<T: Ord + Clone>(left: &[T], right: &[T]) -> SetDiff<T> {
 /// Split a list written with any of `separators`, dropping empty parts (PVE's `split_list`
 /// accepts `,`, `;` and whitespace for tags).
 pub fn split_list(s: &str, separators: &[char]) -> Vec<String> {
-    s.split(|c: char| separators.contains(&c) || (separators.contains(&' ') && c.is_whitespace()))
+    let any_space = separators.contains(&' ');
+    s.split(|c: char| separators.contains(&c) || (any_space && c.is_whitespace()))
         .filter(|p| !p.is_empty())
         .map(str::to_string)
         .collect()
