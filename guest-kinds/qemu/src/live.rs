@@ -438,12 +438,14 @@ pub fn pending_entries(rows: &[PendingRow]) -> BTreeMap<String, PendingEntry> {
         let Some(key) = row.key.as_str() else {
             continue;
         };
-        let e = PendingEntry {
-            value: row.value.0.clone(),
-            pending: row.pending.0.clone(),
-            delete: row.delete.int().is_some_and(|d| d > 0),
-        };
-        if e.pending.is_some() || e.delete {
+        let delete = row.delete.int().is_some_and(|d| d > 0);
+        // Most rows have nothing pending: nothing of theirs is copied.
+        if row.pending.0.is_some() || delete {
+            let e = PendingEntry {
+                value: row.value.0.clone(),
+                pending: row.pending.0.clone(),
+                delete,
+            };
             out.insert(key.to_string(), e);
         }
     }

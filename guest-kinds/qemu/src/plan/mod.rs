@@ -337,19 +337,18 @@ impl Diff<'_> {
     }
 }
 
-fn simple(
-    path: &str,
+fn simple<'p>(
+    path: &'p str,
     desired: String,
-    eq: impl Fn(&str) -> bool,
+    eq: impl Fn(&str) -> bool + 'p,
     default: Option<&'static str>,
-) -> impl Fn(Option<&str>) -> Outcome {
-    let path = path.to_string();
+) -> impl Fn(Option<&str>) -> Outcome + 'p {
     move |live: Option<&str>| match live.or(default) {
         Some(l) if eq(l) => Outcome::Same,
         _ => Outcome::Write(
             desired.clone(),
             vec![Drift::new(
-                &path,
+                path,
                 live.map(str::to_string),
                 Some(desired.clone()),
             )],
