@@ -251,20 +251,22 @@ impl Checker {
         max: i64,
     ) -> Option<i64> {
         let v = self.field(obj, path, key, required)?;
-        let p = join(path, key);
         let Some(n) = v.as_i64() else {
             let what = match v {
                 Value::Number(n) if n.is_u64() => "an integer out of range".to_string(),
                 other => type_name(other).to_string(),
             };
             self.error(
-                p,
+                join(path, key),
                 format!("expected an integer from {min} to {max}, got {what}"),
             );
             return None;
         };
         if n < min || n > max {
-            self.error(p, format!("must be from {min} to {max}, got {n}"));
+            self.error(
+                join(path, key),
+                format!("must be from {min} to {max}, got {n}"),
+            );
             return None;
         }
         Some(n)
@@ -273,13 +275,15 @@ impl Checker {
     /// A number field (integer or decimal) `>= min`.
     pub fn number(&mut self, obj: &Obj, path: &str, key: &str, min: f64) -> Option<f64> {
         let v = self.field(obj, path, key, false)?;
-        let p = join(path, key);
         let Some(n) = v.as_f64() else {
-            self.error(p, format!("expected a number, got {}", type_name(v)));
+            self.error(
+                join(path, key),
+                format!("expected a number, got {}", type_name(v)),
+            );
             return None;
         };
         if n < min {
-            self.error(p, format!("must be at least {min}, got {n}"));
+            self.error(join(path, key), format!("must be at least {min}, got {n}"));
             return None;
         }
         Some(n)
@@ -327,22 +331,24 @@ impl Checker {
     /// A human size field (`8GiB`), in bytes.
     pub fn size(&mut self, obj: &Obj, path: &str, key: &str, required: bool) -> Option<u64> {
         let v = self.field(obj, path, key, required)?;
-        let p = join(path, key);
         match v {
             Value::String(s) => match size::parse_human(s) {
                 Ok(b) => Some(b),
                 Err(e) => {
-                    self.error(p, e.to_string());
+                    self.error(join(path, key), e.to_string());
                     None
                 }
             },
             Value::Number(n) => {
-                self.error(p, size::SizeError::NoUnit(n.to_string()).to_string());
+                self.error(
+                    join(path, key),
+                    size::SizeError::NoUnit(n.to_string()).to_string(),
+                );
                 None
             }
             other => {
                 self.error(
-                    p,
+                    join(path, key),
                     format!("expected a size such as 8GiB, got {}", type_name(other)),
                 );
                 None
