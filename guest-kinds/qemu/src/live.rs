@@ -431,6 +431,38 @@ pub struct PendingEntry {
     pub delete: bool,
 }
 
+/// [`Config::from_pending`] and [`pending_entries`] of `rows` at once, for plan, which
+/// reads both of every running VM each cycle: the applied values move out of the rows
+/// instead of being copied.
+pub fn config_and_pending(rows: Vec<PendingRow>) -> (Config, BTreeMap<String, PendingEntry>) {
+    let mut keys = BTreeMap::new();
+    let mut digest = None;
+    let mut pending = BTreeMap::new();
+    for row in rows {
+        let Some(key) = row.key.0 else {
+            continue;
+        };
+        let delete = row.delete.int().is_some_and(|d| d > 0);
+        if row.pending.0.is_some() || delete {
+            let e = PendingEntry {
+                value: row.value.0.clone(),
+                pending: row.pending.0,
+                delete,
+            };
+            pending.insert(key.clone(), e);
+        }
+        let Some(value) = row.value.0 else {
+            continue;
+        };
+        if key == "digest" {
+            digest = Some(value);
+        } else {
+            keys.insert(key, value);
+        }
+    }
+    (Config { keys, digest }, pending)
+}
+
 /// The entries of `/pending` rows that actually have something pending.
 pub fn pending_entries(rows: &[PendingRow]) -> BTreeMap<String, PendingEntry> {
     let mut out = BTreeMap::new();
@@ -602,6 +634,10 @@ mod tests {
         let rows = pending_rows(r#"[{"key": 1, "value": "x", "pending": "y"}, {"key": "memory", "extra": [1], "value": 2048}]"#).unwrap();
         assert_eq!(pending_entries(&rows).len(), 0);
         assert_eq!(Config::from_pending(&rows).get("memory"), Some("2048"));
+        assert_eq!(
+            config_and_pending(rows.clone()),
+            (Config::from_pending(&rows), pending_entries(&rows))
+        );
     }
 
     #[test]
@@ -618,13 +654,18 @@ mod tests {
                 {"key": "memory", "value": "2048", "pending": 4096},
                 {"key": "cores", "value": 2},
                 {"key": "net1", "value": "virtio=BC:24:11:00:00:01,bridge=vmbr0", "delete": 1},
+                {"key": "net2", "pending": "virtio,bridge=vmbr1"},
                 {"key": "digest", "value": "abc"}
             ])
             .to_string(),
         )
         .unwrap();
         let p = pending_entries(&rows);
-        assert_eq!(p.len(), 2);
+        assert_eq!(p.len(), 3);
+        assert_eq!(
+            config_and_pending(rows.clone()),
+            (Config::from_pending(&rows), p.clone())
+        );
         let c = Config::from_pending(&rows);
         assert_eq!(
             (c.get("cores"), c.digest.as_deref()),

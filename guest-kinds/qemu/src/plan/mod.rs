@@ -60,7 +60,9 @@ use proxops_kind_sdk::propstring::parse_bool;
 
 use crate::cloudinit;
 use crate::desired::*;
-use crate::live::{Config, PendingEntry, PendingRow, Resource, Wire};
+use crate::live::{
+    Config, PendingEntry, PendingRow, Resource, Wire, config_and_pending, pending_entries,
+};
 use crate::refs::{self, Targets};
 use crate::secrets::Secrets;
 use crate::{Reference, wire};
@@ -159,18 +161,21 @@ fn read_json<T: serde::de::DeserializeOwned>(
 
 /// The applied config and its digest: from `/config?current=1`, or, for a running VM, from
 /// the `value` column of `/pending`, which lists every applied key and the digest too. With
-/// `with_pending` (a running VM), also the `/pending` rows, parsed once for both uses.
+/// `with_pending` (a running VM), also what `/pending` says is pending (else nothing), from
+/// the same rows when they are the config's source.
 fn config_of(
     obs: &Observation,
     with_pending: bool,
-) -> Result<(Config, Option<Vec<PendingRow>>), Vec<Diag>> {
+) -> Result<(Config, BTreeMap<String, PendingEntry>), Vec<Diag>> {
     if let Some(map) = read_json::<BTreeMap<String, Wire>>(obs, "/config")? {
-        let rows = if with_pending {
-            read_json(obs, "/pending")?
+        let pending = if with_pending {
+            read_json::<Vec<PendingRow>>(obs, "/pending")?
+                .map(|rows| pending_entries(&rows))
+                .unwrap_or_default()
         } else {
-            None
+            BTreeMap::new()
         };
-        return Ok((Config::from_map(map), rows));
+        return Ok((Config::from_map(map), pending));
     }
     let rows: Vec<PendingRow> = read_json(obs, "/pending")?.ok_or_else(|| {
         vec![Diag::error(
@@ -178,7 +183,15 @@ fn config_of(
             "neither a config nor a pending read is in the observation",
         )]
     })?;
-    Ok((Config::from_pending(&rows), Some(rows)))
+    let (cfg, pending) = config_and_pending(rows);
+    Ok((
+        cfg,
+        if with_pending {
+            pending
+        } else {
+            BTreeMap::new()
+        },
+    ))
 }
 
 /// The step of power transitions (the host maps it to the policy operation `power`).

@@ -1,6 +1,6 @@
 //! Updating a live VM: reading its config and pending changes, running the diff passes, and turning the result into actions.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::model::{
@@ -11,7 +11,7 @@ use super::config::diff_config;
 use super::prune::unlock_hint;
 use super::{Ctx, Diff, MARK_TEMPLATE, base_path, config_of, power_action, power_call};
 use crate::desired::*;
-use crate::live::{Resource, pending_entries};
+use crate::live::Resource;
 
 pub(super) fn update(
     ctx: &Ctx<'_>,
@@ -45,7 +45,7 @@ pub(super) fn update(
         ));
         return Ok(out);
     }
-    let (cfg, rows) = config_of(obs, r.running)?;
+    let (cfg, pending) = config_of(obs, r.running)?;
     if let Some(lock) = r.lock.as_deref().or(cfg.get("lock")) {
         out.anomalies.push(Anomaly::locked(
             "",
@@ -56,10 +56,6 @@ pub(super) fn update(
         ));
         return Ok(out);
     }
-    let pending = match rows {
-        Some(rows) if r.running => pending_entries(&rows),
-        _ => BTreeMap::new(),
-    };
     let mut diff = Diff {
         cfg: &cfg,
         pending: &pending,
