@@ -297,10 +297,16 @@ pub fn startup(s: &str) -> Option<(Option<String>, Option<String>, Option<String
 
 /// Tags of a live `tags` value, lower-cased, as a set.
 pub fn tags(live: Option<&str>) -> Vec<String> {
-    sets::normalize(&sets::split_list(
-        &live.unwrap_or_default().to_ascii_lowercase(),
-        &[';', ',', ' '],
-    ))
+    let live = live.unwrap_or_default();
+    let lower = match live.bytes().any(|b| b.is_ascii_uppercase()) {
+        true => std::borrow::Cow::Owned(live.to_ascii_lowercase()),
+        false => std::borrow::Cow::Borrowed(live),
+    };
+    // Sorted and each once, as `sets::normalize` leaves a list.
+    let mut tags = sets::split_list(&lower, &[';', ',', ' ']);
+    tags.sort_unstable();
+    tags.dedup();
+    tags
 }
 
 /// Boot devices of a live `boot` value (`order=a;b`); `None` for the legacy form.
@@ -378,6 +384,8 @@ mod tests {
         assert_eq!(rate(12.5), "12.5");
         assert_eq!(tags(Some("db;prod;web")), vec!["db", "prod", "web"]);
         assert_eq!(tags(Some("Web,Prod db")), vec!["db", "prod", "web"]);
+        assert_eq!(tags(Some("web;DB; web;;db")), vec!["db", "web"]);
+        assert_eq!(tags(None), Vec::<String>::new());
         assert_eq!(
             boot_order(Some("order=scsi0;ide2;net0")),
             Some(vec!["scsi0".into(), "ide2".into(), "net0".into()])

@@ -10,8 +10,13 @@ pub(super) fn diff_special_drives(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
     let hw = &ctx.d.hardware;
     // A cloud-init drive PVE holds on another slot (a template built elsewhere): PVE allows only
     // one, so it is reported, never moved or doubled.
-    let elsewhere = x.cfg.keys.iter().find(|(k, v)| {
-        k.as_str() != "ide2" && crate::syntax::is_disk_key(k) && wire::is_cloudinit(&wire::drive(v))
+    // (Looked for only when the manifest has a cloud-init drive: it reads every disk of the VM.)
+    let elsewhere = hw.cloud_init.as_ref().and_then(|_| {
+        x.cfg.keys.iter().find(|(k, v)| {
+            k.as_str() != "ide2"
+                && crate::syntax::is_disk_key(k)
+                && wire::is_cloudinit(&wire::drive(v))
+        })
     });
     if let (Some(_), Some((k, v))) = (&hw.cloud_init, elsewhere) {
         x.out.anomalies.push(Anomaly::new(
