@@ -60,7 +60,7 @@ async fn every_hostile_third_party_kind_is_contained_and_the_bundled_kinds_plan_
             "{plan: outside}",
             grant(""),
             1,
-            "POST /access/users is not among the calls the Misbehave kind declared; nothing was sent",
+            "POST /access/users is not among the calls the Misbehave kind declared (sandbox rule `declared`); nothing was sent",
         ),
         (
             "{plan: privileged}",
@@ -437,7 +437,7 @@ async fn restore_and_finally_calls_are_held_to_the_ownership_gate() {
         let out = format!("{}{}", run.stdout, run.stderr);
         assert_eq!(run.code, 1, "{command}: {out}");
         assert!(
-            out.contains("POST /nodes/pve01/lxc, which is not about this object"),
+            out.contains("POST /nodes/pve01/lxc reaches guest 996, which is not this object (sandbox rule `target`)"),
             "{command}: {out}"
         );
     }
@@ -452,7 +452,7 @@ async fn restore_and_finally_calls_are_held_to_the_ownership_gate() {
     let out = format!("{}{}", run.stdout, run.stderr);
     assert_eq!(run.code, 1, "{out}");
     assert!(
-        out.contains("finally step proposed POST /nodes/pve01/lxc, which is not one of the guests this apply changed"),
+        out.contains("finally step proposed POST /nodes/pve01/lxc, which is not about one of the guests this apply changed (sandbox rule `target`)"),
         "{out}"
     );
     assert_eq!(lab.mutations(), Vec::<String>::new());

@@ -49,8 +49,7 @@
 //! `finally-destructive` its read step is marked destructive.
 //!
 //! `claims` takes every listing entry whose JSON holds the text `misbehave-claim` (a tag), so
-//! a test can make it claim another kind's guest; it reads the listing's ids from `vmid`, not
-//! `id` as the bundled kinds do.
+//! a test can make it claim another kind's guest.
 // Natively only the unit tests call into the kind (it is otherwise only ever run as a component).
 #![cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 
@@ -315,9 +314,9 @@ impl Guest for Misbehave {
         KindInfo {
             api_version: "proxops/test".into(),
             calls: CALLS.iter().map(|(m, p)| (*m, (*p).to_string())).collect(),
-            // Its ids are vmids where the bundled kinds read `id` (`qemu/150`): one live
-            // entry still has exactly one claimant.
-            listings: vec![Listing::new("/cluster/resources", "vmid")],
+            // Read by `id` as the host and the bundled kinds read it: one listing, one id rule
+            // (the host refuses a kind that reads it by another field).
+            listings: vec![Listing::new("/cluster/resources", "id")],
             ..KindInfo::new("Misbehave", "misbehave", serde_json::json!({}))
         }
         .into_wit()

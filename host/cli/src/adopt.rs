@@ -234,7 +234,7 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
     for (entry, result) in chosen.iter().zip(results) {
         match result {
             Adoption::NotAdopted { resource, reasons } => {
-                outln!("! {resource}: not adopted");
+                outln!("! {}: not adopted", output::inline(&resource));
                 for r in reasons {
                     outln!("    {}", output::inline(&r));
                 }
@@ -251,6 +251,24 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
+                // A name is a file name and a line of output: one the kind chose with a
+                // control character, a separator or a leading dot is refused, not written.
+                let unusable = wanted
+                    .chars()
+                    .any(|c| c.is_control() || matches!(c, '/' | '\\'))
+                    || wanted.starts_with('.')
+                    || wanted.len() > 200;
+                if unusable {
+                    code = exit::ERROR;
+                    outln!(
+                        "! {} ({}): not adopted: the {} kind chose the name {}, which cannot be a file name (a control character, `/`, `\\`, a leading `.` or over 200 bytes); no file was written",
+                        output::inline(&resource),
+                        info.kind,
+                        info.kind,
+                        proxops_reconcile::request::shown(&wanted)
+                    );
+                    continue;
+                }
                 let name = finish_manifest(&mut manifest, entry, &info.kind, &mut taken);
                 let rel = format!("{}/{}/{name}.yaml", info.folder, o.cluster);
                 let yaml = format!(
@@ -260,7 +278,13 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
                 match dir.write_atomic(&rel, yaml.as_bytes(), o.force) {
                     Ok(()) => {
                         adopted += 1;
-                        outln!("+ {} {name} ({resource}) -> {rel}", info.kind);
+                        outln!(
+                            "+ {} {} ({}) -> {}",
+                            info.kind,
+                            output::inline(&name),
+                            output::inline(&resource),
+                            output::inline(&rel)
+                        );
                         if !wanted.is_empty() && wanted != name {
                             outln!(
                                 "    the name `{}` is taken ({}/{}/{}.yaml); written as {name}",
@@ -274,8 +298,10 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
                     Err(e) => {
                         code = exit::ERROR;
                         outln!(
-                            "! {} {name} ({resource}): {}",
+                            "! {} {} ({}): {}",
                             info.kind,
+                            output::inline(&name),
+                            output::inline(&resource),
                             output::inline(&e.to_string())
                         );
                     }

@@ -80,7 +80,19 @@ impl Context {
             return Ok(());
         }
         self.kinds
-            .load_granted(&self.runtime, &root, &settings.kinds)
+            .load_granted(&self.runtime, &root, &settings.kinds)?;
+        // A granted capability that reaches beyond one guest is said at every load.
+        for (i, (k, _)) in self.kinds.iter().enumerate() {
+            if let proxops_reconcile::grant::Trust::Granted(g) = self.kinds.trust(i) {
+                for c in proxops_reconcile::grant::endpoint_capabilities(g) {
+                    crate::output::errln!(
+                        "warning: {}",
+                        crate::inspect::capability_warning(&k.info().kind, c)
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Where cluster files, `proxops.yaml`, policies, SOPS and CA files are read: the

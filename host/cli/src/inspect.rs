@@ -26,13 +26,23 @@ pub fn kinds(ctx: &Context, json: bool) -> anyhow::Result<u8> {
                         "memory-mib": g.limits.memory_mib,
                         "output-kib": g.limits.output_kib,
                         "log-lines": g.limits.log_lines,
+                        "reads-per-object": g.limits.reads_per_object(),
+                        "reads-per-cycle": g.limits.reads_per_cycle,
                     },
+                    "warnings": proxops_reconcile::grant::endpoint_capabilities(g)
+                        .iter()
+                        .map(|c| capability_warning(k.info().kind.as_str(), *c))
+                        .collect::<Vec<_>>(),
                 }),
             };
             serde_json::json!({
                 "kind": k.info().kind,
                 "api-version": k.info().api_version,
                 "folder": k.info().folder,
+                "listings": k.info().listings.iter().map(|l| serde_json::json!({
+                    "path": l.path,
+                    "id-field": l.id_field,
+                })).collect::<Vec<_>>(),
                 "source": match source { KindSource::Bundled => "bundled".to_string(), KindSource::File(f) => format!("file {f}") },
                 "wit": format!("proxops:kind@{}", proxops_runtime::kind::CONTRACT),
                 "grant": grant,
@@ -101,6 +111,26 @@ pub fn kinds(ctx: &Context, json: bool) -> anyhow::Result<u8> {
             r["sha256"].as_str().unwrap_or_default()
         );
         outln!("  calls:        {}", list("calls"));
+        let listings: Vec<String> = r["listings"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|l| {
+                format!(
+                    "{} (id: {})",
+                    l["path"].as_str().unwrap_or_default(),
+                    l["id-field"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        outln!(
+            "  listings:     {}",
+            if listings.is_empty() {
+                "none".to_string()
+            } else {
+                listings.join(", ")
+            }
+        );
         outln!("  secrets:      {}", g["secrets"]);
         let caps = list("capabilities");
         outln!(
@@ -111,8 +141,20 @@ pub fn kinds(ctx: &Context, json: bool) -> anyhow::Result<u8> {
                 caps.as_str()
             }
         );
+        for w in g["warnings"].as_array().into_iter().flatten() {
+            outln!("  warning:      {}", w.as_str().unwrap_or_default());
+        }
     }
     Ok(exit::OK)
+}
+
+/// The warning a granted endpoint capability draws wherever it shows (load, `proxops kinds`,
+/// plans that use it).
+pub fn capability_warning(kind: &str, c: proxops_core::grant::Capability) -> String {
+    format!(
+        "the {kind} kind is granted `{c}`: it may send requests that reach beyond one guest ({})",
+        proxops_reconcile::grant::capability_reach(c)
+    )
 }
 
 pub fn schema(ctx: &Context, kind: &str) -> anyhow::Result<u8> {

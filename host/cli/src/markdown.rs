@@ -89,11 +89,21 @@ fn object_body(o: &ObjectView) -> String {
         if a.requires_stop {
             marks.push_str("  [stop required]");
         }
+        if o.sandboxed {
+            marks.push_str(&crate::render::endpoint_marks(&a.calls));
+        }
         lines.push(format!(
             "{} {}{marks}",
             symbol(&a.operation),
             inline(&a.summary)
         ));
+        if o.sandboxed {
+            lines.extend(
+                crate::render::call_lines(&a.calls)
+                    .into_iter()
+                    .map(|l| format!("    {l}")),
+            );
+        }
         for c in &a.changes {
             lines.push(match (&c.old, &c.new) {
                 (None, Some(_)) => format!("    + {} = {}", inline(&c.key), value(&c.new)),

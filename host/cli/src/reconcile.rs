@@ -186,12 +186,12 @@ pub const PRUNE_GUARD: usize = 5;
 /// [`PRUNE_GUARD`] guests, prunes nothing unless `--allow-prune` covers every delete. The held
 /// back deletes become anomalies saying why.
 fn guard_prune(plan: &mut ClusterPlan, manifests: usize, allow: Option<usize>) {
-    use proxops_runtime::kind::{Anomaly, Operation};
+    use proxops_runtime::kind::Anomaly;
     let deletes: usize = plan
         .objects
         .iter()
         .flat_map(|o| &o.proposal.actions)
-        .filter(|a| a.operation == Operation::Delete)
+        .filter(|a| proxops_reconcile::request::removes_guest(a))
         .count();
     let guarded = deletes > PRUNE_GUARD || (manifests == 0 && deletes > 0);
     if !guarded || allow.is_some_and(|n| n >= deletes) {
@@ -209,7 +209,7 @@ fn guard_prune(plan: &mut ClusterPlan, manifests: usize, allow: Option<usize>) {
         let before = o.proposal.actions.len();
         o.proposal
             .actions
-            .retain(|a| a.operation != Operation::Delete);
+            .retain(|a| !proxops_reconcile::request::removes_guest(a));
         if o.proposal.actions.len() != before {
             o.proposal.anomalies.push(Anomaly {
                 path: String::new(),

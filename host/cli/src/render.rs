@@ -32,6 +32,43 @@ pub fn who(id: &ObjectId) -> String {
     format!("{} {}", inline(&id.kind), inline(&id.name))
 }
 
+/// The calls a third-party kind's action sends, one line each, for the reviewer:
+/// `call POST /nodes/pve01/lxc/150/config  memory=512 password=(sensitive)`. Values are cut to
+/// 60 characters (the changes below show them whole) and escaped.
+pub fn call_lines(calls: &[proxops_reconcile::plan::CallView]) -> Vec<String> {
+    calls
+        .iter()
+        .map(|c| {
+            let mut line = format!("call {} {}", c.method, inline(&c.path));
+            for (name, value) in &c.params {
+                let cut: String = value.chars().take(60).collect();
+                let more = if value.chars().count() > 60 {
+                    "…"
+                } else {
+                    ""
+                };
+                line.push_str(&format!(" {}={}{more}", inline(name), inline(&cut)));
+            }
+            line
+        })
+        .collect()
+}
+
+/// `  [warning: uses node-power]` for each endpoint capability a third-party kind's calls use.
+pub fn endpoint_marks(calls: &[proxops_reconcile::plan::CallView]) -> String {
+    let mut used = Vec::new();
+    for c in calls.iter().filter(|c| c.method != "GET") {
+        if let Some(cap) = proxops_reconcile::request::endpoint_capability(&c.path)
+            && !used.contains(&cap)
+        {
+            used.push(cap);
+        }
+    }
+    used.iter()
+        .map(|c| format!("  [warning: uses {c}, beyond one guest]"))
+        .collect()
+}
+
 /// The body of a plan (no header), one object after the other.
 pub fn plan(plan: &ClusterPlan) -> String {
     let mut out = String::new();
@@ -52,6 +89,9 @@ pub fn plan(plan: &ClusterPlan) -> String {
             if a.disturbs_availability {
                 marks.push_str("  [stop required]");
             }
+            if o.sandboxed {
+                marks.push_str(&endpoint_marks(&view.calls));
+            }
             writeln!(
                 out,
                 "  {} {who}: {}{marks}",
@@ -59,6 +99,11 @@ pub fn plan(plan: &ClusterPlan) -> String {
                 inline(&a.summary)
             )
             .unwrap();
+            if o.sandboxed {
+                for line in call_lines(&view.calls) {
+                    writeln!(out, "      {line}").unwrap();
+                }
+            }
             for c in &view.changes {
                 match (&c.old, &c.new) {
                     (None, Some(_)) => {

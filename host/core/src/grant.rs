@@ -11,9 +11,14 @@
 //!         - GET /cluster/resources
 //!         - POST /nodes/{node}/lxc
 //!       secrets: false                    # default false
-//!       capabilities: []                  # privileged, bind-mounts, devices, hookscript
-//!       limits: {deadline-ms: 2000, memory-mib: 64, output-kib: 1024, log-lines: 200}
+//!       capabilities: []                  # see `Capability`: parameter and endpoint capabilities
+//!       limits: {deadline-ms: 2000, memory-mib: 64, output-kib: 1024, log-lines: 200,
+//!                reads-per-object: 16, reads-per-cycle: 2000}
 //! ```
+//!
+//! A grant never covers a request by its template alone: the host judges the concrete request
+//! (`proxops_reconcile::request`), so a granted template such as `POST /nodes/{node}/{op}` still
+//! reaches `stopall` only with the `node-power` capability.
 
 use serde_json::{Map, Value};
 
@@ -65,27 +70,62 @@ impl std::fmt::Display for CallGrant {
     }
 }
 
-/// PVE capabilities a call's parameters may use only with an explicit grant.
+/// What a third-party kind's requests may do only with an explicit grant: the first four are
+/// about a guest's parameters, the others are whole endpoints that reach beyond one guest
+/// (refused without the capability, shown with a warning at load, in `proxops kinds` and in
+/// every plan that uses one).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Capability {
     /// A privileged container (`unprivileged=0`, or a container created without
-    /// `unprivileged=1`: PVE's default is privileged).
+    /// `unprivileged=1`: PVE's default is privileged), a change of `unprivileged` on an
+    /// existing container, or container `features` other than `nesting`.
     Privileged,
     /// A host path mounted into a guest (`rootfs`/`mpN` naming an absolute path).
     BindMounts,
-    /// Host devices passed through (`devN`, `hostpciN`, `usbN`).
+    /// Host devices passed through (`devN`, `hostpciN`, `usbN`, `parallelN`, a `serialN` that
+    /// is not a socket, a disk or mount point on a `/dev` path).
     Devices,
     /// A hook script (`hookscript`).
     Hookscript,
+    /// Node-wide power: `startall`, `stopall`, `migrateall`, `suspendall`, a node's
+    /// `status` (reboot, shutdown), `wakeonlan`.
+    NodePower,
+    /// Commands on a node: `execute`, and the node's shells (`termproxy`, `vncshell`, …).
+    NodeExec,
+    /// Commands inside a guest: the QEMU monitor, guest-agent commands other than reads,
+    /// consoles, `sendkey`.
+    GuestExec,
+    /// Users, groups, roles, tokens, ACLs, realms (`/access/…`).
+    Access,
+    /// Storage definitions and disks (`/storage`, a node's storage and disk endpoints other
+    /// than a volume's content and downloads).
+    StorageConfig,
+    /// Network, SDN and firewall configuration of nodes and the cluster.
+    NetworkConfig,
+    /// Package updates (`/nodes/{node}/apt/…`).
+    Apt,
+    /// Cluster configuration (`/cluster/…`, `/pools`, anything else outside `/nodes`).
+    ClusterConfig,
+    /// A node's own configuration (DNS, hosts, time, services, certificates, tasks, …).
+    NodeConfig,
 }
 
 impl Capability {
-    pub const ALL: [Capability; 4] = [
+    pub const ALL: [Capability; 13] = [
         Capability::Privileged,
         Capability::BindMounts,
         Capability::Devices,
         Capability::Hookscript,
+        Capability::NodePower,
+        Capability::NodeExec,
+        Capability::GuestExec,
+        Capability::Access,
+        Capability::StorageConfig,
+        Capability::NetworkConfig,
+        Capability::Apt,
+        Capability::ClusterConfig,
+        Capability::NodeConfig,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -94,7 +134,37 @@ impl Capability {
             Capability::BindMounts => "bind-mounts",
             Capability::Devices => "devices",
             Capability::Hookscript => "hookscript",
+            Capability::NodePower => "node-power",
+            Capability::NodeExec => "node-exec",
+            Capability::GuestExec => "guest-exec",
+            Capability::Access => "access",
+            Capability::StorageConfig => "storage-config",
+            Capability::NetworkConfig => "network-config",
+            Capability::Apt => "apt",
+            Capability::ClusterConfig => "cluster-config",
+            Capability::NodeConfig => "node-config",
         }
+    }
+
+    /// Whether the capability opens an endpoint beyond one guest (warned about wherever it
+    /// is granted or used).
+    pub fn is_endpoint(self) -> bool {
+        !matches!(
+            self,
+            Capability::Privileged
+                | Capability::BindMounts
+                | Capability::Devices
+                | Capability::Hookscript
+        )
+    }
+
+    /// The names, for messages: `privileged, bind-mounts, …`.
+    pub fn names() -> String {
+        Capability::ALL
+            .iter()
+            .map(|c| c.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     pub fn parse(text: &str) -> Option<Capability> {
@@ -115,6 +185,25 @@ pub struct GrantLimits {
     pub memory_mib: Option<u64>,
     pub output_kib: Option<u64>,
     pub log_lines: Option<u64>,
+    /// GETs one object's `observe` may ask for.
+    pub reads_per_object: Option<u64>,
+    /// GETs the kind's objects may ask for in one cycle, together (after de-duplication).
+    pub reads_per_cycle: Option<u64>,
+}
+
+impl GrantLimits {
+    /// GETs one object may ask for: the grant's, else [`DEFAULT_READS_PER_OBJECT`].
+    pub fn reads_per_object(&self) -> u64 {
+        self.reads_per_object.unwrap_or(DEFAULT_READS_PER_OBJECT)
+    }
+
+    /// GETs the kind may ask for in a cycle of `objects` objects: the grant's, else
+    /// [`DEFAULT_READS_PER_OBJECT_IN_A_CYCLE`] per object plus [`DEFAULT_READS_PER_CYCLE`].
+    pub fn reads_per_cycle(&self, objects: usize) -> u64 {
+        self.reads_per_cycle.unwrap_or(
+            DEFAULT_READS_PER_CYCLE + DEFAULT_READS_PER_OBJECT_IN_A_CYCLE * objects as u64,
+        )
+    }
 }
 
 /// The host's maxima for a third-party kind's limits (a grant may lower them, never raise).
@@ -122,14 +211,25 @@ pub const MAX_DEADLINE_MS: u64 = 5_000;
 pub const MAX_MEMORY_MIB: u64 = 256;
 pub const MAX_OUTPUT_KIB: u64 = 16 * 1024;
 pub const MAX_LOG_LINES: u64 = 200;
+pub const MAX_READS_PER_OBJECT: u64 = 1_024;
+pub const MAX_READS_PER_CYCLE: u64 = 1_000_000;
+/// The bundled kinds read at most a few answers per object (a VM: its `/pending` or
+/// `/config`; an image: one storage listing per node it serves), so 16 is a small multiple.
+pub const DEFAULT_READS_PER_OBJECT: u64 = 16;
+/// Without `reads-per-cycle`: this many GETs per object of the kind, plus
+/// [`DEFAULT_READS_PER_CYCLE`].
+pub const DEFAULT_READS_PER_OBJECT_IN_A_CYCLE: u64 = 4;
+pub const DEFAULT_READS_PER_CYCLE: u64 = 64;
 
 const ENTRY_KEYS: &[&str] = &["file", "sha256", "grant"];
 const GRANT_KEYS: &[&str] = &["calls", "secrets", "capabilities", "limits"];
-const LIMIT_KEYS: [(&str, u64); 4] = [
+const LIMIT_KEYS: [(&str, u64); 6] = [
     ("deadline-ms", MAX_DEADLINE_MS),
     ("memory-mib", MAX_MEMORY_MIB),
     ("output-kib", MAX_OUTPUT_KIB),
     ("log-lines", MAX_LOG_LINES),
+    ("reads-per-object", MAX_READS_PER_OBJECT),
+    ("reads-per-cycle", MAX_READS_PER_CYCLE),
 ];
 
 /// Parse `METHOD /path` into a call grant.
@@ -148,6 +248,29 @@ pub fn parse_call(text: &str) -> Result<CallGrant, String> {
         return Err(format!(
             "`{path}` is not an API path below /api2/json (it starts with `/`, e.g. `/nodes/{{node}}/lxc`)"
         ));
+    }
+    // Each segment a plain name or one `{placeholder}`: nothing the URL parser or PVE could
+    // read another way (`\`, `?`, `#`, `%`, dot segments).
+    for segment in path[1..].split('/') {
+        let placeholder = segment
+            .strip_prefix('{')
+            .and_then(|s| s.strip_suffix('}'))
+            .is_some_and(|name| {
+                !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            });
+        let literal = !segment.is_empty()
+            && segment != "."
+            && segment
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !placeholder && !literal {
+            return Err(format!(
+                "`{path}`: the segment `{segment}` is neither a name (letters, digits, `-`, `_`, `.`) nor one `{{placeholder}}`"
+            ));
+        }
     }
     Ok(CallGrant {
         method,
@@ -268,7 +391,7 @@ fn parse_grant(
                     None => {
                         err(
                             at(&format!("grant.capabilities[{i}]")),
-                            "expected one of: privileged, bind-mounts, devices, hookscript".into(),
+                            format!("expected one of: {}", Capability::names()),
                         );
                         ok = false;
                     }
@@ -287,7 +410,10 @@ fn parse_grant(
                 if !LIMIT_KEYS.iter().any(|(k, _)| k == key) {
                     err(
                         at(&format!("grant.limits.{key}")),
-                        "unknown field; expected one of: deadline-ms, memory-mib, output-kib, log-lines".into(),
+                        format!(
+                            "unknown field; expected one of: {}",
+                            LIMIT_KEYS.map(|(k, _)| k).join(", ")
+                        ),
                     );
                     ok = false;
                 }
@@ -309,7 +435,9 @@ fn parse_grant(
                     "deadline-ms" => &mut grant.limits.deadline_ms,
                     "memory-mib" => &mut grant.limits.memory_mib,
                     "output-kib" => &mut grant.limits.output_kib,
-                    _ => &mut grant.limits.log_lines,
+                    "log-lines" => &mut grant.limits.log_lines,
+                    "reads-per-object" => &mut grant.limits.reads_per_object,
+                    _ => &mut grant.limits.reads_per_cycle,
                 };
                 *slot = Some(value);
             }

@@ -136,16 +136,28 @@ async fn observe(
     .pop()
     .expect("one answer")
     .map_err(|e| e.to_string())?;
-    let declared = &registry.get(kind).info().calls;
+    let info = registry.get(kind).info();
+    if let crate::grant::Trust::Granted(grant) = registry.trust(kind)
+        && calls.len() as u64 > grant.limits.reads_per_object()
+    {
+        return Err(format!(
+            "observe() asked for {} reads, more than the {} its grant allows (sandbox rule `reads`); nothing was read",
+            calls.len(),
+            grant.limits.reads_per_object()
+        ));
+    }
     let mut reads = Vec::with_capacity(calls.len());
-    for call in calls {
-        if call.method != Method::Get
-            || !crate::grant::call_allowed(declared, call.method, &call.path)
-        {
+    for mut call in calls {
+        if call.method != Method::Get {
             return Err(format!(
                 "observe() asked for {} {}, which is not a declared GET; nothing was read",
                 method_name(call.method),
-                call.path
+                crate::request::shown(&call.path)
+            ));
+        }
+        if let Err(r) = crate::request::canonicalize(&mut call, &info.calls) {
+            return Err(format!(
+                "observe() asked for a read the sandbox refuses: {r}; nothing was read"
             ));
         }
         let (status, body) = match client.get_text(&call.path, &to_pve_params(&call)).await {

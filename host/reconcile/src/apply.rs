@@ -556,22 +556,12 @@ async fn run_finally(
         let kind = &c.kind;
         let info = registry.get(*kind).info();
         let (actions, error) = match answer {
-            Ok(actions) => {
-                let refused: Vec<String> = actions
-                    .iter()
-                    .flat_map(|a| {
-                        a.calls
-                            .iter()
-                            .chain(a.restore.iter().flat_map(|r| &r.calls))
-                    })
-                    .filter_map(|c| crate::grant::check_call(registry.trust(*kind), info, c).err())
-                    .collect();
-                if !refused.is_empty() {
-                    (Vec::new(), Some(PlanError::OutsideApiPaths(refused)))
-                } else if let Err(e) = crate::ownership::check_finally_calls(&actions, &c.vmids) {
-                    (Vec::new(), Some(PlanError::Refused(e)))
-                } else {
-                    (actions, None)
+            Ok(mut actions) => {
+                let checked = crate::observe::checked(registry.trust(*kind), info, &mut actions)
+                    .and_then(|()| crate::ownership::check_finally_calls(&actions, &c.vmids));
+                match checked {
+                    Ok(()) => (actions, None),
+                    Err(r) => (Vec::new(), Some(crate::observe::refused(&info.kind, &r))),
                 }
             }
             Err(e) => (Vec::new(), Some(e)),
@@ -597,6 +587,7 @@ async fn run_finally(
             depends_on: Vec::new(),
             error: None,
             taking_over: false,
+            sandboxed: matches!(registry.trust(*kind), crate::grant::Trust::Granted(_)),
         });
     }
     if !plan.objects.is_empty()

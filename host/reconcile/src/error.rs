@@ -19,16 +19,14 @@ pub enum PlanError {
     /// `observe` asked for a read outside the kind's declared calls.
     #[error("observe() asked for GET {0}, outside the kind's declared calls")]
     ObservedOutside(String),
-    /// `plan` proposed calls the kind did not declare, or (a third-party kind) that use a
-    /// capability its grant does not name: one message per refused call.
-    #[error("the kind proposed calls it may not make: {}", .0.join("; "))]
-    OutsideApiPaths(Vec<String>),
     /// A live guest entry without node or vmid: ownership cannot be proved.
     #[error(
         "its /cluster/resources entry has no node or vmid; proxops cannot tell whether it owns the guest"
     )]
     NoIdentity,
-    /// The ownership gate refused one of its calls (the message names the call and why).
+    /// The sandbox refused one of its calls: not declared, not canonical, beyond the grant, or
+    /// about a guest, volume or endpoint the object may not touch (the message names the
+    /// kind, the call and the rule).
     #[error("{0}")]
     Refused(String),
     /// A task an earlier run left running may concern it (a killed apply's create, clone or

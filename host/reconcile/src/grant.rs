@@ -1,13 +1,16 @@
-//! What a kind may send. Every kind is held to the calls it declared in `describe()`; a
-//! third-party kind also to the operator's grant in `proxops.yaml`: at load, what it declares
-//! must be within the grant; before planning is accepted, every call it proposes must use
-//! only the PVE capabilities (privileged containers, bind mounts, devices, hook scripts) the
-//! grant names. A refused call fails its object with nothing sent.
+//! What a kind may send. Every kind is held to the calls it declared in `describe()`, each
+//! proposed call in canonical form (`request`); a third-party kind also to the operator's
+//! grant in `proxops.yaml`: at load, what it declares must be within the grant and its
+//! listings plain collection paths; before planning is accepted, every call it proposes may
+//! reach an endpoint beyond one guest, or use a guest capability (privileged containers, bind
+//! mounts, devices, hook scripts), only when the grant names it. A refused call fails its
+//! object with nothing sent.
 
 use proxops_core::grant::{Capability, Grant};
 use proxops_runtime::kind::{Call, CallPattern, KindInfo, Method};
 
 use crate::plan::method_name;
+use crate::request::{self, Refusal, Rule, Target};
 
 /// How far a kind is trusted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,22 +22,10 @@ pub enum Trust {
     Granted(Grant),
 }
 
-/// Does `path` match the template (`{x}` matches one non-empty segment)?
-pub fn path_matches(template: &str, path: &str) -> bool {
-    let parts: Vec<&str> = template.split('/').collect();
-    let segments: Vec<&str> = path.split('/').collect();
-    parts.len() == segments.len()
-        && parts
-            .iter()
-            .zip(&segments)
-            .all(|(p, s)| (p.starts_with('{') && p.ends_with('}') && !s.is_empty()) || p == s)
-}
-
-/// Whether `method path` is one of `patterns`.
+/// Whether `method path` is one of `patterns`, in canonical form or a spelling of it that
+/// the host would send canonically ([`request::canonical`]).
 pub fn call_allowed(patterns: &[CallPattern], method: Method, path: &str) -> bool {
-    patterns
-        .iter()
-        .any(|p| p.method == method && path_matches(&p.path, path))
+    request::canonical(method, path, patterns).is_ok()
 }
 
 fn capability(c: proxops_runtime::kind::Capability) -> Capability {
@@ -84,74 +75,156 @@ pub fn declared_beyond(info: &KindInfo, grant: &Grant) -> Vec<String> {
     beyond
 }
 
-/// The PVE capabilities a call's parameters use.
-pub fn capabilities_used(call: &Call) -> Vec<Capability> {
-    let mut used = Vec::new();
-    let mut add = |c| {
-        if !used.contains(&c) {
-            used.push(c);
+/// The id field the host itself reads `/cluster/resources` by (the guests' `qemu/100`).
+pub const HOST_LISTING_ID: (&str, &str) = ("/cluster/resources", "id");
+
+/// Why the listings `info` declares cannot be loaded beside `others` (the kinds already
+/// loaded), one line each (empty: none). A listing is a plain collection path (literal
+/// segments of names, no placeholder, query or escape: the host reads it as written), and
+/// one path is read by one id rule: a listing may not alias the host's `/cluster/resources`
+/// or another kind's listing with a different id field, which would make it the only
+/// claimant of entries other kinds read by another id.
+pub fn listing_problems<'k>(
+    info: &KindInfo,
+    others: impl IntoIterator<Item = &'k KindInfo>,
+) -> Vec<String> {
+    let others: Vec<&KindInfo> = others.into_iter().collect();
+    let mut problems = Vec::new();
+    for l in &info.listings {
+        let plain = l.path.len() > 1
+            && l.path.starts_with('/')
+            && l.path[1..].split('/').all(|seg| {
+                !seg.is_empty()
+                    && seg != "."
+                    && seg != ".."
+                    && seg
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            });
+        if !plain {
+            problems.push(format!(
+                "listing {} is not a plain collection path (names separated by `/`, no placeholder, query, escape or dot segment) (sandbox rule `{}`)",
+                request::shown(&l.path),
+                Rule::Listing
+            ));
+            continue;
         }
-    };
-    let param = |name: &str| call.params.iter().find(|p| p.name == name);
-    // PVE creates a privileged container unless told otherwise.
-    let creates_container =
-        call.method == Method::Post && path_matches("/nodes/{node}/lxc", &call.path);
-    if param("unprivileged").is_some_and(|p| p.value.trim() == "0")
-        || (creates_container && param("unprivileged").is_none_or(|p| p.value.trim() != "1"))
-    {
-        add(Capability::Privileged);
-    }
-    for p in &call.params {
-        let numbered = |prefix: &str| {
-            p.name
-                .strip_prefix(prefix)
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        };
-        if p.name == "rootfs" || numbered("mp") {
-            let volume = p
-                .value
-                .split(',')
-                .find_map(|part| part.strip_prefix("volume="))
-                .unwrap_or_else(|| p.value.split(',').next().unwrap_or_default());
-            if volume.trim_start().starts_with('/') {
-                add(Capability::BindMounts);
+        let mut rules: Vec<(String, &str)> = Vec::new();
+        if l.path == HOST_LISTING_ID.0 {
+            rules.push(("the host".into(), HOST_LISTING_ID.1));
+        }
+        for o in &others {
+            for ol in o.listings.iter().filter(|ol| ol.path == l.path) {
+                rules.push((format!("the {} kind", o.kind), ol.id_field.as_str()));
             }
         }
-        if numbered("dev") || numbered("hostpci") || numbered("usb") {
-            add(Capability::Devices);
-        }
-        if p.name == "hookscript" {
-            add(Capability::Hookscript);
+        if let Some((who, field)) = rules.iter().find(|(_, f)| *f != l.id_field) {
+            problems.push(format!(
+                "listing {} is read by its `{}` field, but {who} reads it by `{field}`; one listing has one id rule, so its entries keep exactly one claimant (sandbox rule `{}`)",
+                l.path,
+                request::shown(&l.id_field),
+                Rule::Listing
+            ));
         }
     }
-    used
+    problems
 }
 
-/// Check one proposed call of a kind: declared by it, and for a third-party kind within its
-/// grant's capabilities. The error says what was refused and what to grant.
-pub fn check_call(trust: &Trust, info: &KindInfo, call: &Call) -> Result<(), String> {
-    let shown = format!("{} {}", method_name(call.method), call.path);
-    if !call_allowed(&info.calls, call.method, &call.path) {
-        return Err(format!(
-            "{shown} is not among the calls the {} kind declared; nothing was sent",
-            info.kind
-        ));
+/// Check one proposed call of a kind and put it in the form the host sends: its path
+/// declared by the kind, in canonical form ([`request::canonicalize`], the path replaced by
+/// the one the host builds), its parameter names plain and unrepeated; a write's target
+/// derived from the request ([`Target::of`]); for a third-party kind, an endpoint beyond one
+/// guest only with its capability, and the guest parameters' capabilities within the grant.
+/// Bundled kinds write guests and storage files only. Returns the write's target (`None` for a
+/// GET).
+pub fn check_call(
+    trust: &Trust,
+    info: &KindInfo,
+    call: &mut Call,
+) -> Result<Option<Target>, Refusal> {
+    request::canonicalize(call, &info.calls).map_err(|mut r| {
+        if r.rule == Rule::Declared {
+            r.what = format!(
+                "{} is not among the calls the {} kind declared",
+                request::describe_call(call),
+                info.kind
+            );
+        }
+        r
+    })?;
+    if call.method == Method::Get {
+        return Ok(None);
+    }
+    let target = Target::of(&request::pve_view(&call.path), &call.params)?;
+    let shown = request::describe_call(call);
+    match (trust, &target) {
+        (Trust::Bundled, Target::Endpoint { .. }) => {
+            return Err(Refusal::new(
+                Rule::Endpoint,
+                format!("{shown} is not a guest or storage write; bundled kinds send no other"),
+            ));
+        }
+        (Trust::Granted(grant), Target::Endpoint { needs, .. })
+            if !grant.capabilities.contains(needs) =>
+        {
+            return Err(Refusal::new(
+                Rule::Endpoint,
+                format!(
+                    "{shown} reaches beyond one guest and needs the capability `{needs}`, which proxops.yaml does not grant the {} kind. Grant it under `grant.capabilities` only if you trust the kind with it",
+                    info.kind
+                ),
+            ));
+        }
+        _ => {}
     }
     if let Trust::Granted(grant) = trust {
-        let missing: Vec<String> = capabilities_used(call)
+        let missing: Vec<String> = request::capabilities_used(call.method, &target, &call.params)?
             .into_iter()
             .filter(|c| !grant.capabilities.contains(c))
             .map(|c| c.to_string())
             .collect();
         if !missing.is_empty() {
-            return Err(format!(
-                "{shown} needs the capability {} (e.g. a privileged container, a bind mount, a device or a hook script), which proxops.yaml does not grant the {} kind; nothing was sent. Grant it under `grant.capabilities` only if you trust the kind with it",
-                missing.join(", "),
-                info.kind
+            return Err(Refusal::new(
+                Rule::Capability,
+                format!(
+                    "{shown} needs the capability {} (a privileged container, a bind mount, a device or a hook script), which proxops.yaml does not grant the {} kind. Grant it under `grant.capabilities` only if you trust the kind with it",
+                    missing.join(", "),
+                    info.kind
+                ),
             ));
         }
     }
-    Ok(())
+    Ok(Some(target))
+}
+
+/// What an endpoint capability lets a kind reach, for warnings.
+pub fn capability_reach(c: Capability) -> &'static str {
+    match c {
+        Capability::NodePower => "start, stop or migrate every guest of a node, reboot a node",
+        Capability::NodeExec => "run commands on a node",
+        Capability::GuestExec => "run commands inside guests",
+        Capability::Access => "change users, tokens and permissions",
+        Capability::StorageConfig => "change storage definitions and disks",
+        Capability::NetworkConfig => "change node and cluster networking and firewalls",
+        Capability::Apt => "update a node's packages",
+        Capability::ClusterConfig => "change cluster configuration",
+        Capability::NodeConfig => "change a node's configuration",
+        Capability::Privileged
+        | Capability::BindMounts
+        | Capability::Devices
+        | Capability::Hookscript => "one guest's host access",
+    }
+}
+
+/// The capabilities a grant names that reach beyond one guest, for the warnings at load, in
+/// `proxops kinds` and in plans.
+pub fn endpoint_capabilities(grant: &Grant) -> Vec<Capability> {
+    grant
+        .capabilities
+        .iter()
+        .copied()
+        .filter(|c| c.is_endpoint())
+        .collect()
 }
 
 #[cfg(test)]
@@ -175,83 +248,6 @@ mod tests {
     }
 
     #[test]
-    fn path_templates_match_one_segment_per_placeholder() {
-        for (path, ok) in [
-            ("/nodes/pve01/qemu", true),
-            ("/nodes/pve01/qemu/100", false),
-            ("/nodes//qemu", false),
-            ("/access/users", false),
-        ] {
-            assert_eq!(path_matches("/nodes/{node}/qemu", path), ok, "{path}");
-        }
-        assert!(path_matches(
-            "/nodes/{node}/qemu/{vmid}/config",
-            "/nodes/pve01/qemu/100/config"
-        ));
-        assert!(!path_matches(
-            "/nodes/{node}/qemu/{vmid}/config",
-            "/nodes/pve01/qemu/100/config/extra"
-        ));
-    }
-
-    #[test]
-    fn capabilities_each_call_uses() {
-        let check = |c: Call, expected: &[Capability]| {
-            assert_eq!(capabilities_used(&c), expected, "{} {:?}", c.path, c.params);
-        };
-        let create = "/nodes/pve01/lxc";
-        let config = "/nodes/pve01/lxc/101/config";
-        use Capability::*;
-        check(call(Method::Post, create, &[("unprivileged", "1")]), &[]);
-        check(
-            call(Method::Post, create, &[("vmid", "101")]),
-            &[Privileged],
-        );
-        check(
-            call(Method::Post, create, &[("unprivileged", "0")]),
-            &[Privileged],
-        );
-        check(
-            call(Method::Put, config, &[("unprivileged", "0")]),
-            &[Privileged],
-        );
-        check(call(Method::Put, config, &[("memory", "512")]), &[]);
-        check(
-            call(Method::Put, config, &[("mp0", "/srv/data,mp=/data")]),
-            &[BindMounts],
-        );
-        check(
-            call(Method::Put, config, &[("mp0", "mp=/data,volume=/srv")]),
-            &[BindMounts],
-        );
-        check(
-            call(Method::Put, config, &[("mp0", "local-lvm:8,mp=/data")]),
-            &[],
-        );
-        check(
-            call(Method::Put, config, &[("dev0", "/dev/ttyUSB0")]),
-            &[Devices],
-        );
-        check(
-            call(
-                Method::Post,
-                "/nodes/pve01/qemu/100/config",
-                &[("hostpci0", "0000:01:00.0")],
-            ),
-            &[Devices],
-        );
-        check(
-            call(
-                Method::Put,
-                config,
-                &[("hookscript", "local:snippets/x.pl")],
-            ),
-            &[Hookscript],
-        );
-        check(call(Method::Put, config, &[("mpx", "/srv")]), &[]);
-    }
-
-    #[test]
     fn a_granted_kind_is_refused_what_it_was_not_granted() {
         let info = KindInfo {
             kind: "Container".into(),
@@ -268,20 +264,29 @@ mod tests {
             capabilities: Vec::new(),
         };
         let privileged = call(Method::Post, "/nodes/pve01/lxc", &[("vmid", "101")]);
-        let plain = call(Method::Post, "/nodes/pve01/lxc", &[("unprivileged", "1")]);
+        let plain = call(
+            Method::Post,
+            "/nodes/pve01/lxc",
+            &[("vmid", "101"), ("unprivileged", "1")],
+        );
         let outside = call(Method::Post, "/access/users", &[]);
         let none = Trust::Granted(Grant::default());
         let privileges = Trust::Granted(Grant {
             capabilities: vec![Capability::Privileged],
             ..Grant::default()
         });
-        assert!(check_call(&none, &info, &plain).is_ok());
-        let e = check_call(&none, &info, &privileged).unwrap_err();
+        let check = |trust: &Trust, call: &Call| check_call(trust, &info, &mut call.clone());
+        assert!(check(&none, &plain).is_ok());
+        let e = check(&none, &privileged).unwrap_err().to_string();
         assert!(e.contains("capability privileged"), "{e}");
-        assert!(check_call(&privileges, &info, &privileged).is_ok());
-        assert!(check_call(&Trust::Bundled, &info, &privileged).is_ok());
-        let e = check_call(&Trust::Bundled, &info, &outside).unwrap_err();
-        assert!(e.contains("POST /access/users is not among"), "{e}");
+        assert!(e.ends_with("(sandbox rule `capability`)"), "{e}");
+        assert!(check(&privileges, &privileged).is_ok());
+        assert!(check(&Trust::Bundled, &privileged).is_ok());
+        let e = check(&Trust::Bundled, &outside).unwrap_err().to_string();
+        assert!(
+            e.contains("POST /access/users is not among the calls the Container kind declared"),
+            "{e}"
+        );
     }
 
     #[test]

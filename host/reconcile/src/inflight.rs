@@ -192,6 +192,7 @@ mod tests {
             depends_on: Vec::new(),
             error: None,
             taking_over: false,
+            sandboxed: false,
         }
     }
 

@@ -16,6 +16,7 @@ pub mod ownership;
 pub mod plan;
 pub mod policy;
 pub mod registry;
+pub mod request;
 pub mod validate;
 pub mod workers;
 

@@ -15,6 +15,7 @@
 use std::collections::HashSet;
 
 use crate::live::{Entry, Field};
+use crate::request::{self, Refusal, Rule, Target};
 use proxops_runtime::kind::{
     Action, Anomaly, Call, Change, Method, Observation, Operation, Param, Proposal,
 };
@@ -311,8 +312,8 @@ pub fn prune_refusal(guest: &LiveGuest) -> Option<String> {
     }
 }
 
-/// What the mutating calls of one object may touch.
-#[derive(Debug)]
+/// What the mutating calls of one object may touch, and what the host knows of the cluster
+/// to judge them by.
 pub struct Scope<'a> {
     /// The object's own vmid, for objects in the guest id space.
     pub vmid: Option<u64>,
@@ -320,47 +321,23 @@ pub struct Scope<'a> {
     pub clone_sources: Vec<u64>,
     /// The cluster's nodes (the plan fails before this check when the listing has none).
     pub nodes: &'a HashSet<String>,
+    /// The object plans without a manifest (a prune candidate).
+    pub prune: bool,
+    /// The id of the object's entry in its kind's listings (a file it declared, for a kind of
+    /// storage files).
+    pub resource: Option<&'a str>,
+    /// Every live guest by vmid, from the unfiltered `/cluster/resources` read.
+    pub guests: &'a dyn Fn(u64) -> Option<LiveGuest>,
+    /// The manifest object that names guest `vmid` (any kind), as `Kind name`, when it is not
+    /// this object.
+    pub named_elsewhere: &'a dyn Fn(u64) -> Option<String>,
+    /// Whether a live guest may be updated by this object's manifest (tagged, not a copy).
+    pub manageable: &'a dyn Fn(&LiveGuest) -> bool,
 }
 
-/// Where a mutating path points: its node, the guest vmid when the path names one, and what
-/// follows the vmid. `Err` for a path PVE could read differently from this check: not under
-/// `/nodes/{node}/`, an empty, `.` or `..` segment, a percent escape, or a guest segment that
-/// is not a canonical vmid (PVE decodes and normalises paths before it routes them).
-fn path_target(path: &str) -> Result<(&str, Option<u64>, &str), String> {
-    let unsafe_path = |why: &str| {
-        Err(format!(
-            "the kind proposed a write to `{path}`, {why}; nothing was sent"
-        ))
-    };
-    let Some(rest) = path.strip_prefix("/nodes/") else {
-        return unsafe_path("which is not below /nodes/{node}/ (the host sends no other writes)");
-    };
-    if path.contains('%') {
-        return unsafe_path("which holds a percent escape");
-    }
-    if rest
-        .split('/')
-        .any(|seg| seg.is_empty() || seg == "." || seg == "..")
-    {
-        return unsafe_path("which has an empty, `.` or `..` segment");
-    }
-    let mut parts = rest.splitn(4, '/');
-    let node = parts.next().unwrap_or_default();
-    match parts.next() {
-        Some("qemu" | "lxc") => {}
-        _ => return Ok((node, None, "")),
-    }
-    let vmid = match parts.next() {
-        None => None,
-        Some(v) => {
-            let canonical = !v.starts_with('0') && v.bytes().all(|b| b.is_ascii_digit());
-            match v.parse::<u64>() {
-                Ok(n) if canonical => Some(n),
-                _ => return unsafe_path("whose guest segment is not a vmid"),
-            }
-        }
-    };
-    Ok((node, vmid, parts.next().unwrap_or("")))
+/// Where a mutating path points, in PVE's view of it (the path is canonical: `request`).
+fn path_target(call: &Call) -> Result<Target, Refusal> {
+    Target::of(&request::pve_view(&call.path), &call.params)
 }
 
 fn param<'c>(call: &'c Call, name: &str) -> Option<&'c str> {
@@ -370,51 +347,146 @@ fn param<'c>(call: &'c Call, name: &str) -> Option<&'c str> {
         .map(|p| p.value.as_str())
 }
 
-/// Check every mutating call of `actions` against `scope`: its node exists, and any guest it
-/// names is the object's own (or, for `POST …/{vmid}/clone`, an allowed clone source).
-pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), String> {
+/// Check every mutating call of `actions` against `scope`, by what each request touches
+/// (never by the action's label or the kind's identity): its node exists; a guest it reaches
+/// (by path, by a create's `vmid`, by a volume's owner) is the object's own, or for
+/// `POST …/{vmid}/clone` an allowed clone source; that guest, when it is live, is manageable,
+/// named by no other manifest, and carries its own mark when the call destroys it or the
+/// object is a prune; a new guest's vmid is free; a file that belongs to no guest is touched
+/// only by the object that declared it, and deleted only by its prune.
+pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal> {
     for call in every_call(actions) {
         if call.method == Method::Get {
             continue;
         }
-        let (node, vmid, rest) = path_target(&call.path)?;
-        if !scope.nodes.is_empty() && !scope.nodes.contains(node) {
+        let target = path_target(call)?;
+        let shown = request::describe_call(call);
+        if let Some(node) = target.node()
+            && !scope.nodes.is_empty()
+            && !scope.nodes.contains(node)
+        {
             let mut known: Vec<&str> = scope.nodes.iter().map(String::as_str).collect();
             known.sort_unstable();
-            return Err(format!(
-                "node {node} is not a node of this cluster (its nodes: {}); nothing was sent",
-                known.join(", ")
+            return Err(Refusal::new(
+                Rule::Target,
+                format!(
+                    "{shown}: node {} is not a node of this cluster (its nodes: {})",
+                    request::shown(node),
+                    known.join(", ")
+                ),
             ));
         }
         let own = |v: u64| scope.vmid == Some(v);
-        let ok = match vmid {
-            Some(v) if own(v) => true,
-            Some(v) => {
-                rest == "clone"
-                    && call.method == Method::Post
-                    && scope.clone_sources.contains(&v)
-                    && param(call, "newid")
-                        .and_then(|n| n.parse().ok())
-                        .is_some_and(own)
+        let about = scope
+            .vmid
+            .map(|v| format!(" (vmid {v})"))
+            .unwrap_or_default();
+        match &target {
+            Target::Guest { rest, vmid, .. }
+                if !own(*vmid)
+                    && rest.len() == 1
+                    && rest[0] == "clone"
+                    && call.method == Method::Post =>
+            {
+                let new = param(call, "newid").and_then(request::canonical_vmid);
+                if !scope.clone_sources.contains(vmid) || !new.is_some_and(own) {
+                    return Err(Refusal::new(
+                        Rule::Target,
+                        format!(
+                            "{shown} clones another guest than this object's template into another vmid than its own{about}"
+                        ),
+                    ));
+                }
+                if let Some(g) = new.and_then(|n| (scope.guests)(n)) {
+                    return Err(Refusal::new(
+                        Rule::Ownership,
+                        format!(
+                            "{shown} would clone onto vmid {}, which {} already holds",
+                            g.vmid,
+                            g.describe()
+                        ),
+                    ));
+                }
+                continue;
             }
-            // `POST /nodes/{node}/qemu` creates the guest named by its `vmid` parameter.
-            None if call.path.ends_with("/qemu") || call.path.ends_with("/lxc") => {
-                param(call, "vmid")
-                    .and_then(|v| v.parse().ok())
-                    .is_some_and(own)
+            Target::Volume {
+                owner: None,
+                volume,
+                ..
+            } => {
+                let declared = scope.resource == Some(volume.as_str());
+                let allowed = declared && (call.method != Method::Delete || scope.prune);
+                if !allowed {
+                    return Err(Refusal::new(
+                        Rule::Volume,
+                        format!(
+                            "{shown} touches the file {}, which this object does not declare{}; a file that belongs to no guest is changed only by the object that declared it, and deleted only by its prune",
+                            request::shown(volume),
+                            if declared { " as a prune" } else { "" }
+                        ),
+                    ));
+                }
+                continue;
             }
-            None => true,
+            _ => {}
+        }
+        let Some(vmid) = target.guest() else {
+            // A new file, or an endpoint whose capability `grant::check_call` checked.
+            continue;
         };
-        if !ok {
-            return Err(format!(
-                "the kind proposed {} {}, which is not about this object{}; nothing was sent",
-                crate::plan::method_name(call.method),
-                call.path,
-                scope
-                    .vmid
-                    .map(|v| format!(" (vmid {v})"))
-                    .unwrap_or_default()
+        if !own(vmid) {
+            let (rule, what) = match &target {
+                Target::Volume { volume, .. } => (
+                    Rule::Volume,
+                    format!("the volume {} of guest {vmid}", request::shown(volume)),
+                ),
+                _ => (Rule::Target, format!("guest {vmid}")),
+            };
+            return Err(Refusal::new(
+                rule,
+                format!("{shown} reaches {what}, which is not this object{about}"),
             ));
+        }
+        if let Some(other) = (scope.named_elsewhere)(vmid) {
+            return Err(Refusal::new(
+                Rule::Ownership,
+                format!("{shown} reaches guest {vmid}, which the manifest of {other} names"),
+            ));
+        }
+        let Some(g) = (scope.guests)(vmid) else {
+            continue;
+        };
+        if matches!(target, Target::NewGuest { .. }) {
+            return Err(Refusal::new(
+                Rule::Ownership,
+                format!(
+                    "{shown} creates guest {vmid}, which {} already holds",
+                    g.describe()
+                ),
+            ));
+        }
+        let destroys = request::effect(call.method, &target).destroys;
+        if !scope.prune && !(scope.manageable)(&g) {
+            return Err(Refusal::new(
+                Rule::Ownership,
+                format!(
+                    "{shown} writes to {}, which proxops does not own (no `{OWNERSHIP_TAG}` tag, or a copy of another proxops guest)",
+                    g.describe()
+                ),
+            ));
+        }
+        if destroys || scope.prune {
+            let refusal = if g.tagged() {
+                prune_refusal(&g)
+            } else {
+                Some(format!(
+                    "{} has no `{OWNERSHIP_TAG}` tag; proxops never deletes or prunes a guest it does not own",
+                    g.describe()
+                ))
+            };
+            if let Some(why) = refusal {
+                return Err(Refusal::new(Rule::Ownership, format!("{shown}: {why}")));
+            }
         }
     }
     Ok(())
@@ -430,24 +502,34 @@ fn every_call(actions: &[Action]) -> impl Iterator<Item = &Call> {
     })
 }
 
-/// The check of a kind's `finally` actions: a write naming a guest must name one of `changed`,
-/// the guests of that kind this apply created, updated, started, stopped or deleted (owned, or
-/// created in this run); a `finally` step creates no guest.
-pub fn check_finally_calls(actions: &[Action], changed: &HashSet<u64>) -> Result<(), String> {
+/// The check of a kind's `finally` actions: a write naming a guest (by path, a create's vmid
+/// or a volume's owner) must name one of `changed`, the guests of that kind this apply
+/// created, updated, started, stopped or deleted (owned, or created in this run); a `finally`
+/// step creates no guest and deletes no file.
+pub fn check_finally_calls(actions: &[Action], changed: &HashSet<u64>) -> Result<(), Refusal> {
     for call in every_call(actions) {
         if call.method == Method::Get {
             continue;
         }
-        let (_, vmid, _) = path_target(&call.path)?;
-        let refused = match vmid {
-            Some(v) => !changed.contains(&v),
-            None => call.path.ends_with("/qemu") || call.path.ends_with("/lxc"),
+        let target = path_target(call)?;
+        let refused = match &target {
+            Target::NewGuest { .. } => Some(Rule::Target),
+            Target::Volume { owner: None, .. } => Some(Rule::Volume),
+            t => match t.guest() {
+                Some(v) if !changed.contains(&v) => Some(match t {
+                    Target::Volume { .. } => Rule::Volume,
+                    _ => Rule::Target,
+                }),
+                _ => None,
+            },
         };
-        if refused {
-            return Err(format!(
-                "the kind's finally step proposed {} {}, which is not one of the guests this apply changed; nothing was sent",
-                crate::plan::method_name(call.method),
-                call.path
+        if let Some(rule) = refused {
+            return Err(Refusal::new(
+                rule,
+                format!(
+                    "the kind's finally step proposed {}, which is not about one of the guests this apply changed",
+                    request::describe_call(call)
+                ),
             ));
         }
     }
@@ -550,63 +632,184 @@ mod tests {
     #[test]
     fn calls_stay_on_their_object() {
         let nodes: HashSet<String> = ["pve01".to_string(), "pve02".to_string()].into();
-        let scope = Scope {
-            vmid: Some(100),
+        // Live: 100 (own, marked), 101 (untagged), 102 (tagged, no mark), 200 (named by
+        // another manifest, marked).
+        let live = |v: u64| match v {
+            100 => Some(guest("proxops;proxops-100", 100)),
+            101 => Some(guest("prod", 101)),
+            102 => Some(guest("proxops", 102)),
+            200 => Some(guest("proxops;proxops-200", 200)),
+            _ => None,
+        };
+        let named = |v: u64| (v == 200).then(|| "VM web".to_string());
+        let manageable = |g: &LiveGuest| g.tagged();
+        let scope = |vmid: Option<u64>, prune: bool, resource: Option<&'static str>| Scope {
+            vmid,
             clone_sources: vec![9000],
-            nodes: &nodes,
+            nodes: Box::leak(Box::new(nodes.clone())),
+            prune,
+            resource,
+            guests: &live,
+            named_elsewhere: &named,
+            manageable: &manageable,
         };
         use Method::*;
-        for (method, path, params, ok) in [
-            (Post, "/nodes/pve01/qemu/100/config", &[][..], true),
-            (Get, "/nodes/pve09/qemu/7/config", &[], true),
-            (Post, "/nodes/pve01/qemu/101/config", &[], false),
-            (Delete, "/nodes/pve01/qemu/6019", &[], false),
-            (Post, "/nodes/pve09/qemu/100/status/start", &[], false),
-            (Post, "/nodes/pve01/qemu", &[("vmid", "100")], true),
-            (Post, "/nodes/pve01/qemu", &[("vmid", "6019")], false),
-            (Post, "/nodes/pve09/qemu", &[("vmid", "100")], false),
+        let check = |s: &Scope<'_>, method, path: &str, params: &[(&str, &str)]| {
+            check_calls(&[call(method, path, params)], s).map_err(|r| r.rule)
+        };
+        let own = scope(Some(100), false, None);
+        for (method, path, params, expected) in [
+            (Post, "/nodes/pve01/qemu/100/config", &[][..], Ok(())),
+            (Get, "/nodes/pve09/qemu/7/config", &[], Ok(())),
+            (Post, "/nodes/pve01/qemu/101/config", &[], Err(Rule::Target)),
+            (Delete, "/nodes/pve01/qemu/6019", &[], Err(Rule::Target)),
+            (
+                Post,
+                "/nodes/pve09/qemu/100/status/start",
+                &[],
+                Err(Rule::Target),
+            ),
+            (
+                Post,
+                "/nodes/pve01/qemu",
+                &[("vmid", "100")],
+                Err(Rule::Ownership),
+            ),
+            (
+                Post,
+                "/nodes/pve01/qemu",
+                &[("vmid", "6019")],
+                Err(Rule::Target),
+            ),
+            (
+                Post,
+                "/nodes/pve01/qemu",
+                &[("vmid", "0100")],
+                Err(Rule::Target),
+            ),
             (
                 Post,
                 "/nodes/pve01/qemu/9000/clone",
                 &[("newid", "100")],
-                true,
+                Err(Rule::Ownership),
             ),
             (
                 Post,
                 "/nodes/pve01/qemu/9000/clone",
                 &[("newid", "101")],
-                false,
+                Err(Rule::Target),
             ),
             (
                 Post,
                 "/nodes/pve01/qemu/9001/clone",
                 &[("newid", "100")],
-                false,
+                Err(Rule::Target),
             ),
-            (Post, "/nodes/pve01/qemu/9000/config", &[], false),
-            (Post, "/nodes/pve02/storage/local/download-url", &[], true),
-            (Delete, "/nodes/pve01/qemu/%36019", &[], false),
-            (Post, "/nodes/pve01/qemu/0100/config", &[], false),
-            (Post, "/nodes/pve01//qemu/6019/config", &[], false),
-            (Post, "/nodes/pve01/qemu/../qemu/6019/config", &[], false),
-            (Post, "/nodes/pve01/qemu/100x/config", &[], false),
-            (Put, "/pools/prod", &[], false),
-            (Post, "/cluster/sdn", &[], false),
+            (
+                Post,
+                "/nodes/pve01/qemu/9000/config",
+                &[],
+                Err(Rule::Target),
+            ),
+            (Post, "/nodes/pve02/storage/local/download-url", &[], Ok(())),
+            (Post, "/nodes/pve01/qemu/0100/config", &[], Err(Rule::Path)),
+            (Post, "/nodes/pve01/qemu/100x/config", &[], Err(Rule::Path)),
+            (Delete, "/nodes/pve01/qemu/100", &[], Ok(())),
+            (
+                Delete,
+                "/nodes/pve01/storage/local-lvm/content/local-lvm%3Avm-100-disk-1",
+                &[],
+                Ok(()),
+            ),
+            (
+                Delete,
+                "/nodes/pve01/storage/local-lvm/content/local-lvm%3Avm-101-disk-0",
+                &[],
+                Err(Rule::Volume),
+            ),
+            (
+                Delete,
+                "/nodes/pve01/storage/local/content/local%3A101%2Fvm-101-disk-0.qcow2",
+                &[],
+                Err(Rule::Volume),
+            ),
+            (
+                Delete,
+                "/nodes/pve01/storage/local/content/local%3Aiso%2Fother.iso",
+                &[],
+                Err(Rule::Volume),
+            ),
+            (
+                Delete,
+                "/nodes/pve01/storage/local/content/local-lvm%3Avm-100-disk-1",
+                &[],
+                Err(Rule::Volume),
+            ),
         ] {
-            let got = check_calls(&[call(method, path, params)], &scope);
-            assert_eq!(got.is_ok(), ok, "{path} {params:?}: {got:?}");
+            assert_eq!(
+                check(&own, method, path, params),
+                expected,
+                "{method:?} {path} {params:?}"
+            );
         }
-        let download_kind = Scope {
-            vmid: None,
-            clone_sources: Vec::new(),
-            nodes: &nodes,
-        };
-        assert!(
-            check_calls(
-                &[call(Post, "/nodes/pve01/qemu/100/config", &[])],
-                &download_kind
-            )
-            .is_err()
+        // A new guest: its vmid free.
+        let new = scope(Some(150), false, None);
+        assert_eq!(
+            check(&new, Post, "/nodes/pve01/lxc", &[("vmid", "150")]),
+            Ok(())
+        );
+        assert_eq!(
+            check(
+                &new,
+                Post,
+                "/nodes/pve01/qemu/9000/clone",
+                &[("newid", "150")]
+            ),
+            Ok(())
+        );
+        // An untagged guest the object's identity names: no write; a tagged one without its
+        // mark: updates, no delete.
+        let untagged = scope(Some(101), false, None);
+        assert_eq!(
+            check(&untagged, Put, "/nodes/pve01/lxc/101/config", &[]),
+            Err(Rule::Ownership)
+        );
+        assert_eq!(
+            check(&untagged, Post, "/nodes/pve01/lxc/101/status/stop", &[]),
+            Err(Rule::Ownership)
+        );
+        let unmarked = scope(Some(102), false, None);
+        assert_eq!(
+            check(&unmarked, Put, "/nodes/pve01/qemu/102/config", &[]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&unmarked, Delete, "/nodes/pve01/qemu/102", &[]),
+            Err(Rule::Ownership)
+        );
+        // A prune needs the mark whatever the call; a guest another manifest names is no
+        // prune candidate's.
+        let prune = scope(Some(102), true, None);
+        assert_eq!(
+            check(&prune, Post, "/nodes/pve01/qemu/102/status/stop", &[]),
+            Err(Rule::Ownership)
+        );
+        let other = scope(Some(200), true, None);
+        assert_eq!(
+            check(&other, Delete, "/nodes/pve01/qemu/200", &[]),
+            Err(Rule::Ownership)
+        );
+        // A file that belongs to no guest: only its own object, deleted only by its prune.
+        let iso = "/nodes/pve01/storage/local/content/local%3Aiso%2Fx.iso";
+        let declared = scope(None, false, Some("local:iso/x.iso"));
+        assert_eq!(check(&declared, Delete, iso, &[]), Err(Rule::Volume));
+        assert_eq!(check(&declared, Put, iso, &[]), Ok(()));
+        let pruned = scope(None, true, Some("local:iso/x.iso"));
+        assert_eq!(check(&pruned, Delete, iso, &[]), Ok(()));
+        let download_kind = scope(None, false, None);
+        assert_eq!(
+            check(&download_kind, Post, "/nodes/pve01/qemu/100/config", &[]),
+            Err(Rule::Target)
         );
     }
 

@@ -51,6 +51,8 @@ pub struct ObjectPlan {
     /// The plan is a take-over (`metadata.adopt`): its one action writes the ownership tags,
     /// and apply plans nothing else for the object in the same run.
     pub taking_over: bool,
+    /// Its kind is a third-party kind: plans show every call its actions send.
+    pub sandboxed: bool,
 }
 
 impl ObjectPlan {
@@ -156,6 +158,9 @@ pub struct ObjectView {
     pub anomalies: Vec<AnomalyView>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Its kind is a third-party kind: plans show every call its actions send.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandboxed: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -297,6 +302,7 @@ impl ClusterPlan {
                     pending: o.proposal.pending.iter().map(drift_view).collect(),
                     anomalies: o.proposal.anomalies.iter().map(anomaly_view).collect(),
                     error: o.error.as_ref().map(ToString::to_string),
+                    sandboxed: o.sandboxed,
                 })
                 .collect(),
             policies: None,
@@ -342,6 +348,7 @@ mod tests {
             depends_on: Vec::new(),
             error: None,
             taking_over: false,
+            sandboxed: false,
         }
     }
 

@@ -19,7 +19,7 @@ use proxops_core::grant::{Grant, KindEntry};
 use proxops_guests::Role;
 use proxops_runtime::{GuestError, GuestRun, KindComponent, Limits, Runtime, RuntimeError};
 
-use crate::grant::{Trust, declared_beyond};
+use crate::grant::{Trust, declared_beyond, listing_problems};
 use crate::workers::{KindCalls, NativeKind};
 
 /// Where a kind came from.
@@ -243,7 +243,14 @@ impl KindRegistry {
                 diags.push(Diagnostic::error(file, at("file"), why));
                 continue;
             }
-            let beyond = declared_beyond(info, &entry.grant);
+            let mut beyond = declared_beyond(info, &entry.grant);
+            beyond.extend(listing_problems(
+                info,
+                self.kinds
+                    .iter()
+                    .map(|(k, _)| k.info())
+                    .chain(added.iter().map(|(k, _, _)| k.info())),
+            ));
             if !beyond.is_empty() {
                 diags.push(Diagnostic::error(
                     file,

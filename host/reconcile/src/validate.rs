@@ -344,6 +344,20 @@ fn validate_with(
                 references,
                 key,
             } = answers;
+            if key.space == "guest-id" && crate::request::canonical_vmid(&key.key).is_none() {
+                // PVE's vmid pool is compared by number: `0101` or `+101` would name guest 101
+                // while matching no live entry and colliding with no manifest.
+                return Err(vec![Diagnostic::error(
+                    &m.file,
+                    "",
+                    format!(
+                        "the {} kind gave this object the guest id {}, which is not a canonical decimal vmid (no sign, space or leading zero); nothing is planned for it (sandbox rule `{}`)",
+                        registry.get(index).info().kind,
+                        crate::request::shown(&key.key),
+                        crate::request::Rule::Identity
+                    ),
+                )]);
+            }
             if let Some(claim) = &adopt {
                 if key.space != "guest-id" {
                     return Err(vec![Diagnostic::error(

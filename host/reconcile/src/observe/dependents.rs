@@ -114,6 +114,7 @@ mod tests {
                 .collect(),
             error: None,
             taking_over: false,
+            sandboxed: false,
         }
     }
 

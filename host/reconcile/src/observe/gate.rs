@@ -1,10 +1,8 @@
 //! The ownership gate applied to one object's proposal, after its kind planned it.
 
-use std::collections::HashSet;
-
 use proxops_runtime::kind::{Observation, Proposal};
 
-use super::Item;
+use super::{Item, LiveCluster};
 use crate::error::PlanError;
 use crate::ownership::{self, LiveGuest, Scope};
 
@@ -40,9 +38,10 @@ pub(super) fn takes_over(item: &Item<'_>) -> bool {
 /// must be about this object on a node of the cluster, or the object fails with nothing sent.
 pub(super) fn gate(
     item: &Item<'_>,
+    kind: &str,
     proposal: Proposal,
     observed: Option<&Observation>,
-    nodes: &HashSet<String>,
+    cluster: &LiveCluster<'_>,
 ) -> (Proposal, Option<PlanError>) {
     let guest = item.live.and_then(LiveGuest::from_entry);
     let empty_proposal = || Proposal {
@@ -157,21 +156,34 @@ pub(super) fn gate(
             _ => clone_sources.push(*vmid),
         }
     }
+    let manageable = |g: &LiveGuest| manageable(item, g);
+    let named_elsewhere = |v: u64| {
+        cluster
+            .named(v)
+            .filter(|id| **id != item.object.id)
+            .map(|id| format!("{} {}", id.kind, id.name))
+    };
+    let guests = |v: u64| cluster.guest(v);
     let scope = Scope {
         vmid: item.vmid,
         clone_sources,
-        nodes,
+        nodes: &cluster.nodes,
+        prune: item.desired.is_none(),
+        resource: item.object.resource.as_deref(),
+        guests: &guests,
+        named_elsewhere: &named_elsewhere,
+        manageable: &manageable,
     };
     match ownership::check_calls(&proposal.actions, &scope) {
         Ok(()) => (proposal, None),
-        Err(e) => (
+        Err(refusal) => (
             Proposal {
                 actions: Vec::new(),
                 drift: proposal.drift,
                 pending: proposal.pending,
                 anomalies: proposal.anomalies,
             },
-            Some(PlanError::Refused(e)),
+            Some(super::refused(kind, &refusal)),
         ),
     }
 }

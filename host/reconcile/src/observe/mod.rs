@@ -10,9 +10,11 @@ use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{Call, Method, Observation, Proposal, Read, Resolved};
 
 use crate::error::PlanError;
+use crate::grant::Trust;
 use crate::live::Entry;
 use crate::ownership::{AdoptClaim, LiveGuest};
 use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef, method_name};
+use crate::request::{Refusal, Rule};
 use crate::workers::par_map;
 use crate::{KindRegistry, Object};
 
@@ -77,6 +79,66 @@ pub(super) struct Item<'a> {
     sources: Vec<(String, u64, Option<LiveGuest>)>,
 }
 
+/// What the gate judges writes against: the cluster's nodes, its live guests by vmid (from the
+/// unfiltered `/cluster/resources` read) and the manifests' guests by vmid, both indexed on
+/// first use (a converged plan has no write to judge).
+pub(super) struct LiveCluster<'a> {
+    pub nodes: HashSet<String>,
+    live: &'a [Entry],
+    objects: &'a [Object],
+    guests: std::sync::OnceLock<HashMap<u64, &'a Entry>>,
+    named: std::sync::OnceLock<HashMap<u64, ObjectId>>,
+}
+
+impl<'a> LiveCluster<'a> {
+    fn new(nodes: HashSet<String>, live: &'a [Entry], objects: &'a [Object]) -> Self {
+        LiveCluster {
+            nodes,
+            live,
+            objects,
+            guests: std::sync::OnceLock::new(),
+            named: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The live guest holding `vmid`, whatever kind or listing the proposal came from.
+    pub fn guest(&self, vmid: u64) -> Option<LiveGuest> {
+        let index = self.guests.get_or_init(|| {
+            self.live
+                .iter()
+                .filter(|e| matches!(e.str("type"), Some("qemu" | "lxc")))
+                .filter_map(|e| Some((e.get("vmid")?.as_u64()?, e)))
+                .collect()
+        });
+        index.get(&vmid).and_then(|e| LiveGuest::from_entry(e))
+    }
+
+    /// The manifest object whose identity is guest `vmid` (any kind).
+    pub fn named(&self, vmid: u64) -> Option<&ObjectId> {
+        self.named
+            .get_or_init(|| named_guests(self.objects))
+            .get(&vmid)
+    }
+}
+
+/// The manifest objects in PVE's guest id pool, by vmid (keys are canonical decimals:
+/// validation refuses any other).
+fn named_guests(objects: &[Object]) -> HashMap<u64, ObjectId> {
+    objects
+        .iter()
+        .filter(|o| o.key.space == "guest-id")
+        .filter_map(|o| Some((crate::request::canonical_vmid(&o.key.key)?, o.id.clone())))
+        .collect()
+}
+
+/// The error of an object whose kind proposed a request the sandbox refused.
+pub(crate) fn refused(kind: &str, refusal: &crate::request::Refusal) -> PlanError {
+    PlanError::Refused(format!(
+        "the {kind} kind's request was refused: {}; nothing was sent",
+        refusal
+    ))
+}
+
 /// Every `/cluster/resources` entry: guests, and the nodes and storages (the node list is
 /// checked before any write, and comes from the same read).
 pub async fn resources(client: &Client) -> Result<Vec<Entry>, ObserveError> {
@@ -135,7 +197,7 @@ pub async fn plan_cluster(
         ref secrets,
     } = cycle;
     let started = std::time::Instant::now();
-    let listings = read_listings(registry, client).await?;
+    let (listings, failed_listings) = read_listings(registry, client).await?;
     let live = &listings[CLUSTER_RESOURCES];
     tracing::debug!(
         "{cluster}: listed {} guests in {:?}",
@@ -146,14 +208,17 @@ pub async fn plan_cluster(
     );
     check_live_conflicts(objects, live)?;
     let nodes = cluster_nodes(live)?;
+    let live_cluster = LiveCluster::new(nodes, live, objects);
 
     let mut items = manifest_items(registry, objects, &listings, only);
     if only.is_none() {
         items.extend(prune_items(registry, cluster, objects, &listings));
     }
+    fail_listing_kinds(registry, &mut items, &failed_listings);
 
     let step = std::time::Instant::now();
     let wanted = wanted_reads(registry, &items);
+    let wanted = cap_reads_per_cycle(registry, &items, wanted);
     tracing::debug!(
         "{cluster}: the kinds named their reads for {} objects in {:?}",
         items.len(),
@@ -203,7 +268,9 @@ pub async fn plan_cluster(
             (_, Some(refusal)) => (proposal, Some(refusal), false),
             (Some(e), None) => (proposal, Some(e), false),
             (None, None) => {
-                let (proposal, error) = gate(&item, proposal, observed.as_ref().ok(), &nodes);
+                let kind = &registry.get(item.kind).info().kind;
+                let (proposal, error) =
+                    gate(&item, kind, proposal, observed.as_ref().ok(), &live_cluster);
                 (proposal, error, gate::takes_over(&item))
             }
         };
@@ -217,6 +284,7 @@ pub async fn plan_cluster(
             depends_on: item.depends_on,
             error,
             taking_over,
+            sandboxed: matches!(registry.trust(item.kind), Trust::Granted(_)),
         });
     }
     block_dependents(&mut plan);
@@ -240,11 +308,12 @@ fn cluster_nodes(live: &[Entry]) -> Result<HashSet<String>, ObserveError> {
 }
 
 /// Every listing a kind declared (and `/cluster/resources`, which the node list comes from),
-/// each read once.
+/// each read once. `/cluster/resources` failing fails the cluster; another listing failing
+/// fails the objects of the kinds that declared it (`fail_listing_kinds`), with its error.
 async fn read_listings(
     registry: &KindRegistry,
     client: &Client,
-) -> Result<HashMap<String, Vec<Entry>>, ObserveError> {
+) -> Result<(HashMap<String, Vec<Entry>>, HashMap<String, String>), ObserveError> {
     let mut paths = vec![CLUSTER_RESOURCES.to_string()];
     for (kind, _) in registry.iter() {
         for l in &kind.info().listings {
@@ -254,11 +323,44 @@ async fn read_listings(
         }
     }
     let mut listings = HashMap::new();
+    let mut failed = HashMap::new();
     for path in paths {
-        let entries = listing(client, &path).await?;
-        listings.insert(path, entries);
+        match listing(client, &path).await {
+            Ok(entries) => {
+                listings.insert(path, entries);
+            }
+            Err(e) if path != CLUSTER_RESOURCES => {
+                failed.insert(path, e.to_string());
+            }
+            Err(e) => return Err(e),
+        }
     }
-    Ok(listings)
+    Ok((listings, failed))
+}
+
+/// The objects of every kind whose listing could not be read get that as their error: a
+/// kind that cannot see its live objects plans nothing, and the other kinds go on.
+fn fail_listing_kinds(
+    registry: &KindRegistry,
+    items: &mut [Item<'_>],
+    failed: &HashMap<String, String>,
+) {
+    if failed.is_empty() {
+        return;
+    }
+    for item in items.iter_mut().filter(|i| i.refusal.is_none()) {
+        let info = registry.get(item.kind).info();
+        if let Some((path, why)) = info
+            .listings
+            .iter()
+            .find_map(|l| failed.get_key_value(&l.path))
+        {
+            item.refusal = Some(PlanError::Kind(format!(
+                "the {} kind's listing {path} could not be read ({why}), so none of its objects is planned",
+                info.kind
+            )));
+        }
+    }
 }
 
 /// A kind's listings as (path, id field).
@@ -382,6 +484,15 @@ fn prune_items<'a>(
         .iter()
         .filter_map(|o| o.key.resource_id.as_deref())
         .collect();
+    // A guest any manifest names, by number, is no prune candidate of any kind (the index is
+    // built only when some entry is left after the resource ids).
+    let named = std::sync::OnceLock::new();
+    let named_by_manifest = |e: &Entry| {
+        matches!(e.str("type"), Some("qemu" | "lxc"))
+            && e.get("vmid")
+                .and_then(crate::live::Field::as_u64)
+                .is_some_and(|v| named.get_or_init(|| named_guests(objects)).contains_key(&v))
+    };
     // Listing -> the kinds that declared it, each with its id field. Kinds are grouped by
     // the listing alone: one live entry has exactly one claimant, whatever field each kind
     // reads its id from.
@@ -410,6 +521,7 @@ fn prune_items<'a>(
                     .collect();
                 !ids.is_empty() && !ids.iter().any(|id| matched.contains(id.as_ref()))
             })
+            .filter(|e| !named_by_manifest(e))
             .collect();
         let claims = off_runtime(|| {
             par_map(registry, &unmatched, |instances, entry| {
@@ -521,16 +633,35 @@ fn wanted_reads(
                 .get(item.kind)
                 .and_then(|i| i.observe(item.desired, live, &item.resolved, &item.referrers))
                 .map_err(|e| PlanError::Kind(e.to_string()))?;
-            let declared = &registry.get(item.kind).info().calls;
-            for c in &calls {
+            let info = registry.get(item.kind).info();
+            let mut calls = calls;
+            if let Trust::Granted(grant) = registry.trust(item.kind)
+                && calls.len() as u64 > grant.limits.reads_per_object()
+            {
+                return Err(refused(
+                    &info.kind,
+                    &Refusal::new(
+                        Rule::Reads,
+                        format!(
+                            "observe() asked for {} reads for one object, more than the {} its grant allows (`grant.limits.reads-per-object`)",
+                            calls.len(),
+                            grant.limits.reads_per_object()
+                        ),
+                    ),
+                ));
+            }
+            for c in &mut calls {
                 if c.method != Method::Get {
                     return Err(PlanError::ObservedWrite {
                         method: method_name(c.method),
                         path: c.path.clone(),
                     });
                 }
-                if !crate::grant::call_allowed(declared, c.method, &c.path) {
-                    return Err(PlanError::ObservedOutside(c.path.clone()));
+                if let Err(r) = crate::request::canonicalize(c, &info.calls) {
+                    return Err(match r.rule {
+                        Rule::Declared => PlanError::ObservedOutside(c.path.clone()),
+                        _ => refused(&info.kind, &r),
+                    });
                 }
             }
             Ok(calls)
@@ -541,6 +672,48 @@ fn wanted_reads(
         .into_iter()
         .map(|calls| calls.map(|cs| cs.into_iter().map(|c| (read_key(&c), c)).collect()))
         .collect()
+}
+
+/// The reads of each third-party kind, together, within its grant's `reads-per-cycle`
+/// (distinct reads, after de-duplication): past it, every object of that kind is refused and
+/// none of its reads is sent.
+fn cap_reads_per_cycle(
+    registry: &KindRegistry,
+    items: &[Item<'_>],
+    mut wanted: Vec<Result<Vec<(String, Call)>, PlanError>>,
+) -> Vec<Result<Vec<(String, Call)>, PlanError>> {
+    for kind in 0..registry.len() {
+        let Trust::Granted(grant) = registry.trust(kind) else {
+            continue;
+        };
+        let of_kind = || items.iter().zip(&wanted).filter(|(i, _)| i.kind == kind);
+        let objects = of_kind().count();
+        let reads: HashSet<&str> = of_kind()
+            .filter_map(|(_, w)| w.as_ref().ok())
+            .flatten()
+            .map(|(key, _)| key.as_str())
+            .collect();
+        let cap = grant.limits.reads_per_cycle(objects);
+        if reads.len() as u64 <= cap {
+            continue;
+        }
+        let error = refused(
+            &registry.get(kind).info().kind,
+            &Refusal::new(
+                Rule::Reads,
+                format!(
+                    "its {objects} objects asked for {} distinct reads in one cycle, more than the {cap} its grant allows (`grant.limits.reads-per-cycle`)",
+                    reads.len()
+                ),
+            ),
+        );
+        for (item, w) in items.iter().zip(wanted.iter_mut()) {
+            if item.kind == kind {
+                *w = Err(error.clone());
+            }
+        }
+    }
+    wanted
 }
 
 /// Each item's observation: its live entry and the answers to its reads. An answer moves to
@@ -625,28 +798,52 @@ fn plan_items(
                         .collect();
                     (empty(), Some(PlanError::Invalid(text)))
                 }
-                Ok(Ok(proposal)) => {
+                Ok(Ok(mut proposal)) => {
                     let info = registry.get(item.kind).info();
                     let trust = registry.trust(item.kind);
-                    let refused: Vec<String> = proposal
-                        .actions
-                        .iter()
-                        .flat_map(|a| {
-                            a.calls
-                                .iter()
-                                .chain(a.restore.iter().flat_map(|r| &r.calls))
-                        })
-                        .filter_map(|c| crate::grant::check_call(trust, info, c).err())
-                        .collect();
-                    if refused.is_empty() {
-                        (proposal, None)
-                    } else {
-                        (empty(), Some(PlanError::OutsideApiPaths(refused)))
+                    match checked(trust, info, &mut proposal.actions) {
+                        Ok(()) => (proposal, None),
+                        Err(r) => (empty(), Some(refused(&info.kind, &r))),
                     }
                 }
             }
         })
     })
+}
+
+/// Every call of `actions` (their restore steps included) checked and put in the form the
+/// host sends ([`crate::grant::check_call`]); for a third-party kind, each action's flags then
+/// say what its calls do, whatever the kind labelled it: a call that removes a guest makes it
+/// a delete (so the ownership rules, the mass-prune guard and the destructive marker see it),
+/// one that removes a volume makes it destructive, and a stop or a restart makes it disturb
+/// the guest's availability.
+pub(crate) fn checked(
+    trust: &Trust,
+    info: &proxops_runtime::kind::KindInfo,
+    actions: &mut [proxops_runtime::kind::Action],
+) -> Result<(), Refusal> {
+    for action in actions.iter_mut() {
+        let mut effect = crate::request::Effect::default();
+        let mut deletes_guest = false;
+        let restore = action.restore.iter_mut().flat_map(|r| r.calls.iter_mut());
+        for call in action.calls.iter_mut().chain(restore) {
+            let Some(target) = crate::grant::check_call(trust, info, call)? else {
+                continue;
+            };
+            let e = crate::request::effect(call.method, &target);
+            effect.destroys |= e.destroys;
+            effect.disturbs |= e.disturbs;
+            deletes_guest |= e.destroys && matches!(target, crate::request::Target::Guest { .. });
+        }
+        if matches!(trust, Trust::Granted(_)) {
+            action.destructive |= effect.destroys;
+            action.disturbs_availability |= effect.disturbs;
+            if deletes_guest {
+                action.operation = proxops_runtime::kind::Operation::Delete;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A VM id that a manifest claims but PVE holds as a container is a conflict: qm and lxc

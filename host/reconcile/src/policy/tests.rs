@@ -202,6 +202,7 @@ fn plan_with(actions: Vec<(&str, Option<&str>, Action, bool)>) -> ClusterPlan {
                 depends_on: vec![],
                 error: None,
                 taking_over: false,
+                sandboxed: false,
             })
             .collect(),
     }
@@ -673,6 +674,7 @@ fn the_plan_document_reads_back_as_written() {
             pending: Vec::new(),
             anomalies: Vec::new(),
             error: None,
+            sandboxed: true,
         }],
         policies: Some(json!({"denied": false})),
         errors: Vec::new(),
