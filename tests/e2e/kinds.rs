@@ -179,8 +179,13 @@ async fn a_kind_that_fails_on_one_object_writes_to_none_of_its_objects() {
     let apply = lab.run(&["apply"]).await;
     assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
     assert_eq!(lab.mutations(), Vec::<String>::new(), "{}", apply.stdout);
+    // Which object the threads plan first decides the words: the one planned before the trap
+    // is failed with the kind, one planned after it is not called at all.
     assert!(
-        apply.stdout.contains("none of its objects is changed"),
+        apply.stdout.contains("none of its objects is changed")
+            || apply
+                .stdout
+                .contains("not called, the guest already failed in this run"),
         "{}",
         apply.stdout
     );

@@ -19,6 +19,14 @@ fn manageable(item: &Item<'_>, g: &LiveGuest) -> bool {
     g.tagged() && !foreign_copy
 }
 
+/// The rule named where the gate holds a kind's writes back as an anomaly.
+fn ownership_rule() -> String {
+    format!(
+        "; the writes proposed for it were not sent (sandbox rule `{}`)",
+        crate::request::Rule::Ownership
+    )
+}
+
 /// Whether the gate answers `item` with the take-over proposal: a manifest whose
 /// `metadata.adopt` matches the live guest proxops does not own yet.
 pub(super) fn takes_over(item: &Item<'_>) -> bool {
@@ -95,7 +103,16 @@ pub(super) fn gate(
                         ),
                     }
                 }
-                claim => (ownership::unowned(g, claim), None),
+                claim => {
+                    let mut unowned = ownership::unowned(g, claim);
+                    if !proposal.actions.is_empty() {
+                        // The kind proposed writes to it: say which rule held them back.
+                        for a in &mut unowned.anomalies {
+                            a.message.push_str(&ownership_rule());
+                        }
+                    }
+                    (unowned, None)
+                }
             };
         }
         if item.desired.is_none() && !proposal.actions.is_empty() {
@@ -110,7 +127,7 @@ pub(super) fn gate(
                 ))
             };
             if let Some(why) = refusal {
-                return (only(why), None);
+                return (only(why + &ownership_rule()), None);
             }
         }
         let deletes = proposal
@@ -128,7 +145,7 @@ pub(super) fn gate(
                 ))
             };
             if let Some(why) = refusal {
-                return (only(why), None);
+                return (only(why + &ownership_rule()), None);
             }
         }
     }
