@@ -21,6 +21,7 @@ const TARGET: &str = "wasm32-wasip2";
 /// The example third-party kind under examples/ is one of them: it is loaded from its file.
 const TEST_ONLY: &[&str] = &[
     "proxops-kind-misbehave",
+    "proxops-kind-hostile",
     "proxops-policy-misbehave",
     "proxops-kind-container",
 ];
