@@ -191,7 +191,7 @@ fn guard_prune(plan: &mut ClusterPlan, manifests: usize, allow: Option<usize>) {
         .objects
         .iter()
         .flat_map(|o| &o.proposal.actions)
-        .filter(|a| proxops_reconcile::request::removes_guest(a))
+        .filter(|a| proxops_reconcile::request::target::removes_guest(a))
         .count();
     let guarded = deletes > PRUNE_GUARD || (manifests == 0 && deletes > 0);
     if !guarded || allow.is_some_and(|n| n >= deletes) {
@@ -209,7 +209,7 @@ fn guard_prune(plan: &mut ClusterPlan, manifests: usize, allow: Option<usize>) {
         let before = o.proposal.actions.len();
         o.proposal
             .actions
-            .retain(|a| !proxops_reconcile::request::removes_guest(a));
+            .retain(|a| !proxops_reconcile::request::target::removes_guest(a));
         if o.proposal.actions.len() != before {
             o.proposal.anomalies.push(Anomaly {
                 path: String::new(),

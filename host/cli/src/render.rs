@@ -58,7 +58,7 @@ pub fn call_lines(calls: &[proxops_reconcile::plan::CallView]) -> Vec<String> {
 pub fn endpoint_marks(calls: &[proxops_reconcile::plan::CallView]) -> String {
     let mut used = Vec::new();
     for c in calls.iter().filter(|c| c.method != "GET") {
-        if let Some(cap) = proxops_reconcile::request::endpoint_capability(&c.path)
+        if let Some(cap) = proxops_reconcile::request::target::endpoint_capability(&c.path)
             && !used.contains(&cap)
         {
             used.push(cap);

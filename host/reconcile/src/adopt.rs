@@ -155,7 +155,7 @@ async fn observe(
                 crate::request::shown(&call.path)
             ));
         }
-        if let Err(r) = crate::request::canonicalize(&mut call, &info.calls) {
+        if let Err(r) = crate::request::form::canonicalize(&mut call, &info.calls) {
             return Err(format!(
                 "observe() asked for a read the sandbox refuses: {r}; nothing was read"
             ));

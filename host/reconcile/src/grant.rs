@@ -10,7 +10,8 @@ use proxops_core::grant::{Capability, Grant};
 use proxops_runtime::kind::{Call, CallPattern, KindInfo, Method};
 
 use crate::plan::method_name;
-use crate::request::{self, Refusal, Rule, Target};
+use crate::request::target::Target;
+use crate::request::{self, Refusal, Rule};
 
 /// How far a kind is trusted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,9 +24,9 @@ pub enum Trust {
 }
 
 /// Whether `method path` is one of `patterns`, in canonical form or a spelling of it that
-/// the host would send canonically ([`request::canonical`]).
+/// the host would send canonically ([`request::form::canonical`]).
 pub fn call_allowed(patterns: &[CallPattern], method: Method, path: &str) -> bool {
-    request::canonical(method, path, patterns).is_ok()
+    request::form::canonical(method, path, patterns).is_ok()
 }
 
 fn capability(c: proxops_runtime::kind::Capability) -> Capability {
@@ -131,7 +132,7 @@ pub fn listing_problems<'k>(
 }
 
 /// Check one proposed call of a kind and put it in the form the host sends: its path
-/// declared by the kind, in canonical form ([`request::canonicalize`], the path replaced by
+/// declared by the kind, in canonical form ([`request::form::canonicalize`], the path replaced by
 /// the one the host builds), its parameter names plain and unrepeated; a write's target
 /// derived from the request ([`Target::of`]); for a third-party kind, an endpoint beyond one
 /// guest only with its capability, and the guest parameters' capabilities within the grant.
@@ -142,7 +143,7 @@ pub fn check_call(
     info: &KindInfo,
     call: &mut Call,
 ) -> Result<Option<Target>, Refusal> {
-    request::canonicalize(call, &info.calls).map_err(|mut r| {
+    request::form::canonicalize(call, &info.calls).map_err(|mut r| {
         if r.rule == Rule::Declared {
             r.what = format!(
                 "{} is not among the calls the {} kind declared",
@@ -155,7 +156,7 @@ pub fn check_call(
     if call.method == Method::Get {
         return Ok(None);
     }
-    let target = Target::of(&request::pve_view(&call.path), &call.params)?;
+    let target = Target::of(&request::form::pve_view(&call.path), &call.params)?;
     let shown = request::describe_call(call);
     match (trust, &target) {
         (Trust::Bundled, Target::Endpoint { .. }) => {
@@ -178,11 +179,12 @@ pub fn check_call(
         _ => {}
     }
     if let Trust::Granted(grant) = trust {
-        let missing: Vec<String> = request::capabilities_used(call.method, &target, &call.params)?
-            .into_iter()
-            .filter(|c| !grant.capabilities.contains(c))
-            .map(|c| c.to_string())
-            .collect();
+        let missing: Vec<String> =
+            request::capability::capabilities_used(call.method, &target, &call.params)?
+                .into_iter()
+                .filter(|c| !grant.capabilities.contains(c))
+                .map(|c| c.to_string())
+                .collect();
         if !missing.is_empty() {
             return Err(Refusal::new(
                 Rule::Capability,

@@ -15,7 +15,8 @@
 use std::collections::HashSet;
 
 use crate::live::{Entry, Field};
-use crate::request::{self, Refusal, Rule, Target};
+use crate::request::target::Target;
+use crate::request::{self, Refusal, Rule};
 use proxops_runtime::kind::{
     Action, Anomaly, Call, Change, Method, Observation, Operation, Param, Proposal,
 };
@@ -337,7 +338,7 @@ pub struct Scope<'a> {
 
 /// Where a mutating path points, in PVE's view of it (the path is canonical: `request`).
 fn path_target(call: &Call) -> Result<Target, Refusal> {
-    Target::of(&request::pve_view(&call.path), &call.params)
+    Target::of(&request::form::pve_view(&call.path), &call.params)
 }
 
 fn param<'c>(call: &'c Call, name: &str) -> Option<&'c str> {
@@ -388,7 +389,7 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal>
                     && rest[0] == "clone"
                     && call.method == Method::Post =>
             {
-                let new = param(call, "newid").and_then(request::canonical_vmid);
+                let new = param(call, "newid").and_then(request::form::canonical_vmid);
                 if !scope.clone_sources.contains(vmid) || !new.is_some_and(own) {
                     return Err(Refusal::new(
                         Rule::Target,
@@ -465,7 +466,7 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal>
                 ),
             ));
         }
-        let destroys = request::effect(call.method, &target).destroys;
+        let destroys = request::target::effect(call.method, &target).destroys;
         if !scope.prune && !(scope.manageable)(&g) {
             return Err(Refusal::new(
                 Rule::Ownership,

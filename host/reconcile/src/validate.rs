@@ -344,7 +344,7 @@ fn validate_with(
                 references,
                 key,
             } = answers;
-            if key.space == "guest-id" && crate::request::canonical_vmid(&key.key).is_none() {
+            if key.space == "guest-id" && crate::request::form::canonical_vmid(&key.key).is_none() {
                 // PVE's vmid pool is compared by number: `0101` or `+101` would name guest 101
                 // while matching no live entry and colliding with no manifest.
                 return Err(vec![Diagnostic::error(

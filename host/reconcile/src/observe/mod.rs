@@ -127,7 +127,12 @@ fn named_guests(objects: &[Object]) -> HashMap<u64, ObjectId> {
     objects
         .iter()
         .filter(|o| o.key.space == "guest-id")
-        .filter_map(|o| Some((crate::request::canonical_vmid(&o.key.key)?, o.id.clone())))
+        .filter_map(|o| {
+            Some((
+                crate::request::form::canonical_vmid(&o.key.key)?,
+                o.id.clone(),
+            ))
+        })
         .collect()
 }
 
@@ -657,7 +662,7 @@ fn wanted_reads(
                         path: c.path.clone(),
                     });
                 }
-                if let Err(r) = crate::request::canonicalize(c, &info.calls) {
+                if let Err(r) = crate::request::form::canonicalize(c, &info.calls) {
                     return Err(match r.rule {
                         Rule::Declared => PlanError::ObservedOutside(c.path.clone()),
                         _ => refused(&info.kind, &r),
@@ -823,17 +828,18 @@ pub(crate) fn checked(
     actions: &mut [proxops_runtime::kind::Action],
 ) -> Result<(), Refusal> {
     for action in actions.iter_mut() {
-        let mut effect = crate::request::Effect::default();
+        let mut effect = crate::request::target::Effect::default();
         let mut deletes_guest = false;
         let restore = action.restore.iter_mut().flat_map(|r| r.calls.iter_mut());
         for call in action.calls.iter_mut().chain(restore) {
             let Some(target) = crate::grant::check_call(trust, info, call)? else {
                 continue;
             };
-            let e = crate::request::effect(call.method, &target);
+            let e = crate::request::target::effect(call.method, &target);
             effect.destroys |= e.destroys;
             effect.disturbs |= e.disturbs;
-            deletes_guest |= e.destroys && matches!(target, crate::request::Target::Guest { .. });
+            deletes_guest |=
+                e.destroys && matches!(target, crate::request::target::Target::Guest { .. });
         }
         if matches!(trust, Trust::Granted(_)) {
             action.destructive |= effect.destroys;

@@ -1,6 +1,11 @@
 //! The canonical form, targets and capabilities of proposed requests, case by case.
 
+use super::capability::*;
+use super::form::*;
+use super::target::*;
 use super::*;
+use proxops_core::grant::Capability;
+use proxops_runtime::kind::{Call, CallPattern, Method, Param};
 
 fn pattern(method: Method, path: &str) -> CallPattern {
     CallPattern {
