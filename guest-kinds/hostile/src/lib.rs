@@ -1,6 +1,6 @@
 //! A test-only third-party kind that attacks the host's sandbox on request: a puppet whose
 //! every proposal is data in its manifest, so one component serves a table of attacks (the
-//! e2e suite `tests/e2e/hostile.rs`). It is built by host/guests but never embedded in the
+//! e2e suite `tests/e2e/hostile/`). It is built by host/guests but never embedded in the
 //! proxops binary; tests load it through `proxops.yaml` with a pinned sha256 and a grant of
 //! the ordinary-looking calls it declares ([`CALLS`]).
 //!
