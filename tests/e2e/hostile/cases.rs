@@ -81,6 +81,13 @@ pub(super) struct Case {
 }
 
 impl Case {
+    /// Whether its refusal stops its whole cluster by design (every rule it may be refused
+    /// by is one of [`super::RULES_THAT_STOP_THE_CLUSTER`]), so `web` need not plan beside it.
+    pub(super) fn stops_the_cluster(&self) -> bool {
+        matches!(&self.expect, Expect::Refused(r)
+            if r.split('|').all(|r| super::RULES_THAT_STOP_THE_CLUSTER.contains(&r)))
+    }
+
     /// How the output names what is refused: the object, or the kind's `finally` step.
     pub(super) fn subject(&self) -> &'static str {
         if self.class == "finally" {

@@ -475,14 +475,18 @@ async fn plan_case(world: &World, baseline: &[String], case: &Case) -> Result<()
             about(&run.stdout, "lab2")
         ));
     }
-    let stops_cluster = matches!(&case.expect, Expect::Refused(r)
-        if r.split('|').all(|r| RULES_THAT_STOP_THE_CLUSTER.contains(&r)));
+    let stops_cluster = case.stops_the_cluster();
     if !stops_cluster && !run.stdout.contains(WEB_DESCRIPTION) {
         failures.push(format!(
             "SAME CLUSTER: `web` was not planned:\n{}",
             about(&run.stdout, "web")
         ));
     }
+    verdict(failures)
+}
+
+/// A case passes when nothing failed; else every failure, one per line.
+fn verdict(failures: Vec<String>) -> Result<(), String> {
     if failures.is_empty() {
         Ok(())
     } else {
@@ -524,8 +528,7 @@ async fn apply_case(case: &Case) -> Result<(), String> {
             about(&run.stdout, "lab2")
         ));
     }
-    let stops_cluster = matches!(&case.expect, Expect::Refused(r)
-        if r.split('|').all(|r| RULES_THAT_STOP_THE_CLUSTER.contains(&r)));
+    let stops_cluster = case.stops_the_cluster();
     let web_done = world
         .lab
         .sim
@@ -538,11 +541,7 @@ async fn apply_case(case: &Case) -> Result<(), String> {
             about(&run.stdout, "web")
         ));
     }
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(failures.join("\n"))
-    }
+    verdict(failures)
 }
 
 /// Run `cases` (plans in one shared world, applies each in its own) and fail with the table.
