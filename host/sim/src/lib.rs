@@ -88,7 +88,8 @@ pub enum SimError {
 pub struct RequestRecord {
     pub seq: u64,
     pub method: String,
-    /// Path below `/api2/json`, decoded, e.g. `/nodes/pve01/qemu/100/config`.
+    /// Path below `/api2/json`, decoded, e.g. `/nodes/pve01/qemu/100/config`; a request
+    /// outside it (answered 501) is logged by its whole decoded path, e.g. `/access/users`.
     pub path: String,
     /// Body parameters then query parameters, in order.
     pub params: Vec<(String, String)>,

@@ -405,8 +405,19 @@ async fn handle(sim: Arc<Sim>, req: Request<Incoming>) -> Result<Response<Body>,
     let api_raw = match raw_path.strip_prefix("/api2/json") {
         Some(rest) if rest.is_empty() || rest.starts_with('/') => rest.to_string(),
         _ => {
+            // Logged too, by its whole decoded path: a request that escaped the API root
+            // (`/api2/json/../access`) is as much a request as any other.
             let body = json!({"data": null, "message": "no such uri"});
-            return Ok(response(501, Some("no such uri"), Some(body.to_string())));
+            let whole = percent_encoding::percent_decode_str(&raw_path)
+                .decode_utf8_lossy()
+                .to_string();
+            return Ok(log_and_return(
+                &sim,
+                (&method, &whole, received_us),
+                Vec::new(),
+                None,
+                response(501, Some("no such uri"), Some(body.to_string())),
+            ));
         }
     };
     let api_path = percent_encoding::percent_decode_str(&api_raw)

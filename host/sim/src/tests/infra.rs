@@ -467,3 +467,37 @@ async fn a_peer_that_never_starts_tls_is_disconnected() {
     // The simulator still serves.
     assert!(t.get("/version", &[]).await.is_object());
 }
+
+#[tokio::test]
+async fn a_request_outside_the_api_root_is_answered_501_and_logged() {
+    let t = T::new().await;
+    for path in [
+        "/access/users",
+        "/api2/jsonx/nodes",
+        "/api2/extjs/access%2Fusers",
+    ] {
+        let resp = t
+            .client
+            .post(format!("{}{path}", t.sim.base_url()))
+            .header("Authorization", format!("PVEAPIToken={}", t.sim.token()))
+            .form(&[("userid", "x@pve")])
+            .send()
+            .await
+            .expect("request sent");
+        assert_eq!(resp.status().as_u16(), 501, "{path}");
+    }
+    let logged: Vec<(String, String, u16)> = t
+        .sim
+        .requests()
+        .into_iter()
+        .map(|r| (r.method, r.path, r.status))
+        .collect();
+    assert_eq!(
+        logged,
+        [
+            ("POST".to_string(), "/access/users".to_string(), 501),
+            ("POST".into(), "/api2/jsonx/nodes".into(), 501),
+            ("POST".into(), "/api2/extjs/access/users".into(), 501),
+        ]
+    );
+}
