@@ -19,7 +19,12 @@ pub(super) fn components(cache: &Path, table: &mut Table) {
                     Role::Kind => format!(
                         "{:?}",
                         runtime
-                            .load_kind(b.package, b.bytes, proxops_runtime::Limits::KIND, true)
+                            .load_kind(
+                                b.package,
+                                b.bytes,
+                                proxops_runtime::Limits::KIND,
+                                proxops_runtime::SecretAccess::Values,
+                            )
                             .expect("load")
                             .cache_outcome()
                     ),
@@ -42,7 +47,7 @@ pub(super) fn components(cache: &Path, table: &mut Table) {
                         b.bytes,
                         Some(framed),
                         proxops_runtime::Limits::KIND,
-                        true,
+                        proxops_runtime::SecretAccess::Values,
                     )
                     .expect("load");
                 (t.elapsed(), kind.cache_outcome())

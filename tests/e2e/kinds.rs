@@ -72,7 +72,7 @@ async fn every_hostile_third_party_kind_is_contained_and_the_bundled_kinds_plan_
             "{plan: secret}",
             grant(""),
             2,
-            "secret x.y: Denied: cannot resolve `x.y`: this kind is not granted access",
+            "secret x.y: Denied: cannot use `x.y`: this kind is not granted access to it",
         ),
         (
             "{plan: loop}",
@@ -191,18 +191,13 @@ async fn a_kind_that_fails_on_one_object_writes_to_none_of_its_objects() {
     );
 }
 
-/// (component bytes, grant, pin, field in proxops.yaml, what the error says)
-type RefusalCase<'a> = (&'a [u8], String, Option<&'a str>, &'a str, &'a str);
-
-#[tokio::test(flavor = "multi_thread")]
-async fn a_kind_is_refused_at_load_when_its_pin_version_name_or_declaration_is_wrong() {
-    let misbehave = artifact(MISBEHAVE);
-    let calls = format!("{{calls: {MISBEHAVE_CALLS}}}");
-    // A build for another contract version: the same component, its export renamed.
-    let old = {
-        let mut bytes = misbehave.clone();
-        let from = b"proxops:kind/reconciler@0.2.0";
-        let to = b"proxops:kind/reconciler@0.1.0";
+/// `wasm` with each name `from` replaced by `to` (same length): the same component as a
+/// build for another contract version would name its imports and exports.
+fn renamed(wasm: &[u8], names: &[(&str, &str)]) -> Vec<u8> {
+    let mut bytes = wasm.to_vec();
+    for (from, to) in names {
+        let (from, to) = (from.as_bytes(), to.as_bytes());
+        assert_eq!(from.len(), to.len());
         let mut found = 0;
         let mut i = 0;
         while i + from.len() <= bytes.len() {
@@ -212,9 +207,81 @@ async fn a_kind_is_refused_at_load_when_its_pin_version_name_or_declaration_is_w
             }
             i += 1;
         }
-        assert!(found > 0, "the export name is in the component");
-        bytes
-    };
+        assert!(
+            found > 0,
+            "{} is in the component",
+            String::from_utf8_lossy(from)
+        );
+    }
+    bytes
+}
+
+/// `proxops kinds --json` of the lab's repository.
+fn kinds_json(lab: &Lab) -> serde_json::Value {
+    let repo = lab.repo.path().to_str().unwrap().to_string();
+    let run = crate::support::proxops(&["kinds", "--json", "--repo", &repo]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    serde_json::from_str(&run.stdout).expect("JSON")
+}
+
+/// The row of `kind` in [`kinds_json`].
+fn row<'r>(rows: &'r serde_json::Value, kind: &str) -> &'r serde_json::Value {
+    rows.as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == kind)
+        .unwrap_or_else(|| panic!("{kind} is listed: {rows}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kind_built_for_contract_0_2_0_loads_and_runs_on_0_2_1() {
+    let built_for_0_2_0 = renamed(
+        &artifact(MISBEHAVE),
+        &[
+            (
+                "proxops:kind/reconciler@0.2.1",
+                "proxops:kind/reconciler@0.2.0",
+            ),
+            ("proxops:kind/secrets@0.2.1", "proxops:kind/secrets@0.2.0"),
+            ("proxops:kind/types@0.2.1", "proxops:kind/types@0.2.0"),
+        ],
+    );
+    let lab = Lab::start().await;
+    install_kind(
+        &lab,
+        "misbehave.wasm",
+        &built_for_0_2_0,
+        &format!("{{calls: {MISBEHAVE_CALLS}}}"),
+        None,
+    );
+    let rows = kinds_json(&lab);
+    assert_eq!(row(&rows, "Misbehave")["wit"], "proxops:kind@0.2.0");
+    // Its exports answer: validate echoes the word back as a warning.
+    lab.write(
+        "misbehave/lab/m.yaml",
+        &misbehave("m", "{validate: compatible-echo}"),
+    );
+    let run = lab.run(&["validate"]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let out = format!("{}{}", run.stdout, run.stderr);
+    assert!(out.contains("compatible-echo"), "{out}");
+}
+
+/// (component bytes, grant, pin, field in proxops.yaml, what the error says)
+type RefusalCase<'a> = (&'a [u8], String, Option<&'a str>, &'a str, &'a str);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kind_is_refused_at_load_when_its_pin_version_name_or_declaration_is_wrong() {
+    let misbehave = artifact(MISBEHAVE);
+    let calls = format!("{{calls: {MISBEHAVE_CALLS}}}");
+    // A build for another contract version: the same component, its export renamed.
+    let old = renamed(
+        &misbehave,
+        &[(
+            "proxops:kind/reconciler@0.2.1",
+            "proxops:kind/reconciler@0.1.0",
+        )],
+    );
     let vm_kind = artifact("proxops-kind-vm");
     let wrong_pin = "0".repeat(64);
     // (bytes, grant, pin, field in proxops.yaml, what the error says)
@@ -231,11 +298,11 @@ async fn a_kind_is_refused_at_load_when_its_pin_version_name_or_declaration_is_w
             calls.clone(),
             None,
             "kinds[0].file",
-            "was built for proxops:kind@0.1.0, but this proxops runs proxops:kind@0.2.0",
+            "was built for proxops:kind@0.1.0, but this proxops runs proxops:kind@0.2.1",
         ),
         (
             &vm_kind,
-            "{secrets: true, capabilities: [devices]}".into(),
+            "{secrets: {vm.password: [cipassword]}, capabilities: [devices]}".into(),
             None,
             "kinds[0].file",
             "declares kind `VM`, which is already the bundled kind; a third-party kind cannot shadow another kind",
@@ -337,27 +404,15 @@ async fn proxops_kinds_shows_a_granted_kind_with_its_source_pin_contract_and_gra
         None,
     );
     let repo = lab.repo.path().to_str().unwrap().to_string();
-    let run = crate::support::proxops(&["kinds", "--json", "--repo", &repo]);
-    assert_eq!(run.code, 0, "{}", run.stderr);
-    let rows: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
-    let row = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["kind"] == "Misbehave")
-        .expect("the granted kind is listed");
+    let rows = kinds_json(&lab);
+    let row = row(&rows, "Misbehave");
     assert_eq!(row["source"], "file kinds/misbehave.wasm");
     assert_eq!(row["sha256"], sha256_hex(&wasm));
-    assert_eq!(row["wit"], "proxops:kind@0.2.0");
+    assert_eq!(row["wit"], "proxops:kind@0.2.1");
     assert_eq!(row["grant"]["calls"][1], "POST /nodes/{node}/lxc");
-    assert_eq!(row["grant"]["secrets"], false);
+    assert_eq!(row["grant"]["secrets"], serde_json::json!({}));
     assert_eq!(row["grant"]["limits"]["deadline-ms"], 700);
-    let vm_row = rows
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|r| r["kind"] == "VM")
-        .unwrap();
+    let vm_row = self::row(&rows, "VM");
     assert_eq!(vm_row["source"], "bundled");
     assert!(vm_row["grant"].is_null());
     let table = crate::support::proxops(&["kinds", "--repo", &repo]);

@@ -13,12 +13,18 @@
 //! - `reads`: a list of paths `observe` asks the host to GET, verbatim.
 //! - `reads-count: N`: `observe` asks for N distinct GETs `/nodes/pve01/lxc/<i>/config`,
 //!   i = 1..=N (a per-object read cap).
+//! - `echo-reads: true`: `plan` prints (stderr, into its log) every read body it was given,
+//!   to show what a kind sees of a live value.
 //! - `actions`: what `plan` proposes, verbatim: a list of
 //!   `{operation: create|update|delete|<step>, summary, calls, restore?: {after, calls},
 //!   disturbs?: bool, destructive?: bool, when?: absent|present}`, each call
 //!   `{method: GET|POST|PUT|DELETE, path, params?: [[name, value], ...]}`. `when` keeps the
 //!   action only while the object's live entry is absent (or present), so a legitimate
-//!   object converges.
+//!   object converges. A parameter's value may be a secret instead of a text:
+//!   `{ref: <path>}` the token of `secrets.reference`, `{embed-ref: <path>}` that token inside
+//!   a longer value, `{value: <path>}` the value `secrets.resolve` gives (its error fails the
+//!   plan), `{matches: [<path>, <guess>]}` `true`, `false` or the error `secrets.matches`
+//!   answers.
 //!
 //! `claims` takes every listing entry whose JSON holds `hostile-claim`. `adopt` writes a
 //! manifest named by the live entry's `name`, verbatim (control characters included), with one
@@ -79,6 +85,7 @@ pub fn grant_calls() -> String {
 pub struct Puppet {
     pub reads: Vec<Call>,
     pub actions: Vec<Scripted>,
+    pub echo_reads: bool,
 }
 
 /// One scripted action and when to propose it.
@@ -100,7 +107,7 @@ fn method(v: &Value, at: &str) -> Result<Method, String> {
 }
 
 /// `{method, path, params?: [[name, value], ...]}`.
-pub fn parse_call(v: &Value, at: &str) -> Result<Call, String> {
+pub fn parse_call(v: &Value, at: &str, lookups: bool) -> Result<Call, String> {
     let method = method(v.get("method").unwrap_or(&Value::Null), at)?;
     let path = v
         .get("path")
@@ -119,8 +126,14 @@ pub fn parse_call(v: &Value, at: &str) -> Result<Call, String> {
                 Value::Bool(b) => Some(if *b { "1" } else { "0" }.to_string()),
                 _ => None,
             };
-            let Some((name, value)) = pair.and_then(|p| Some((text(&p[0])?, text(&p[1])?))) else {
+            let Some((name, value)) = pair.and_then(|p| Some((text(&p[0])?, &p[1]))) else {
                 return Err(format!("{at}.params[{i}]: a [name, value] pair"));
+            };
+            let value = match text(value) {
+                Some(v) => v,
+                None => {
+                    secret_param(value, lookups).map_err(|e| format!("{at}.params[{i}]: {e}"))?
+                }
             };
             call.params.push(Param::new(name, value));
         }
@@ -128,13 +141,55 @@ pub fn parse_call(v: &Value, at: &str) -> Result<Call, String> {
     Ok(call)
 }
 
-fn parse_calls(v: Option<&Value>, at: &str) -> Result<Vec<Call>, String> {
+/// A parameter value taken from the host's secrets (`{ref|embed-ref|value|matches: …}`);
+/// without `lookups` (validation) the host is not asked and the value is a placeholder.
+fn secret_param(v: &Value, lookups: bool) -> Result<String, String> {
+    use proxops_kind_sdk::secrets::{HostSecrets, Secrets};
+    let known = ["ref", "embed-ref", "value", "matches"];
+    if !lookups
+        && v.as_object()
+            .is_some_and(|o| o.keys().any(|k| known.contains(&k.as_str())))
+    {
+        return Ok("(secret)".into());
+    }
+    let path = |key: &str| v.get(key).and_then(Value::as_str);
+    if let Some(p) = path("ref") {
+        HostSecrets.reference(p).map_err(|e| e.message(p))
+    } else if let Some(p) = path("embed-ref") {
+        Ok(format!(
+            "note {}",
+            HostSecrets.reference(p).map_err(|e| e.message(p))?
+        ))
+    } else if let Some(p) = path("value") {
+        HostSecrets
+            .resolve(p)
+            .map(|s| s.expose().to_string())
+            .map_err(|e| e.message(p))
+    } else if let Some([p, guess]) = v
+        .get("matches")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+    {
+        let (p, guess) = (
+            p.as_str().unwrap_or_default(),
+            guess.as_str().unwrap_or_default(),
+        );
+        Ok(match HostSecrets.matches(p, guess) {
+            Ok(b) => b.to_string(),
+            Err(e) => format!("{e:?}"),
+        })
+    } else {
+        Err("a text, or one of {ref|embed-ref|value: <path>}, {matches: [<path>, <guess>]}".into())
+    }
+}
+
+fn parse_calls(v: Option<&Value>, at: &str, lookups: bool) -> Result<Vec<Call>, String> {
     match v {
         None => Ok(Vec::new()),
         Some(Value::Array(list)) => list
             .iter()
             .enumerate()
-            .map(|(i, c)| parse_call(c, &format!("{at}[{i}]")))
+            .map(|(i, c)| parse_call(c, &format!("{at}[{i}]"), lookups))
             .collect(),
         Some(_) => Err(format!("{at}: a list of calls")),
     }
@@ -153,14 +208,14 @@ fn operation(v: &Value, at: &str) -> Result<Operation, String> {
 }
 
 /// One entry of `spec.actions`.
-pub fn parse_action(v: &Value, at: &str) -> Result<Scripted, String> {
+pub fn parse_action(v: &Value, at: &str, lookups: bool) -> Result<Scripted, String> {
     let operation = operation(v.get("operation").unwrap_or(&Value::Null), at)?;
     let summary = match v.get("summary") {
         None => String::new(),
         Some(Value::String(s)) => s.clone(),
         Some(_) => return Err(format!("{at}.summary: a string")),
     };
-    let calls = parse_calls(v.get("calls"), &format!("{at}.calls"))?;
+    let calls = parse_calls(v.get("calls"), &format!("{at}.calls"), lookups)?;
     let restore = match v.get("restore") {
         None | Some(Value::Null) => None,
         Some(r) => Some(model::Restore {
@@ -169,7 +224,7 @@ pub fn parse_action(v: &Value, at: &str) -> Result<Scripted, String> {
                 .and_then(Value::as_u64)
                 .and_then(|a| u32::try_from(a).ok())
                 .unwrap_or(0),
-            calls: parse_calls(r.get("calls"), &format!("{at}.restore.calls"))?,
+            calls: parse_calls(r.get("calls"), &format!("{at}.restore.calls"), lookups)?,
         }),
     };
     let flag = |name: &str| -> Result<bool, String> {
@@ -201,6 +256,11 @@ pub fn parse_action(v: &Value, at: &str) -> Result<Scripted, String> {
 
 /// The puppet strings of a spec (or of the desired state, which is the spec plus `name`).
 pub fn parse(spec: &Value) -> Result<Puppet, String> {
+    parse_with(spec, true)
+}
+
+/// [`parse`], asking the host for the secrets the parameters name only with `lookups`.
+pub fn parse_with(spec: &Value, lookups: bool) -> Result<Puppet, String> {
     let mut reads = match spec.get("reads") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(list)) => list
@@ -227,11 +287,16 @@ pub fn parse(spec: &Value) -> Result<Puppet, String> {
         Some(Value::Array(list)) => list
             .iter()
             .enumerate()
-            .map(|(i, a)| parse_action(a, &format!("spec.actions[{i}]")))
+            .map(|(i, a)| parse_action(a, &format!("spec.actions[{i}]"), lookups))
             .collect::<Result<_, _>>()?,
         Some(_) => return Err("spec.actions: a list of actions".into()),
     };
-    Ok(Puppet { reads, actions })
+    let echo_reads = spec.get("echo-reads") == Some(&Value::Bool(true));
+    Ok(Puppet {
+        reads,
+        actions,
+        echo_reads,
+    })
 }
 
 /// The object key the desired state asks for.
@@ -364,7 +429,7 @@ impl Guest for Hostile {
             Some(_) => return Err(error("spec", "hostile: a mapping".into())),
         };
         // The puppet strings must parse; what they ask for is the host's to judge.
-        parse(&Value::Object(desired.clone())).map_err(|e| error("spec", e))?;
+        parse_with(&Value::Object(desired.clone()), false).map_err(|e| error("spec", e))?;
         let name = manifest.pointer("/metadata/name").cloned();
         desired.insert("name".into(), name.unwrap_or(Value::Null));
         Ok(Validated {
@@ -392,7 +457,7 @@ impl Guest for Hostile {
         _referrers: Vec<Resolved>,
     ) -> Vec<Call> {
         desired_value(desired.as_deref())
-            .and_then(|d| parse(&d).ok())
+            .and_then(|d| parse_with(&d, false).ok())
             .map(|p| p.reads)
             .unwrap_or_default()
     }
@@ -414,6 +479,11 @@ impl Guest for Hostile {
                 severity: Severity::Error,
             }]
         })?;
+        if puppet.echo_reads {
+            for r in &observed.reads {
+                eprintln!("read {}: {}", r.call.path, r.body);
+            }
+        }
         Ok(proposal(&puppet, observed.live.is_some()))
     }
 

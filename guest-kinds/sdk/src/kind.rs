@@ -1,5 +1,5 @@
 //! [`ResourceKind`]: a resource kind written as plain Rust functions over typed desired state.
-//! The SDK implements the WIT `Guest` of `proxops:kind@0.2.0` for every `ResourceKind` (JSON
+//! The SDK implements the WIT `Guest` of `proxops:kind@0.2.1` for every `ResourceKind` (JSON
 //! in and out, parse errors turned into diagnostics), so a kind crate holds only its logic and
 //! one `export_kind!` line, and native `cargo test` calls the same functions the host does.
 //!

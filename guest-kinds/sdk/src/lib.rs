@@ -1,4 +1,4 @@
-//! Guest-side toolkit for proxops resource kinds (`proxops:kind@0.2.0`): the WIT bindings of
+//! Guest-side toolkit for proxops resource kinds (`proxops:kind@0.2.1`): the WIT bindings of
 //! the kind world, the [`ResourceKind`](kind::ResourceKind) trait that turns plain Rust
 //! functions into a component, and helpers: manifest checking ([`check`], [`manifest`]), SOPS
 //! secrets ([`secrets`]), human sizes, PVE property strings and set comparison.
@@ -116,7 +116,7 @@
 pub mod bindings {
     //! Bindings of `proxops:kind/kind`, generated from `wit/`.
     wit_bindgen::generate!({
-        path: ["../../wit/common/0.1.0", "../../wit/kind/0.2.0"],
+        path: ["../../wit/common/0.1.0", "../../wit/kind/0.2.1"],
         world: "proxops:kind/kind",
         pub_export_macro: true,
         export_macro_name: "export_kind",
@@ -127,7 +127,7 @@ pub mod bindings {
         additional_derives: [PartialEq, Eq, Hash, Clone, serde::Serialize],
         additional_type_attributes: {
             "proxops:common/types@0.1.0/method": [#[serde(rename_all = "lowercase")]],
-            "proxops:kind/types@0.2.0/operation": [#[serde(rename_all = "kebab-case")]],
+            "proxops:kind/types@0.2.1/operation": [#[serde(rename_all = "kebab-case")]],
         },
     });
 }

@@ -1,5 +1,5 @@
 //! The records a kind returns (calls, actions, drift, proposals) and reads (observations):
-//! the types wit-bindgen generates from `wit/common/0.1.0` and `wit/kind/0.2.0`, re-exported
+//! the types wit-bindgen generates from `wit/common/0.1.0` and `wit/kind/0.2.1`, re-exported
 //! under short names, with constructors and accessors for kind logic. A kind builds the WIT
 //! records themselves, so nothing converts them at the component boundary; they are plain
 //! Rust values (`Clone`, `PartialEq`, `Serialize`) for native tests.

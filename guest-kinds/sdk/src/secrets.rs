@@ -1,6 +1,10 @@
 //! SOPS secrets behind a small trait, so that validation, planning and adoption are plain
 //! functions: native unit tests resolve from a map, the component calls the WIT imports
-//! `proxops:kind/secrets.resolve` and `find`.
+//! `proxops:kind/secrets.resolve`, `find`, `reference` and `matches`.
+//!
+//! A third-party kind never gets a value (`resolve` answers `Denied`): it puts the token
+//! [`Secrets::reference`] returns as a call parameter's whole value, and the host sends the
+//! value in its place, if the operator's grant lets that ref fill that parameter.
 //!
 //! A resolved value is held in a [`Secret`], whose `Debug` never prints it; diagnostics built
 //! here name the reference (the dot-path), never the value.
@@ -28,7 +32,7 @@ impl SecretError {
     pub fn message(&self, path: &str) -> String {
         match self {
             SecretError::Denied => format!(
-                "cannot resolve `{path}`: this kind is not granted access to the cluster's SOPS secrets; grant it, or remove the reference"
+                "cannot use `{path}`: this kind is not granted access to it (a third-party kind gets references through `secrets.reference`, never values; its grant names the refs under `grant.secrets`)"
             ),
             SecretError::Missing => {
                 format!(
@@ -74,7 +78,26 @@ pub trait Secrets {
     /// The dot-path of the entry below `prefix` whose value equals `value`, if any (adopt
     /// matching a live value it already holds; no other value is revealed).
     fn find(&self, prefix: &str, value: &str) -> Result<Option<String>, SecretError>;
+
+    /// A token standing for the secret at `path`, to be used as the whole value of a call
+    /// parameter; the host sends the value in its place. In what the host lets a third-party
+    /// kind read, a live value equal to the secret appears as this token too.
+    fn reference(&self, path: &str) -> Result<String, SecretError> {
+        let _ = path;
+        Err(SecretError::Other(
+            "this secret source cannot make references".into(),
+        ))
+    }
+
+    /// Whether the secret at `path` equals `value`, compared where the value is.
+    fn matches(&self, path: &str, value: &str) -> Result<bool, SecretError> {
+        Ok(self.resolve(path)?.expose() == value)
+    }
 }
+
+/// What [`MapSecrets`] answers for `reference`: the host's tokens carry a per-run nonce, this
+/// one a fixed word, so native tests can compare them.
+pub const NATIVE_REFERENCE_PREFIX: &str = "proxops-secret-ref:native:";
 
 /// Secrets from a map (tests, benchmarks). A path that is absent is `Missing`, an empty value
 /// is `Empty`, like the host.
@@ -116,6 +139,11 @@ impl Secrets for MapSecrets {
             .find(|(k, v)| k.starts_with(&below) && v.as_str() == value)
             .map(|(k, _)| k.clone()))
     }
+
+    fn reference(&self, path: &str) -> Result<String, SecretError> {
+        self.resolve(path)?;
+        Ok(format!("{NATIVE_REFERENCE_PREFIX}{path}"))
+    }
 }
 
 /// No access to secrets: every lookup is `Denied`.
@@ -128,6 +156,14 @@ impl Secrets for NoSecrets {
     }
 
     fn find(&self, _prefix: &str, _value: &str) -> Result<Option<String>, SecretError> {
+        Err(SecretError::Denied)
+    }
+
+    fn reference(&self, _path: &str) -> Result<String, SecretError> {
+        Err(SecretError::Denied)
+    }
+
+    fn matches(&self, _path: &str, _value: &str) -> Result<bool, SecretError> {
         Err(SecretError::Denied)
     }
 }
@@ -151,6 +187,16 @@ impl Secrets for HostSecrets {
         crate::bindings::proxops::kind::secrets::find(prefix, value).map_err(from_host)
     }
 
+    #[cfg(target_arch = "wasm32")]
+    fn reference(&self, path: &str) -> Result<String, SecretError> {
+        crate::bindings::proxops::kind::secrets::reference(path).map_err(from_host)
+    }
+
+    #[cfg(target_arch = "wasm32")]
+    fn matches(&self, path: &str, value: &str) -> Result<bool, SecretError> {
+        crate::bindings::proxops::kind::secrets::matches(path, value).map_err(from_host)
+    }
+
     #[cfg(not(target_arch = "wasm32"))]
     fn resolve(&self, path: &str) -> Result<Secret, SecretError> {
         native::with(|s| s.map_or_else(|| Err(outside()), |s| s.resolve(path)))
@@ -159,6 +205,16 @@ impl Secrets for HostSecrets {
     #[cfg(not(target_arch = "wasm32"))]
     fn find(&self, prefix: &str, value: &str) -> Result<Option<String>, SecretError> {
         native::with(|s| s.map_or_else(|| Err(outside()), |s| s.find(prefix, value)))
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn reference(&self, path: &str) -> Result<String, SecretError> {
+        native::with(|s| s.map_or_else(|| Err(outside()), |s| s.reference(path)))
+    }
+
+    #[cfg(not(target_arch = "wasm32"))]
+    fn matches(&self, path: &str, value: &str) -> Result<bool, SecretError> {
+        native::with(|s| s.map_or_else(|| Err(outside()), |s| s.matches(path, value)))
     }
 }
 

@@ -44,7 +44,7 @@ pub fn kinds(ctx: &Context, json: bool) -> anyhow::Result<u8> {
                     "id-field": l.id_field,
                 })).collect::<Vec<_>>(),
                 "source": match source { KindSource::Bundled => "bundled".to_string(), KindSource::File(f) => format!("file {f}") },
-                "wit": format!("proxops:kind@{}", proxops_runtime::kind::CONTRACT),
+                "wit": format!("proxops:kind@{}", k.contract()),
                 "grant": grant,
                 "sha256": k.sha256(),
                 "size": k.size(),
@@ -131,7 +131,28 @@ pub fn kinds(ctx: &Context, json: bool) -> anyhow::Result<u8> {
                 listings.join(", ")
             }
         );
-        outln!("  secrets:      {}", g["secrets"]);
+        let refs: Vec<String> = g["secrets"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(r, params)| {
+                let params: Vec<&str> = params
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p.as_str())
+                    .collect();
+                format!("{r} -> {}", params.join("/"))
+            })
+            .collect();
+        outln!(
+            "  secrets:      {}",
+            if refs.is_empty() {
+                "none (references only, never values)".to_string()
+            } else {
+                format!("{} (references only, never values)", refs.join(", "))
+            }
+        );
         let caps = list("capabilities");
         outln!(
             "  capabilities: {}",

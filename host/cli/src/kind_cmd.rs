@@ -1,5 +1,5 @@
 //! `proxops kind new NAME`: scaffold a third-party kind crate that builds to a component of
-//! `proxops:kind@0.2.0` and loads through `proxops.yaml`. The crate is standalone (its own
+//! `proxops:kind@0.2.1` and loads through `proxops.yaml`. The crate is standalone (its own
 //! workspace, the WIT copied in), so it builds outside the proxops source tree.
 
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use crate::output::outln;
 use crate::scaffold;
 
 const COMMON_WIT: &str = include_str!("../../../wit/common/0.1.0/common.wit");
-const KIND_WIT: &str = include_str!("../../../wit/kind/0.2.0/kind.wit");
+const KIND_WIT: &str = include_str!("../../../wit/kind/0.2.1/kind.wit");
 
 #[derive(Debug, Subcommand)]
 pub enum KindCommand {
@@ -275,7 +275,7 @@ mod tests {
 
 const README: &str = r#"# {{name}}
 
-A proxops resource kind (contract `proxops:kind@0.2.0`, WIT in `wit/`), scaffolded by
+A proxops resource kind (contract `proxops:kind@0.2.1`, WIT in `wit/`), scaffolded by
 `proxops kind new`. It plans PVE resource pools (`kind: Pool`, manifests in `pool/<cluster>/`):
 it validates manifests, reads `/pools` and proposes creates and updates. proxops does not send
 them: the host writes only below `/nodes/{node}/`, about a guest it can prove is proxops's (a
@@ -330,7 +330,12 @@ mod tests {
         let runtime = proxops_runtime::Runtime::new(proxops_runtime::RuntimeConfig::default())
             .expect("runtime");
         let kind = runtime
-            .load_kind("pool-kind", &wasm, proxops_runtime::Limits::KIND, false)
+            .load_kind(
+                "pool-kind",
+                &wasm,
+                proxops_runtime::Limits::KIND,
+                proxops_runtime::SecretAccess::None,
+            )
             .expect("the scaffolded kind loads");
         assert_eq!(kind.info().kind, "Pool");
         assert_eq!(kind.info().listings[0].path, "/pools");

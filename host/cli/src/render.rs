@@ -26,6 +26,16 @@ pub fn value(v: &Option<String>) -> String {
     }
 }
 
+/// A drift's value: `(sensitive)` or `(secret <ref>)` as it is, any other value as [`value`].
+fn secret_or_value(v: &Option<String>, sensitive: bool) -> String {
+    match v {
+        Some(v) if sensitive || proxops_core::secret_ref::mentions(v) => {
+            proxops_reconcile::plan::display_value(v, sensitive)
+        }
+        _ => value(v),
+    }
+}
+
 /// An object as the human reads it, `Kind name`, the name escaped (it comes from a manifest
 /// or from PVE).
 pub fn who(id: &ObjectId) -> String {
@@ -125,16 +135,8 @@ pub fn plan(plan: &ClusterPlan) -> String {
         }
         if o.proposal.actions.is_empty() {
             for d in &o.proposal.drift {
-                let live = if d.sensitive {
-                    "(sensitive)".into()
-                } else {
-                    value(&d.live)
-                };
-                let desired = if d.sensitive {
-                    "(sensitive)".into()
-                } else {
-                    value(&d.desired)
-                };
+                let live = secret_or_value(&d.live, d.sensitive);
+                let desired = secret_or_value(&d.desired, d.sensitive);
                 writeln!(
                     out,
                     "  ~ {who}: drift {}: {live} -> {desired} (reported, not changed)",
@@ -144,16 +146,8 @@ pub fn plan(plan: &ClusterPlan) -> String {
             }
         }
         for p in &o.proposal.pending {
-            let live = if p.sensitive {
-                "(sensitive)".into()
-            } else {
-                value(&p.live)
-            };
-            let desired = if p.sensitive {
-                "(sensitive)".into()
-            } else {
-                value(&p.desired)
-            };
+            let live = secret_or_value(&p.live, p.sensitive);
+            let desired = secret_or_value(&p.desired, p.sensitive);
             writeln!(
                 out,
                 "  … {who}: {} pending until reboot: {live} -> {desired}",

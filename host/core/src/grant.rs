@@ -1,6 +1,7 @@
 //! `kinds:` in `proxops.yaml`: the third-party kinds an operator runs, each pinned by its
-//! sha256 and contained by a grant: the API calls it may make, whether it may read secrets,
-//! the PVE capabilities its calls may use, and its limits within the host's maxima.
+//! sha256 and contained by a grant: the API calls it may make, the secret references it may
+//! put in which parameters, the PVE capabilities its calls may use, and its limits within the
+//! host's maxima.
 //!
 //! ```yaml
 //! kinds:
@@ -10,7 +11,8 @@
 //!       calls:                            # METHOD /path/{template}
 //!         - GET /cluster/resources
 //!         - POST /nodes/{node}/lxc
-//!       secrets: false                    # default false
+//!       secrets:                          # ref: parameters it may fill (default none)
+//!         containers.root-password: [password]
 //!       capabilities: []                  # see `Capability`: parameter and endpoint capabilities
 //!       limits: {deadline-ms: 2000, memory-mib: 64, output-kib: 1024, log-lines: 200,
 //!                reads-per-object: 16, reads-per-cycle: 2000}
@@ -19,6 +21,8 @@
 //! A grant never covers a request by its template alone: the host judges the concrete request
 //! (`proxops_reconcile::request`), so a granted template such as `POST /nodes/{node}/{op}` still
 //! reaches `stopall` only with the `node-power` capability.
+
+use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
@@ -48,8 +52,10 @@ impl KindEntry {
 pub struct Grant {
     /// Calls it may make: method (upper case) and path template.
     pub calls: Vec<CallGrant>,
-    /// Whether it may read the cluster's secrets.
-    pub secrets: bool,
+    /// The secret references it may use (`proxops:kind@0.2.1` `secrets.reference`), each with
+    /// the parameter names (lower case) its token may fill. A third-party kind never holds a
+    /// secret value: the host puts the value in at the wire.
+    pub secrets: BTreeMap<String, Vec<String>>,
     /// PVE capabilities its calls may use.
     pub capabilities: Vec<Capability>,
     pub limits: GrantLimits,
@@ -375,10 +381,50 @@ fn parse_grant(
         }
     }
     match g.get("secrets") {
-        None | Some(Value::Null) => {}
-        Some(Value::Bool(b)) => grant.secrets = *b,
+        None | Some(Value::Null) | Some(Value::Bool(false)) => {}
+        Some(Value::Bool(true)) => {
+            err(
+                at("grant.secrets"),
+                "`secrets: true` would hand secret values to the kind; a third-party kind gets references only. Name each ref and the parameters its value may fill, e.g. `secrets: {containers.root-password: [password]}`".into(),
+            );
+            ok = false;
+        }
+        Some(Value::Object(refs)) => {
+            for (r, params) in refs {
+                let field = format!("grant.secrets.{r}");
+                if let Err(why) = check_secret_path(r) {
+                    err(at(&field), why);
+                    ok = false;
+                    continue;
+                }
+                let names: Option<Vec<String>> = params.as_array().and_then(|a| {
+                    a.iter()
+                        .map(|v| {
+                            v.as_str()
+                                .filter(|n| plain_param(n))
+                                .map(str::to_ascii_lowercase)
+                        })
+                        .collect()
+                });
+                match names {
+                    Some(names) if !names.is_empty() => {
+                        grant.secrets.insert(r.clone(), names);
+                    }
+                    _ => {
+                        err(
+                            at(&field),
+                            "expected a non-empty list of parameter names (letters, digits, `-`, `_`), e.g. `[password]`".into(),
+                        );
+                        ok = false;
+                    }
+                }
+            }
+        }
         Some(_) => {
-            err(at("grant.secrets"), "expected true or false".into());
+            err(
+                at("grant.secrets"),
+                "expected a mapping of secret refs to the parameters each may fill, e.g. `{containers.root-password: [password]}`".into(),
+            );
             ok = false;
         }
     }
@@ -450,17 +496,40 @@ fn parse_grant(
     ok.then_some(grant)
 }
 
+/// A dot-path into the SOPS document: segments of letters, digits, `-` and `_`.
+pub fn check_secret_path(path: &str) -> Result<(), String> {
+    let ok = !path.is_empty()
+        && path.split('.').all(|seg| {
+            !seg.is_empty()
+                && seg
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err("expected a dot-path of the SOPS document (segments of letters, digits, `-` and `_`), e.g. `containers.root-password`".into())
+    }
+}
+
+fn plain_param(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 #[cfg(test)]
 mod tests {
     /// Parse `yaml` (a `proxops.yaml`) and compare the kinds or the error paths.
-    fn check(yaml: &str, expected: Result<Vec<(&str, usize, bool)>, Vec<&str>>) {
+    fn check(yaml: &str, expected: Result<Vec<(&str, usize, usize)>, Vec<&str>>) {
         let got = crate::settings::parse_text("proxops.yaml", yaml);
         match (got, expected) {
             (Ok(s), Ok(want)) => {
-                let have: Vec<(&str, usize, bool)> = s
+                let have: Vec<(&str, usize, usize)> = s
                     .kinds
                     .iter()
-                    .map(|k| (k.file.as_str(), k.grant.calls.len(), k.grant.secrets))
+                    .map(|k| (k.file.as_str(), k.grant.calls.len(), k.grant.secrets.len()))
                     .collect();
                 assert_eq!(have, want, "{yaml}");
             }
@@ -479,13 +548,38 @@ mod tests {
         check("kinds: []\n", Ok(vec![]));
         check(
             &format!("kinds:\n  - file: kinds/ct.wasm\n    sha256: {SHA}\n"),
-            Ok(vec![("kinds/ct.wasm", 0, false)]),
+            Ok(vec![("kinds/ct.wasm", 0, 0)]),
         );
         check(
             &format!(
-                "kinds:\n  - file: kinds/ct.wasm\n    sha256: {SHA}\n    grant:\n      calls: [GET /cluster/resources, \"post /nodes/{{node}}/lxc\"]\n      secrets: true\n      capabilities: [bind-mounts]\n      limits: {{deadline-ms: 100, memory-mib: 64}}\n"
+                "kinds:\n  - file: kinds/ct.wasm\n    sha256: {SHA}\n    grant:\n      calls: [GET /cluster/resources, \"post /nodes/{{node}}/lxc\"]\n      secrets: {{ct.root: [password, Description], ct.note: [description]}}\n      capabilities: [bind-mounts]\n      limits: {{deadline-ms: 100, memory-mib: 64}}\n"
             ),
-            Ok(vec![("kinds/ct.wasm", 2, true)]),
+            Ok(vec![("kinds/ct.wasm", 2, 2)]),
+        );
+        // `true` handed values to the kind (before 0.2.1); refs must be named now.
+        check(
+            &format!(
+                "kinds:\n  - file: ct.wasm\n    sha256: {SHA}\n    grant: {{secrets: true}}\n"
+            ),
+            Err(vec!["kinds[0].grant.secrets"]),
+        );
+        check(
+            &format!(
+                "kinds:\n  - file: ct.wasm\n    sha256: {SHA}\n    grant: {{secrets: false}}\n"
+            ),
+            Ok(vec![("ct.wasm", 0, 0)]),
+        );
+        check(
+            &format!(
+                "kinds:\n  - file: ct.wasm\n    sha256: {SHA}\n    grant: {{secrets: {{a..b: [x], ok: [], ok2: [\"pass word\"], ok3: password, \"x/y\": [p]}}}}\n"
+            ),
+            Err(vec![
+                "kinds[0].grant.secrets.a..b",
+                "kinds[0].grant.secrets.ok",
+                "kinds[0].grant.secrets.ok2",
+                "kinds[0].grant.secrets.ok3",
+                "kinds[0].grant.secrets.x/y",
+            ]),
         );
         check(
             "kinds:\n  - file: kinds/ct.wasm\n",

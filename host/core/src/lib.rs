@@ -9,6 +9,7 @@ pub mod id;
 pub mod parallel;
 pub mod repo;
 pub mod rooted;
+pub mod secret_ref;
 pub mod settings;
 mod stray;
 pub mod text;

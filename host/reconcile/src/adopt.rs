@@ -77,12 +77,19 @@ pub async fn adopt_entries(
         let mut adopted = None;
         for &kind in &kinds {
             let name = registry.get(kind).info().kind.clone();
-            let observation = match observe(registry, client, kind, text).await {
+            let values = &crate::observe::granted_secret_values(registry, &secrets)[kind];
+            let entry = crate::observe::scrubbed_text(text, values);
+            let observation = match observe(registry, client, kind, &entry).await {
                 Ok(o) => o,
                 Err(why) => {
                     reasons.push(format!("{name}: {why}"));
                     continue;
                 }
+            };
+            let observation = if values.is_empty() {
+                observation
+            } else {
+                crate::observe::scrubbed(&observation, values)
             };
             let secrets = secrets.clone();
             let answer = par_map(registry, &[observation], |instances, observation| {
@@ -155,7 +162,14 @@ async fn observe(
                 crate::request::shown(&call.path)
             ));
         }
-        if let Err(r) = crate::request::form::canonicalize(&mut call, &info.calls) {
+        let checked = crate::request::form::canonicalize(&mut call, &info.calls).and_then(|()| {
+            crate::request::secret::check_refs(
+                &mut call,
+                registry.trust(kind).secrets(),
+                &info.kind,
+            )
+        });
+        if let Err(r) = checked {
             return Err(format!(
                 "observe() asked for a read the sandbox refuses: {r}; nothing was read"
             ));

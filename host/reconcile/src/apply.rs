@@ -214,6 +214,7 @@ pub async fn apply(
             client,
             &plan,
             options.limits,
+            options.secrets.clone(),
             reporter.clone(),
             options.cancel.clone(),
         )
@@ -623,6 +624,7 @@ async fn run_finally(
                 client,
                 &plan,
                 options.limits,
+                options.secrets.clone(),
                 reporter.clone(),
                 options.cancel.clone(),
             )

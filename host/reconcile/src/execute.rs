@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use proxops_pve::{Client, PveError, Upid};
 use proxops_runtime::kind::{Action, Call, Method, Operation};
+use proxops_runtime::{SecretError, SecretSource};
 use tokio::sync::{Semaphore, SemaphorePermit, watch};
 
-use proxops_core::ObjectId;
+use proxops_core::{ObjectId, secret_ref};
 
 use crate::error::ActionError;
 use crate::observe::{listing, to_pve_method, to_pve_params};
@@ -139,6 +140,8 @@ impl Finished {
 struct Shared {
     client: Client,
     limits: Limits,
+    /// Where a secret reference's value comes from when its call is sent.
+    secrets: Option<Arc<dyn SecretSource>>,
     nodes: HashMap<String, Arc<Semaphore>>,
     reporter: Arc<dyn Reporter>,
 }
@@ -176,6 +179,7 @@ pub async fn execute(
     client: &Client,
     plan: &ClusterPlan,
     limits: Limits,
+    secrets: Option<Arc<dyn SecretSource>>,
     reporter: Arc<dyn Reporter>,
     cancel: Option<Cancel>,
 ) -> Vec<Outcome> {
@@ -197,6 +201,7 @@ pub async fn execute(
     let shared = Arc::new(Shared {
         client: client.clone(),
         limits,
+        secrets,
         nodes,
         reporter,
     });
@@ -583,6 +588,53 @@ enum Permit<'a> {
     Held,
 }
 
+/// The parameters `call` is sent with: each secret reference replaced by its value, which is
+/// registered with the redactor first so that no error or log line can quote it. This is the
+/// one place a third-party kind's secret gets its value, after every check and every plan.
+fn wire_params(
+    call: &Call,
+    secrets: Option<&dyn SecretSource>,
+) -> Result<Vec<proxops_pve::Param>, String> {
+    let mut params = to_pve_params(call);
+    for p in &mut params {
+        if !secret_ref::mentions(&p.value) {
+            continue;
+        }
+        let what = format!(
+            "{} {}: parameter `{}`",
+            method_name(call.method),
+            call.path,
+            p.name
+        );
+        let Some(path) = secret_ref::parse(&p.value) else {
+            return Err(format!(
+                "{what} holds a secret reference that this run did not mint (from an earlier run's plan?); nothing was sent, plan again"
+            ));
+        };
+        let Some(source) = secrets else {
+            return Err(format!(
+                "{what}: the secret `{path}` cannot be resolved, the cluster has no SOPS document; nothing was sent"
+            ));
+        };
+        let value = source.resolve(path).map_err(|e| {
+            let why = match e {
+                SecretError::Missing => "it is not in the cluster's SOPS document".to_string(),
+                SecretError::Empty => "it is empty in the cluster's SOPS document".to_string(),
+                SecretError::Invalid(why) => why,
+            };
+            format!("{what}: the secret `{path}` cannot be resolved: {why}; nothing was sent")
+        })?;
+        if proxops_core::text::register(&value).is_err() {
+            return Err(format!(
+                "{what}: the secret `{path}` is shorter than 8 bytes, too short to keep out of every output; nothing was sent"
+            ));
+        }
+        p.value = value;
+        p.sensitive = true;
+    }
+    Ok(params)
+}
+
 /// One call, under `permit`.
 async fn run_call(
     shared: &Shared,
@@ -592,7 +644,7 @@ async fn run_call(
     summary: &str,
     permit: Permit<'_>,
 ) -> Result<(), String> {
-    let params = to_pve_params(call);
+    let params = wire_params(call, shared.secrets.as_deref())?;
     if call.method == Method::Get {
         return shared
             .client

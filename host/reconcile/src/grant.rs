@@ -23,6 +23,16 @@ pub enum Trust {
     Granted(Grant),
 }
 
+impl Trust {
+    /// The secret refs a third-party kind may use and where (`None` for a bundled kind).
+    pub fn secrets(&self) -> Option<&std::collections::BTreeMap<String, Vec<String>>> {
+        match self {
+            Trust::Bundled => None,
+            Trust::Granted(grant) => Some(&grant.secrets),
+        }
+    }
+}
+
 /// Whether `method path` is one of `patterns`, in canonical form or a spelling of it that
 /// the host would send canonically ([`request::form::canonical`]).
 pub fn call_allowed(patterns: &[CallPattern], method: Method, path: &str) -> bool {
@@ -64,8 +74,11 @@ pub fn declared_beyond(info: &KindInfo, grant: &Grant) -> Vec<String> {
             ));
         }
     }
-    if info.secrets && !grant.secrets {
-        beyond.push("secrets: true".into());
+    if info.secrets && grant.secrets.is_empty() {
+        beyond.push(
+            "secrets (name the refs it may use, and the parameters each may fill, under `grant.secrets`)"
+                .into(),
+        );
     }
     for c in &info.capabilities {
         let c = capability(*c);
@@ -153,6 +166,7 @@ pub fn check_call(
         }
         r
     })?;
+    request::secret::check_refs(call, trust.secrets(), &info.kind)?;
     if call.method == Method::Get {
         return Ok(None);
     }
@@ -325,7 +339,7 @@ mod tests {
             [
                 "call POST /nodes/{node}/lxc",
                 "listing /pools (not among its declared GET calls)",
-                "secrets: true",
+                "secrets (name the refs it may use, and the parameters each may fill, under `grant.secrets`)",
                 "capability devices"
             ]
         );

@@ -112,15 +112,20 @@ impl ClusterPlan {
     }
 }
 
-/// A value for display: secrets become `(sensitive)`.
+/// A value for display: a secret reference becomes `(secret <ref>)`, a secret (or anything
+/// holding what looks like a reference) `(sensitive)`.
+pub fn display_value(value: &str, sensitive: bool) -> String {
+    if let Some(path) = proxops_core::secret_ref::parse(value) {
+        format!("(secret {path})")
+    } else if sensitive || proxops_core::secret_ref::mentions(value) {
+        "(sensitive)".to_string()
+    } else {
+        value.to_string()
+    }
+}
+
 fn shown(value: &Option<String>, sensitive: bool) -> Option<String> {
-    value.as_ref().map(|v| {
-        if sensitive {
-            "(sensitive)".to_string()
-        } else {
-            v.clone()
-        }
-    })
+    value.as_deref().map(|v| display_value(v, sensitive))
 }
 
 /// The redacted view of one cluster's plan: the `--json` document (a list of these) is
@@ -263,16 +268,7 @@ pub fn action_view(a: &Action) -> ActionView {
                 params: c
                     .params
                     .iter()
-                    .map(|p| {
-                        (
-                            p.name.clone(),
-                            if p.sensitive {
-                                "(sensitive)".into()
-                            } else {
-                                p.value.clone()
-                            },
-                        )
-                    })
+                    .map(|p| (p.name.clone(), display_value(&p.value, p.sensitive)))
                     .collect(),
             })
             .collect(),

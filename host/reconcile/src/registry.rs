@@ -17,7 +17,9 @@ use std::time::Duration;
 use proxops_core::Diagnostic;
 use proxops_core::grant::{Grant, KindEntry};
 use proxops_guests::Role;
-use proxops_runtime::{GuestError, GuestRun, KindComponent, Limits, Runtime, RuntimeError};
+use proxops_runtime::{
+    GuestError, GuestRun, KindComponent, Limits, Runtime, RuntimeError, SecretAccess,
+};
 
 use crate::grant::{Trust, declared_beyond, listing_problems};
 use crate::workers::{KindCalls, NativeKind};
@@ -101,7 +103,7 @@ impl KindRegistry {
                             b.bytes,
                             b.precompiled,
                             Limits::KIND,
-                            true,
+                            SecretAccess::Values,
                         )
                     })
                 })
@@ -130,7 +132,7 @@ impl KindRegistry {
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default();
-            let component = runtime.load_kind(&name, &wasm, Limits::KIND, false)?;
+            let component = runtime.load_kind(&name, &wasm, Limits::KIND, SecretAccess::None)?;
             // Granted the calls it declares, never secrets or capabilities.
             let grant = Grant {
                 calls: component
@@ -195,7 +197,20 @@ impl KindRegistry {
             let limits = granted_limits(&entry.grant);
             let name = entry.file.rsplit('/').next().unwrap_or(&entry.file);
             let name = name.strip_suffix(".wasm").unwrap_or(name);
-            let component = match runtime.load_kind(name, &bytes, limits, entry.grant.secrets) {
+            let unsafe_refs = crate::request::secret::grant_problems(&entry.grant.secrets);
+            if !unsafe_refs.is_empty() {
+                for why in unsafe_refs {
+                    diags.push(Diagnostic::error(file, at("grant.secrets"), why));
+                }
+                continue;
+            }
+            // References to the refs the grant names, never values (`proxops:kind@0.2.1`).
+            let secrets = if entry.grant.secrets.is_empty() {
+                SecretAccess::None
+            } else {
+                SecretAccess::Refs(entry.grant.secrets.keys().cloned().collect())
+            };
+            let component = match runtime.load_kind(name, &bytes, limits, secrets) {
                 Ok(c) => c,
                 Err(e) => {
                     diags.push(Diagnostic::error(file, at("file"), e.to_string()));

@@ -16,7 +16,7 @@ use wasmtime::component::Component;
 use wasmtime::{Engine, Store, Trap};
 
 use crate::cache::CacheOutcome;
-use crate::host::{GuestLog, HostState, SecretSource};
+use crate::host::{GuestLog, HostState, SecretAccess, SecretSource};
 use crate::limits::{Limits, MemoryLimitExceeded};
 use crate::size::{OutputSize, Prose};
 use crate::{EPOCH_TICK, GuestError};
@@ -36,8 +36,8 @@ pub(crate) struct Loaded<P> {
     pub(crate) sha256: String,
     pub(crate) size: usize,
     pub(crate) limits: Limits,
-    /// Whether the operator granted this guest access to secrets.
-    pub(crate) secrets_granted: bool,
+    /// What the operator granted this guest of the cluster's secrets.
+    pub(crate) secret_access: SecretAccess,
     pub(crate) cache: CacheOutcome,
     pub(crate) engine: Engine,
     pub(crate) pre: P,
@@ -50,7 +50,7 @@ impl<P> Loaded<P> {
         component: &Component,
         cache: CacheOutcome,
         limits: Limits,
-        secrets_granted: bool,
+        secret_access: SecretAccess,
         pre: P,
     ) -> Self {
         use sha2::Digest;
@@ -59,7 +59,7 @@ impl<P> Loaded<P> {
             sha256: hex::encode(sha2::Sha256::digest(wasm)),
             size: wasm.len(),
             limits,
-            secrets_granted,
+            secret_access,
             cache,
             engine: component.engine().clone(),
             pre,
@@ -229,7 +229,8 @@ impl<W: World + Sync> Instance<W> {
             return Ok(());
         }
         let loaded = &self.loaded;
-        let state = HostState::new(&loaded.limits, self.secrets.clone());
+        let mut state = HostState::new(&loaded.limits, self.secrets.clone());
+        state.secret_access = loaded.secret_access.clone();
         let mut store = Store::new(&loaded.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(loaded.limits.deadline_ticks());
@@ -252,7 +253,7 @@ impl<W: World + Sync> Instance<W> {
     /// Route this instance's secret lookups to `source` (the cluster being worked on). Has
     /// no effect unless the guest was granted secrets.
     pub(crate) fn set_secrets(&mut self, source: Option<Arc<dyn SecretSource>>) {
-        let source = source.filter(|_| self.loaded.secrets_granted);
+        let source = source.filter(|_| self.loaded.secret_access != SecretAccess::None);
         if let Some((store, _)) = &mut self.live {
             store.data_mut().secrets = source.clone();
         }

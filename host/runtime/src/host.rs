@@ -42,6 +42,42 @@ pub enum SecretError {
     Invalid(String),
 }
 
+/// What a guest may do with the cluster's secrets (`proxops:kind/secrets`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum SecretAccess {
+    /// Nothing: every lookup answers `denied` (policies, kinds granted no secret).
+    #[default]
+    None,
+    /// Values (`resolve`, `find`) and references of any secret: the bundled kinds, built from
+    /// this repository's source.
+    Values,
+    /// References (`reference`, `matches`, `find`) of these dot-paths only, never a value: a
+    /// third-party kind, with the refs its grant names.
+    Refs(std::collections::BTreeSet<String>),
+}
+
+impl SecretAccess {
+    /// Whether the guest may compare against the secret at `path` (`matches`).
+    pub fn may_compare(&self, path: &str) -> bool {
+        match self {
+            SecretAccess::None => false,
+            SecretAccess::Values => true,
+            SecretAccess::Refs(refs) => refs.contains(path),
+        }
+    }
+
+    /// Whether the guest may mint a reference to the secret at `path`: a third-party kind
+    /// granted it. The bundled kinds hold values and send no reference (the host refuses one
+    /// in their calls: it could only have come from a manifest's text).
+    pub fn may_refer(&self, path: &str) -> bool {
+        matches!(self, SecretAccess::Refs(refs) if refs.contains(path))
+    }
+}
+
+/// Comparisons (`matches`, `find`) a third-party kind may ask for in one call: enough for its
+/// objects' refs, too few to guess a value by trying a dictionary.
+pub const COMPARISONS_PER_CALL: u32 = 32;
+
 /// Where granted guests get secret values from (the cluster's SOPS document).
 pub trait SecretSource: Send + Sync {
     fn resolve(&self, path: &str) -> Result<String, SecretError>;
@@ -211,6 +247,9 @@ pub(crate) struct HostState {
     pub(crate) limiter: Limiter,
     pub(crate) sink: Arc<Mutex<LogSink>>,
     pub(crate) secrets: Option<Arc<dyn SecretSource>>,
+    pub(crate) secret_access: SecretAccess,
+    /// Comparisons (`matches`, `find`) made in the current call.
+    pub(crate) comparisons: u32,
     /// Secret lookups the guest made in the current call (granted or not): a call that made
     /// none is a function of its inputs and the component alone.
     pub(crate) secret_lookups: u32,
@@ -303,6 +342,8 @@ impl HostState {
             },
             sink,
             secrets,
+            secret_access: SecretAccess::None,
+            comparisons: 0,
             secret_lookups: 0,
         }
     }
@@ -312,6 +353,7 @@ impl HostState {
         lock(&self.sink).begin();
         self.limiter.refused = false;
         self.secret_lookups = 0;
+        self.comparisons = 0;
     }
 
     /// The call ended: its log.

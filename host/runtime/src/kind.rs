@@ -6,13 +6,15 @@ use wasmtime::Store;
 use wasmtime::component::{HasSelf, Linker};
 
 use crate::guest::{GuestRun, Instance, Loaded, World};
-use crate::host::{HostState, SecretError as HostSecretError, SecretSource};
+use crate::host::{
+    COMPARISONS_PER_CALL, HostState, SecretAccess, SecretError as HostSecretError, SecretSource,
+};
 use crate::size::{OutputSize, Prose, no_prose, output_size, prose};
 use crate::{GuestError, GuestLog, Limits, Runtime, RuntimeError};
 
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
-        path: ["../../wit/common/0.1.0", "../../wit/kind/0.2.0"],
+        path: ["../../wit/common/0.1.0", "../../wit/kind/0.2.1"],
         world: "proxops:kind/kind",
         additional_derives: [serde::Serialize, serde::Deserialize, PartialEq, Eq],
     });
@@ -41,7 +43,7 @@ impl Operation {
 }
 
 /// The kind contract this host implements (`proxops:kind@…`).
-pub const CONTRACT: &str = "0.2.0";
+pub const CONTRACT: &str = "0.2.1";
 
 use bindings::proxops::common::{log, types};
 use bindings::proxops::kind::secrets;
@@ -65,7 +67,8 @@ impl log::Host for HostState {
 impl secrets::Host for HostState {
     fn resolve(&mut self, path: String) -> Result<String, secrets::SecretError> {
         self.secret_lookups = self.secret_lookups.saturating_add(1);
-        let Some(source) = &self.secrets else {
+        // Values only for the bundled kinds: a third-party kind refers, never holds.
+        let (SecretAccess::Values, Some(source)) = (&self.secret_access, &self.secrets) else {
             return Err(secrets::SecretError::Denied);
         };
         source.resolve(&path).map_err(secret_error)
@@ -80,8 +83,61 @@ impl secrets::Host for HostState {
         let Some(source) = &self.secrets else {
             return Err(secrets::SecretError::Denied);
         };
-        source.find(&prefix, &value).map_err(secret_error)
+        match &self.secret_access {
+            SecretAccess::None => Err(secrets::SecretError::Denied),
+            SecretAccess::Values => source.find(&prefix, &value).map_err(secret_error),
+            // Only among the refs granted, and a few times per call: the kind learns no path
+            // it could not name, and cannot guess a value by trying many.
+            SecretAccess::Refs(refs) => {
+                if self.comparisons >= COMPARISONS_PER_CALL {
+                    return Err(too_many_comparisons());
+                }
+                self.comparisons += 1;
+                let below = format!("{prefix}.");
+                Ok(refs
+                    .iter()
+                    .filter(|r| r.starts_with(&below))
+                    .find(|r| source.resolve(r).is_ok_and(|v| v == value))
+                    .cloned())
+            }
+        }
     }
+
+    fn reference(&mut self, path: String) -> Result<String, secrets::SecretError> {
+        self.secret_lookups = self.secret_lookups.saturating_add(1);
+        let Some(source) = &self.secrets else {
+            return Err(secrets::SecretError::Denied);
+        };
+        if !self.secret_access.may_refer(&path) {
+            return Err(secrets::SecretError::Denied);
+        }
+        // Resolved now so that a missing or empty secret fails the plan, not the apply.
+        source.resolve(&path).map_err(secret_error)?;
+        Ok(proxops_core::secret_ref::token(&path))
+    }
+
+    fn matches(&mut self, path: String, value: String) -> Result<bool, secrets::SecretError> {
+        self.secret_lookups = self.secret_lookups.saturating_add(1);
+        let Some(source) = &self.secrets else {
+            return Err(secrets::SecretError::Denied);
+        };
+        if !self.secret_access.may_compare(&path) {
+            return Err(secrets::SecretError::Denied);
+        }
+        if matches!(self.secret_access, SecretAccess::Refs(_)) {
+            if self.comparisons >= COMPARISONS_PER_CALL {
+                return Err(too_many_comparisons());
+            }
+            self.comparisons += 1;
+        }
+        Ok(source.resolve(&path).map_err(secret_error)? == value)
+    }
+}
+
+fn too_many_comparisons() -> secrets::SecretError {
+    secrets::SecretError::Other(format!(
+        "more than {COMPARISONS_PER_CALL} secret comparisons in one call; a kind compares the values of its object's refs, it does not guess"
+    ))
 }
 
 fn secret_error(e: HostSecretError) -> secrets::SecretError {
@@ -208,6 +264,8 @@ impl OutputSize for Operation {
 pub struct KindComponent {
     loaded: Arc<Loaded<bindings::KindPre<HostState>>>,
     info: Arc<KindInfo>,
+    /// The contract version the component was built for (its export's), e.g. `0.2.0`.
+    contract: String,
 }
 
 impl std::fmt::Debug for KindComponent {
@@ -220,16 +278,17 @@ impl std::fmt::Debug for KindComponent {
 }
 
 impl Runtime {
-    /// Load a kind component. `secrets_granted` is the operator's grant: without it every
-    /// secret lookup answers `denied`, whatever source an instance is given.
+    /// Load a kind component. `secrets` is what the operator grants it of the cluster's
+    /// secrets: with [`SecretAccess::None`] every lookup answers `denied`, whatever source an
+    /// instance is given.
     pub fn load_kind(
         &self,
         name: &str,
         wasm: &[u8],
         limits: Limits,
-        secrets_granted: bool,
+        secrets: SecretAccess,
     ) -> Result<KindComponent, RuntimeError> {
-        self.load_kind_precompiled(name, wasm, None, limits, secrets_granted)
+        self.load_kind_precompiled(name, wasm, None, limits, secrets)
     }
 
     /// [`Runtime::load_kind`] with the artifact precompiled at build time (a bundled kind's
@@ -241,17 +300,17 @@ impl Runtime {
         wasm: &[u8],
         precompiled: Option<&[u8]>,
         limits: Limits,
-        secrets_granted: bool,
+        secrets: SecretAccess,
     ) -> Result<KindComponent, RuntimeError> {
         limits.check().map_err(|message| RuntimeError::Limits {
             guest: name.to_string(),
             message,
         })?;
         let (component, cache) = self.compile(name, wasm, precompiled)?;
-        check_contract(name, &component, &self.engine)?;
+        let contract = check_contract(name, &component, &self.engine)?;
         let world_error = |e: wasmtime::Error| RuntimeError::World {
             guest: name.to_string(),
-            world: "proxops:kind/kind@0.2.0",
+            world: "proxops:kind/kind@0.2.1",
             message: format!("{e:#}"),
         };
         let pre = self
@@ -260,13 +319,7 @@ impl Runtime {
             .map_err(world_error)?;
         let pre = bindings::KindPre::new(pre).map_err(world_error)?;
         let loaded = Arc::new(Loaded::new(
-            name,
-            wasm,
-            &component,
-            cache,
-            limits,
-            secrets_granted,
-            pre,
+            name, wasm, &component, cache, limits, secrets, pre,
         ));
         let mut instance = KindInstance {
             inner: Instance::new(loaded.clone(), GuestRun::new(None))?,
@@ -275,6 +328,7 @@ impl Runtime {
         Ok(KindComponent {
             loaded,
             info: Arc::new(info),
+            contract,
         })
     }
 }
@@ -311,6 +365,12 @@ impl KindComponent {
     }
 
     /// The kind's `describe()` answer, read once at load.
+    /// The contract version the component was built for, e.g. `0.2.0` (a compatible older
+    /// one runs unchanged on this host's [`CONTRACT`]).
+    pub fn contract(&self) -> &str {
+        &self.contract
+    }
+
     pub fn info(&self) -> &KindInfo {
         &self.info
     }
@@ -456,12 +516,13 @@ impl KindInstance {
 }
 
 /// Refuse a component built for another major version of the kind contract before linking
-/// it, naming both versions (for 0.x, the first non-zero component is the major).
+/// it, naming both versions (for 0.x, the first non-zero component is the major). Returns the
+/// version it was built for.
 fn check_contract(
     name: &str,
     component: &wasmtime::component::Component,
     engine: &wasmtime::Engine,
-) -> Result<(), RuntimeError> {
+) -> Result<String, RuntimeError> {
     let ty = component.component_type();
     let Some(found) = ty.exports(engine).find_map(|(export, _)| {
         export
@@ -469,10 +530,10 @@ fn check_contract(
             .map(str::to_string)
     }) else {
         // Not a kind at all: the world check names what is missing.
-        return Ok(());
+        return Ok(String::new());
     };
     if compatible(&found, CONTRACT) {
-        Ok(())
+        Ok(found)
     } else {
         Err(RuntimeError::Contract {
             guest: name.to_string(),

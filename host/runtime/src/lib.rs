@@ -29,7 +29,7 @@ use wasmtime::{Config, Engine};
 pub use cache::{CacheOutcome, default_cache_dir};
 pub use error::{GuestError, RuntimeError};
 pub use guest::{GuestRun, off_tokio};
-pub use host::{GuestLog, SecretError, SecretSource};
+pub use host::{GuestLog, SecretAccess, SecretError, SecretSource};
 pub use kind::{KindComponent, KindInstance};
 pub use limits::Limits;
 pub use policy::{PolicyComponent, PolicyInstance};

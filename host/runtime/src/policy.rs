@@ -115,7 +115,13 @@ impl Runtime {
             .map_err(world_error)?;
         let pre = bindings::PolicyPre::new(pre).map_err(world_error)?;
         let loaded = Arc::new(Loaded::new(
-            name, wasm, &component, cache, limits, false, pre,
+            name,
+            wasm,
+            &component,
+            cache,
+            limits,
+            crate::host::SecretAccess::None,
+            pre,
         ));
         let mut instance = PolicyInstance {
             inner: Instance::new(loaded.clone(), GuestRun::new(None))?,

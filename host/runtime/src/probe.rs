@@ -14,7 +14,7 @@ use crate::{Limits, Runtime, RuntimeError};
 
 mod bindings {
     wasmtime::component::bindgen!({
-        path: ["../../wit/common/0.1.0", "../../wit/kind/0.2.0"],
+        path: ["../../wit/common/0.1.0", "../../wit/kind/0.2.1"],
         world: "proxops:kind/kind",
         exports: { default: async },
         with: {

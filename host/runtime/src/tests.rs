@@ -4,7 +4,9 @@
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::{CacheOutcome, GuestError, GuestRun, KindComponent, Limits, Runtime, RuntimeConfig};
+use crate::{
+    CacheOutcome, GuestError, GuestRun, KindComponent, Limits, Runtime, RuntimeConfig, SecretAccess,
+};
 
 fn runtime() -> &'static Arc<Runtime> {
     static RUNTIME: OnceLock<Arc<Runtime>> = OnceLock::new();
@@ -19,7 +21,7 @@ fn misbehave_wasm() -> Vec<u8> {
 
 fn misbehave(limits: Limits) -> KindComponent {
     runtime()
-        .load_kind("misbehave", &misbehave_wasm(), limits, false)
+        .load_kind("misbehave", &misbehave_wasm(), limits, SecretAccess::None)
         .expect("load misbehave")
 }
 
@@ -155,7 +157,7 @@ fn limits_above_the_engine_maximum_are_refused() {
                 memory: usize::MAX,
                 ..Limits::KIND
             },
-            false,
+            SecretAccess::None,
         )
         .unwrap_err();
     assert!(err.to_string().contains("memory limit"), "{err}");
@@ -165,7 +167,7 @@ fn limits_above_the_engine_maximum_are_refused() {
 fn a_core_module_is_refused_with_a_clear_error() {
     // The smallest valid core module: magic and version.
     let err = runtime()
-        .load_kind("core", b"\0asm\x01\0\0\0", Limits::KIND, false)
+        .load_kind("core", b"\0asm\x01\0\0\0", Limits::KIND, SecretAccess::None)
         .unwrap_err();
     assert!(
         err.to_string()
@@ -182,7 +184,7 @@ fn cache_is_hit_on_a_second_runtime_and_rebuilt_when_tampered() {
     };
     let wasm = misbehave_wasm();
     let load = |rt: &Runtime| {
-        rt.load_kind("misbehave", &wasm, Limits::KIND, false)
+        rt.load_kind("misbehave", &wasm, Limits::KIND, SecretAccess::None)
             .unwrap()
     };
 
@@ -224,7 +226,7 @@ fn every_bundled_kind_loads_and_describes_itself() {
     let kinds: Vec<_> = proxops_guests::bundled(proxops_guests::Role::Kind)
         .map(|b| {
             runtime()
-                .load_kind(b.package, b.bytes, Limits::KIND, false)
+                .load_kind(b.package, b.bytes, Limits::KIND, SecretAccess::None)
                 .unwrap()
         })
         .map(|k| k.info().kind.clone())
@@ -251,7 +253,13 @@ fn every_bundled_kind_loads_from_its_precompiled_artifact() {
             .unwrap_or_else(|| panic!("{} was not precompiled by the build", b.package));
         // No cache folder: a refusal would show up as `Disabled`, not as a cache hit.
         let kind = runtime()
-            .load_kind_precompiled(b.package, b.bytes, Some(precompiled), Limits::KIND, false)
+            .load_kind_precompiled(
+                b.package,
+                b.bytes,
+                Some(precompiled),
+                Limits::KIND,
+                SecretAccess::None,
+            )
             .unwrap();
         assert_eq!(
             kind.cache_outcome(),
@@ -328,7 +336,13 @@ fn a_precompiled_artifact_that_does_not_fit_is_refused_and_the_kind_compiled() {
             cache_dir: Some(dir.path().to_path_buf()),
         })
         .unwrap()
-        .load_kind_precompiled("diskimage", disk.bytes, Some(framed), Limits::KIND, false)
+        .load_kind_precompiled(
+            "diskimage",
+            disk.bytes,
+            Some(framed),
+            Limits::KIND,
+            SecretAccess::None,
+        )
         .unwrap()
     };
     let first = load(&other_setting);
@@ -350,7 +364,13 @@ fn a_precompiled_artifact_that_does_not_fit_is_refused_and_the_kind_compiled() {
     let refused = try_precompiled(disk.bytes, iso).expect_err("refused");
     assert!(refused.contains("another .wasm"), "{refused}");
     let kind = runtime()
-        .load_kind_precompiled("diskimage", disk.bytes, Some(iso), Limits::KIND, false)
+        .load_kind_precompiled(
+            "diskimage",
+            disk.bytes,
+            Some(iso),
+            Limits::KIND,
+            SecretAccess::None,
+        )
         .unwrap();
     assert_eq!(kind.cache_outcome(), CacheOutcome::Disabled);
     assert_eq!(kind.info().kind, "DiskImage");

@@ -30,6 +30,7 @@ use serde_json::{Value, json};
 use crate::support::{Lab, Run, sha256_hex, vm};
 
 mod cases;
+mod secrets;
 
 use cases::*;
 

@@ -260,6 +260,6 @@ fn example_repository_matches_the_kind() {
         .map(|(m, p)| format!("{} {p}", method(*m)))
         .collect();
     assert_eq!(granted, declared);
-    assert_eq!(kind["grant"]["secrets"], false);
+    assert_eq!(kind["grant"]["secrets"], json!({}));
     assert_eq!(kind["grant"]["capabilities"], json!([]));
 }

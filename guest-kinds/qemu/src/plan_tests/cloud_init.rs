@@ -328,8 +328,8 @@ fn secret_failures_fail_plan_closed() {
     assert_eq!(
         plan(&NoSecrets),
         vec![
-            "spec.cloud-init-data.ssh-key-refs[0]: cannot resolve `cloud-init.ssh-keys.alice`: this kind is not granted access to the cluster's SOPS secrets; grant it, or remove the reference",
-            "spec.cloud-init-data.ci-password-ref: cannot resolve `cloud-init.passwords.root`: this kind is not granted access to the cluster's SOPS secrets; grant it, or remove the reference",
+            "spec.cloud-init-data.ssh-key-refs[0]: cannot use `cloud-init.ssh-keys.alice`: this kind is not granted access to it (a third-party kind gets references through `secrets.reference`, never values; its grant names the refs under `grant.secrets`)",
+            "spec.cloud-init-data.ci-password-ref: cannot use `cloud-init.passwords.root`: this kind is not granted access to it (a third-party kind gets references through `secrets.reference`, never values; its grant names the refs under `grant.secrets`)",
         ]
     );
 }

@@ -338,7 +338,7 @@ fn secret_refs_resolve_at_validation() {
     let err = validate(Flavour::Vm, &doc, &crate::secrets::NoSecrets).unwrap_err();
     assert_eq!(
         err[0].message,
-        "cannot resolve `cloud-init.passwords.root`: this kind is not granted access to the cluster's SOPS secrets; grant it, or remove the reference"
+        "cannot use `cloud-init.passwords.root`: this kind is not granted access to it (a third-party kind gets references through `secrets.reference`, never values; its grant names the refs under `grant.secrets`)"
     );
     let ok = validate(Flavour::Vm, &doc, &secrets()).unwrap();
     let text = serde_json::to_string(&ok.desired).unwrap();

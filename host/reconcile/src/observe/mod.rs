@@ -215,14 +215,21 @@ pub async fn plan_cluster(
     let nodes = cluster_nodes(live)?;
     let live_cluster = LiveCluster::new(nodes, live, objects);
 
+    let secret_values = granted_secret_values(registry, secrets);
     let mut items = manifest_items(registry, objects, &listings, only);
     if only.is_none() {
-        items.extend(prune_items(registry, cluster, objects, &listings));
+        items.extend(prune_items(
+            registry,
+            cluster,
+            objects,
+            &listings,
+            &secret_values,
+        ));
     }
     fail_listing_kinds(registry, &mut items, &failed_listings);
 
     let step = std::time::Instant::now();
-    let wanted = wanted_reads(registry, &items);
+    let wanted = wanted_reads(registry, &items, &secret_values);
     let wanted = cap_reads_per_cycle(registry, &items, wanted);
     tracing::debug!(
         "{cluster}: the kinds named their reads for {} objects in {:?}",
@@ -238,7 +245,7 @@ pub async fn plan_cluster(
     );
     let inputs = observations(wanted, &mut items, reads);
     let step = std::time::Instant::now();
-    let planned = plan_items(registry, &items, &inputs, secrets);
+    let planned = plan_items(registry, &items, &inputs, secrets, &secret_values);
     tracing::debug!(
         "{cluster}: planned {} objects in {:?}, {:?} since the list",
         planned.len(),
@@ -484,6 +491,7 @@ fn prune_items<'a>(
     cluster: &str,
     objects: &[Object],
     listings: &'a HashMap<String, Vec<Entry>>,
+    secret_values: &[Vec<(String, String)>],
 ) -> Vec<Item<'a>> {
     let matched: HashSet<&str> = objects
         .iter()
@@ -535,9 +543,10 @@ fn prune_items<'a>(
                     .iter()
                     .filter(|(_, field)| entry_id(entry, field).is_some())
                     .map(|&(k, _)| {
+                        let entry = scrubbed_text(entry.text(), &secret_values[k]);
                         let answer = instances
                             .get(k)
-                            .and_then(|i| i.claims(path, entry.text()))
+                            .and_then(|i| i.claims(path, &entry))
                             .map_err(|e| e.to_string());
                         (k, answer)
                     })
@@ -627,16 +636,26 @@ fn prune_items<'a>(
 fn wanted_reads(
     registry: &KindRegistry,
     items: &[Item<'_>],
+    secret_values: &[Vec<(String, String)>],
 ) -> Vec<Result<Vec<(String, Call)>, PlanError>> {
     let wanted: Vec<Result<Vec<Call>, PlanError>> = off_runtime(|| {
         par_map(registry, items, |instances, item| {
             if let Some(refusal) = &item.refusal {
                 return Err(refusal.clone());
             }
-            let live = item.live.map(Entry::text);
+            let live = item
+                .live
+                .map(|e| scrubbed_text(e.text(), &secret_values[item.kind]));
             let calls = instances
                 .get(item.kind)
-                .and_then(|i| i.observe(item.desired, live, &item.resolved, &item.referrers))
+                .and_then(|i| {
+                    i.observe(
+                        item.desired,
+                        live.as_deref(),
+                        &item.resolved,
+                        &item.referrers,
+                    )
+                })
                 .map_err(|e| PlanError::Kind(e.to_string()))?;
             let info = registry.get(item.kind).info();
             let mut calls = calls;
@@ -668,6 +687,9 @@ fn wanted_reads(
                         _ => refused(&info.kind, &r),
                     });
                 }
+                let trust = registry.trust(item.kind);
+                crate::request::secret::check_refs(c, trust.secrets(), &info.kind)
+                    .map_err(|r| refused(&info.kind, &r))?;
             }
             Ok(calls)
         })
@@ -763,6 +785,55 @@ fn observations(
         .collect()
 }
 
+/// Per kind, the values of the secrets its grant names, to scrub from what it reads: empty for
+/// the bundled kinds (they hold values) and for a kind granted no secret. A ref that does not
+/// resolve scrubs nothing (`secrets.reference` refuses it when the kind asks).
+pub(crate) fn granted_secret_values(
+    registry: &KindRegistry,
+    secrets: &Option<Arc<dyn SecretSource>>,
+) -> Vec<Vec<(String, String)>> {
+    (0..registry.len())
+        .map(|kind| match (registry.trust(kind), secrets) {
+            (Trust::Granted(grant), Some(source)) => grant
+                .secrets
+                .keys()
+                .filter_map(|r| Some((r.clone(), source.resolve(r).ok()?)))
+                .collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// `text` (JSON from PVE) as a kind granted the secrets `values` may see it.
+pub(crate) fn scrubbed_text<'t>(
+    text: &'t str,
+    values: &[(String, String)],
+) -> std::borrow::Cow<'t, str> {
+    if values.is_empty() {
+        std::borrow::Cow::Borrowed(text)
+    } else {
+        std::borrow::Cow::Owned(proxops_core::secret_ref::scrub_json(text, values))
+    }
+}
+
+/// `observation` as a kind granted the secrets `values` may see it: every value replaced by
+/// its ref's token ([`proxops_core::secret_ref::scrub_json`]).
+pub(crate) fn scrubbed(observation: &Observation, values: &[(String, String)]) -> Observation {
+    let scrub = |text: &str| proxops_core::secret_ref::scrub_json(text, values);
+    Observation {
+        live: observation.live.as_deref().map(scrub),
+        reads: observation
+            .reads
+            .iter()
+            .map(|r| Read {
+                call: r.call.clone(),
+                status: r.status,
+                body: scrub(&r.body),
+            })
+            .collect(),
+    }
+}
+
 /// The kinds' plans, in parallel; a proposal with a call outside its kind's declared paths
 /// is refused whole.
 fn plan_items(
@@ -770,6 +841,7 @@ fn plan_items(
     items: &[Item<'_>],
     inputs: &[(usize, Result<Observation, PlanError>)],
     secrets: &Option<Arc<dyn SecretSource>>,
+    values: &[Vec<(String, String)>],
 ) -> Vec<(Proposal, Option<PlanError>)> {
     off_runtime(|| {
         par_map(registry, inputs, |instances, (i, observation)| {
@@ -783,6 +855,14 @@ fn plan_items(
             let observation = match observation {
                 Ok(o) => o,
                 Err(e) => return (empty(), Some(e.clone())),
+            };
+            let values = &values[item.kind];
+            let scrubbed_copy;
+            let observation = if values.is_empty() {
+                observation
+            } else {
+                scrubbed_copy = scrubbed(observation, values);
+                &scrubbed_copy
             };
             let result = instances.get(item.kind).and_then(|inst| {
                 inst.set_secrets(secrets.clone());

@@ -42,6 +42,23 @@ fn is_disk_slot(name: &str) -> bool {
         || name == "tpmstate0"
 }
 
+/// Whether PVE reads the parameter `name` (any case) as host access of a guest: a mount point,
+/// a device, a disk slot (which may name a `/dev` path), a raw key, features, privilege or a
+/// hook script. [`capabilities_used`] judges these by their value.
+pub fn carries_host_access(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    let name = name.as_str();
+    name.contains('.')
+        || matches!(
+            name,
+            "args" | "hookscript" | "unprivileged" | "features" | "rootfs"
+        )
+        || ["mp", "dev", "hostpci", "usb", "parallel", "serial"]
+            .iter()
+            .any(|p| numbered(name, p))
+        || is_disk_slot(name)
+}
+
 /// The capabilities a write's parameters use, read as PVE parses them; a parameter the host
 /// cannot classify (raw QEMU `args`, raw `lxc.*` keys, a path it does not know) is refused.
 pub fn capabilities_used(

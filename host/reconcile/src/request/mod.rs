@@ -16,6 +16,9 @@
 //!    `delete` lists, repeated keys), and the capabilities they need, or a refusal of what
 //!    cannot be classified.
 //!
+//! Beside them, [`secret`] decides where a secret reference may stand (a whole parameter
+//! value the grant names, never one the host judges a request by).
+//!
 //! This module holds what the three share: the [`Rule`] every refusal names, the
 //! [`Refusal`], and how a value is shown in one.
 
@@ -25,6 +28,7 @@ use crate::plan::method_name;
 
 pub mod capability;
 pub mod form;
+pub mod secret;
 pub mod target;
 
 /// The sandbox rule a refusal falls under, named in every refusal (``sandbox rule `path` ``).
@@ -53,6 +57,8 @@ pub enum Rule {
     Reads,
     /// A listing that is not a plain collection path or that aliases another's.
     Listing,
+    /// A secret reference where the grant does not let it stand, or not a whole value.
+    Secret,
 }
 
 impl Rule {
@@ -69,6 +75,7 @@ impl Rule {
             Rule::Capability => "capability",
             Rule::Reads => "reads",
             Rule::Listing => "listing",
+            Rule::Secret => "secret",
         }
     }
 }
