@@ -73,7 +73,7 @@ fn symbol(operation: &str) -> &'static str {
     match operation {
         "create" => "+",
         "delete" => "-",
-        "power" => ">",
+        proxops_runtime::kind::POWER => ">",
         _ => "~",
     }
 }

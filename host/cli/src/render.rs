@@ -13,7 +13,7 @@ fn symbol(op: &Operation) -> &'static str {
     match op {
         Operation::Create => "+",
         Operation::Delete => "-",
-        Operation::Step(s) if s == "power" => ">",
+        op if op.is_power() => ">",
         Operation::Update | Operation::Step(_) => "~",
     }
 }

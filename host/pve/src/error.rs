@@ -69,14 +69,51 @@ impl PveError {
     pub fn is_transient(&self) -> bool {
         match self {
             PveError::Transport { .. } => true,
-            PveError::Api {
-                status, message, ..
-            } => {
-                matches!(status, 502..=504 | 596)
-                    || (*status == 500 && message.contains("got timeout"))
+            PveError::Api { status, .. } => {
+                matches!(status, 502..=504 | 596) || (*status == 500 && self.is_lock_timeout())
             }
             _ => false,
         }
+    }
+
+    /// PVE's own words: the message of an error answer, or the exit status of a failed task
+    /// (where PVE reports what a worker refused). The classifiers below read them; nothing
+    /// outside this crate does.
+    fn pve_words(&self) -> Option<&str> {
+        match self {
+            PveError::Api { message, .. } => Some(message),
+            PveError::TaskFailed { exitstatus, .. } => Some(exitstatus),
+            _ => None,
+        }
+    }
+
+    /// A config write refused because the config changed since the `digest` it carries was
+    /// read (or an earlier attempt of the same write landed): qemu-server's `checksum mismatch
+    /// (file change by other user?)`, pve-container's `detected modified configuration - file
+    /// changed by other user? Try again.`, and the older `config file has been modified`; as a
+    /// 500 on the synchronous form or as the exit status of the task on the asynchronous one.
+    /// Only a write that carries a `digest` can get it: a download's `checksum mismatch` is
+    /// the file's, and the caller knows which it sent.
+    pub fn is_stale_digest(&self) -> bool {
+        self.pve_words().is_some_and(|w| {
+            w.contains("checksum mismatch")
+                || w.contains("config file has been modified")
+                || w.contains("detected modified configuration")
+        })
+    }
+
+    /// PVE could not take the guest's config lock in time (`can't lock file
+    /// '/var/lock/qemu-server/lock-100.conf' - got timeout`): the request did nothing, and
+    /// the lock's holder (a stop still running) may release it soon.
+    pub fn is_lock_timeout(&self) -> bool {
+        self.pve_words().is_some_and(|w| w.contains("got timeout"))
+    }
+
+    /// A start refused because the guest runs already (`VM 100 already running`, `CT 100
+    /// already running`): what the start was for.
+    pub fn is_already_running(&self) -> bool {
+        self.pve_words()
+            .is_some_and(|w| w.contains("already running"))
     }
 
     /// The error as it may leave the client: every registered secret
@@ -176,6 +213,76 @@ mod tests {
             message: message.into(),
             errors: BTreeMap::new(),
         }
+    }
+
+    fn task(exitstatus: &str) -> PveError {
+        PveError::TaskFailed {
+            upid: "UPID:pve01:00001234:00005678:65000000:qmstart:100:root@pam:".into(),
+            exitstatus: exitstatus.into(),
+        }
+    }
+
+    /// PVE's own messages (qemu-server, pve-container, pve-common's lock helper), as an
+    /// answer and as a task's exit status, each with what the executor must read in it.
+    #[test]
+    fn pve_messages_are_classified_here_and_nowhere_else() {
+        // (message, stale digest, lock timeout, already running)
+        let cases = [
+            (
+                "checksum mismatch (file change by other user?)",
+                true,
+                false,
+                false,
+            ),
+            (
+                "detected modified configuration - file changed by other user? Try again.",
+                true,
+                false,
+                false,
+            ),
+            (
+                "config file has been modified by another user",
+                true,
+                false,
+                false,
+            ),
+            (
+                "can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout",
+                false,
+                true,
+                false,
+            ),
+            (
+                "can't lock file '/run/lock/lxc/pve-config-101.lock' - got timeout",
+                false,
+                true,
+                false,
+            ),
+            ("VM 100 already running", false, false, true),
+            ("CT 101 already running", false, false, true),
+            ("VM 100 already exists on node 'pve01'", false, false, false),
+            (
+                "unable to create CT 160 - volume 'local:vztmpl/x.tar.zst' does not exist",
+                false,
+                false,
+                false,
+            ),
+        ];
+        for (message, stale, lock, running) in cases {
+            for e in [api(500, message), task(message)] {
+                assert_eq!(e.is_stale_digest(), stale, "{e}");
+                assert_eq!(e.is_lock_timeout(), lock, "{e}");
+                assert_eq!(e.is_already_running(), running, "{e}");
+            }
+        }
+        // Neither a transport failure nor a timeout on our side is PVE's word.
+        let transport = PveError::Transport {
+            method: "POST".into(),
+            path: "/nodes/pve01/qemu/100/status/start".into(),
+            message: "connection reset; already running checksum mismatch got timeout".into(),
+        };
+        assert!(!transport.is_stale_digest() && !transport.is_lock_timeout());
+        assert!(!transport.is_already_running());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use proxops_runtime::kind::{Anomaly, Operation};
 
 use proxops_core::ObjectId;
 
-use crate::error::{ActionError, PlanError};
+use crate::error::{ActionError, PlanError, STALE_AGAIN};
 use crate::execute::{Cancel, Event, Limits, Outcome, Reporter, Status, execute};
 use crate::memory::StopMemory;
 use crate::observe::{Cycle, ObserveError, plan_cluster};
@@ -32,7 +32,7 @@ impl Did {
         match &action.operation {
             Operation::Create => self.created = true,
             Operation::Delete => self.deleted = true,
-            Operation::Step(s) if s == "power" => {
+            op if op.is_power() => {
                 let to = action
                     .changes
                     .iter()
@@ -236,15 +236,13 @@ pub async fn apply(
             if let Some(action) = stale_stop
                 && !stale_stopped.insert(id.clone())
             {
-                let cause = "the config changed again between proxops's read and its write, while the guest was stopped for this change (twice in this run); it was started again and is not stopped again for this change until the manifest or the live config changes or --retry-stop-required is given: find what else writes this guest's config".to_string();
                 reporter.event(Event::ActionDone {
                     object: object.clone(),
                     summary: action.summary.clone(),
-                    error: Some(cause.clone()),
+                    error: Some(STALE_AGAIN.to_string()),
                 });
-                status = Status::Failed(ActionError::Call {
+                status = Status::Failed(ActionError::StaleAgain {
                     action: action.summary.clone(),
-                    cause,
                 });
                 failed_stops.push(action);
             }

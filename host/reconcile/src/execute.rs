@@ -14,7 +14,7 @@ use tokio::sync::{Semaphore, SemaphorePermit, watch};
 
 use proxops_core::{ObjectId, secret_ref};
 
-use crate::error::ActionError;
+use crate::error::{ActionError, Aftermath, CallError, CallFailure};
 use crate::observe::{listing, to_pve_method, to_pve_params};
 use crate::plan::{ClusterPlan, ObjectRef, method_name};
 
@@ -159,16 +159,11 @@ pub fn restore_calls(action: &Action, failed: usize) -> Option<&[Call]> {
     due.then_some(restore.calls.as_slice())
 }
 
-/// PVE's answer to a write whose `digest` no longer matches the config (a 500 on the sync
-/// form, a failed task on the async one): qemu-server's "checksum mismatch (file change by
-/// other user?)", pve-container's "detected modified configuration - file changed by other
-/// user? Try again." (`assert_if_modified`). Only a call that carries a `digest` can get it:
-/// a download's "checksum mismatch" is the file's checksum, a failure like any other.
-pub fn stale_digest(call: &Call, error: &str) -> bool {
-    call.params.iter().any(|p| p.name == "digest")
-        && (error.contains("checksum mismatch")
-            || error.contains("config file has been modified")
-            || error.contains("detected modified configuration"))
+/// PVE's answer to a write whose `digest` no longer matches the config. Only a call that
+/// carries a `digest` can get it (a download's `checksum mismatch` is the file's, a failure
+/// like any other); PVE's words are read by [`CallError::is_stale_digest`].
+pub fn stale_digest(call: &Call, error: &CallError) -> bool {
+    call.params.iter().any(|p| p.name == "digest") && error.is_stale_digest()
 }
 
 /// Cancelled: start no new action (the one in flight finishes, with its restore).
@@ -317,14 +312,13 @@ pub async fn execute(
                 // Whether a restore ran and failed: the guest may be down, which no stale
                 // digest may hide.
                 let mut restore_failed = false;
-                if holding && let Some((call, stale)) = changed_since_plan(&shared, &action).await
-                {
+                if holding && let Some((call, stale)) = changed_since_plan(&shared, &action).await {
                     unsent = true;
                     // Nothing is stopped for a plan the config no longer matches (someone
                     // wrote to it, or retagged it, since it was read): the stale path below
                     // plans it again from a fresh read.
                     failed_call = Some(call);
-                    error = Some(stale);
+                    error = Some(CallFailure::from(stale));
                 }
                 for (i, call) in action.calls.iter().enumerate() {
                     if error.is_some() {
@@ -348,27 +342,21 @@ pub async fn execute(
                         continue;
                     };
                     failed_call = Some(call);
-                    let mut e = e;
-                    if let Some(restore) = restore_calls(&action, i) {
+                    let aftermath = if let Some(restore) = restore_calls(&action, i) {
                         let disturbing_failed = action
                             .restore
                             .as_ref()
                             .is_some_and(|r| r.after as usize == i);
-                        let restored;
-                        (e, restored) = run_restore(
-                            &shared,
-                            restore,
-                            &object,
-                            e,
-                            disturbing_failed,
-                            holding,
-                        )
-                        .await;
+                        let aftermath =
+                            run_restore(&shared, restore, &object, disturbing_failed, holding)
+                                .await;
+                        let restored = matches!(aftermath, Aftermath::Restored(_));
                         // The stop landed and the restart failed: the guest is down. Apply
                         // plans it once more (its start), as when the sequence's own start
                         // fails.
                         left_stopped |= !restored && !disturbing_failed;
                         restore_failed = !restored;
+                        aftermath
                     } else if action
                         .restore
                         .as_ref()
@@ -376,16 +364,19 @@ pub async fn execute(
                     {
                         // The start that ends the sequence failed: the write landed, the
                         // guest is stopped. Apply plans it once more (its start).
-                        e = format!(
-                            "{e}; the guest was stopped for this change and did not start again: it may be DOWN, check it now"
-                        );
                         left_stopped = true;
-                    }
-                    error = Some(e);
+                        Aftermath::LeftStopped
+                    } else {
+                        Aftermath::Untouched
+                    };
+                    error = Some(CallFailure {
+                        error: e,
+                        aftermath,
+                    });
                     break;
                 }
-                if let (Some(call), Some(e)) = (failed_call, error.as_deref())
-                    && stale_digest(call, e)
+                if let (Some(call), Some(e)) = (failed_call, error.as_ref())
+                    && stale_digest(call, &e.error)
                     && !restore_failed
                 {
                     // Someone changed the config between our read and our write (or an
@@ -406,7 +397,7 @@ pub async fn execute(
                 shared.reporter.event(Event::ActionDone {
                     object: object.clone(),
                     summary: action.summary.clone(),
-                    error: error.clone(),
+                    error: error.as_ref().map(ToString::to_string),
                 });
                 match error {
                     Some(e) => {
@@ -460,44 +451,26 @@ fn publish(tx: &watch::Sender<Option<Finished>>, outcome: Finished) {
     tx.send_replace(Some(outcome));
 }
 
-/// Run an action's restore calls after its call failed with `error`; the error then says
-/// whether availability was restored, and the flag is whether it was.
+/// Run an action's restore calls after one of its calls failed: whether availability was
+/// restored, and if not, where restoring failed.
 async fn run_restore(
     shared: &Shared,
     calls: &[Call],
     object: &ObjectRef,
-    error: String,
     disturbing_failed: bool,
     holding: bool,
-) -> (String, bool) {
-    let shown: Vec<String> = calls
-        .iter()
-        .map(|c| format!("{} {}", method_name(c.method), c.path))
-        .collect();
+) -> Aftermath {
+    let shown = |c: &Call| format!("{} {}", method_name(c.method), c.path);
     for call in calls {
         if let Err(r) = restore_call(shared, call, object, holding).await {
-            let state = if disturbing_failed {
-                "the stop itself failed, so it may still be up; check it now"
-            } else {
-                "it may be DOWN, check it now"
+            return Aftermath::RestoreFailed {
+                call: shown(call),
+                error: Box::new(r),
+                stop_failed: disturbing_failed,
             };
-            return (
-                format!(
-                    "{error}; restoring failed too ({} {}: {r}): {state}",
-                    method_name(call.method),
-                    call.path
-                ),
-                false,
-            );
         }
     }
-    (
-        format!(
-            "{error}; restored: {} ran, so it was started again (its declared state)",
-            shown.join(", ")
-        ),
-        true,
-    )
+    Aftermath::Restored(calls.iter().map(shown).collect())
 }
 
 /// One restore call. A restore start is sent again while its task finds the guest's lock
@@ -509,7 +482,7 @@ async fn restore_call(
     call: &Call,
     object: &ObjectRef,
     holding: bool,
-) -> Result<(), String> {
+) -> Result<(), CallError> {
     let began = std::time::Instant::now();
     let mut delay = Duration::from_millis(200);
     loop {
@@ -518,7 +491,7 @@ async fn restore_call(
             Ok(()) => return Ok(()),
             Err(e)
                 if is_start(call)
-                    && e.contains("got timeout")
+                    && e.is_lock_timeout()
                     && began.elapsed() < shared.limits.task_timeout =>
             {
                 tracing::debug!("{e}; the restore start is sent again in {delay:?}");
@@ -547,10 +520,13 @@ fn is_start(call: &Call) -> bool {
 
 /// Before a stop/write/start stops its guest: the config write it carries is bound to the
 /// digest the plan read; when the config has changed since (a write, new tags: the guest
-/// may not even be ours any more), that write and its call are returned with PVE's own
-/// stale-digest words, before anything is sent. A read that fails is returned as the error
-/// too (nothing is stopped on a guess).
-async fn changed_since_plan<'a>(shared: &Shared, action: &'a Action) -> Option<(&'a Call, String)> {
+/// may not even be ours any more), that write is returned with [`CallError::Stale`], before
+/// anything is sent. A read that fails is returned as [`CallError::Unverified`] (nothing is
+/// stopped on a guess).
+async fn changed_since_plan<'a>(
+    shared: &Shared,
+    action: &'a Action,
+) -> Option<(&'a Call, CallError)> {
     let (i, call) = action
         .calls
         .iter()
@@ -564,17 +540,11 @@ async fn changed_since_plan<'a>(shared: &Shared, action: &'a Action) -> Option<(
         Ok(config) if config.get("digest").and_then(|d| d.as_str()) == Some(planned) => None,
         Ok(_) => Some((
             call,
-            format!(
-                "GET {}: checksum mismatch: the config changed since it was planned, so the guest was not stopped",
-                call.path
-            ),
+            CallError::Stale {
+                path: call.path.clone(),
+            },
         )),
-        Err(e) => Some((
-            call,
-            format!(
-                "{e}; the config could not be read again before the stop, so the guest was not stopped"
-            ),
-        )),
+        Err(e) => Some((call, CallError::Unverified(Box::new(e)))),
     }
 }
 
@@ -594,7 +564,8 @@ enum Permit<'a> {
 fn wire_params(
     call: &Call,
     secrets: Option<&dyn SecretSource>,
-) -> Result<Vec<proxops_pve::Param>, String> {
+) -> Result<Vec<proxops_pve::Param>, CallError> {
+    let unsent = |what: String| CallError::Unsent(what);
     let mut params = to_pve_params(call);
     for p in &mut params {
         if !secret_ref::mentions(&p.value) {
@@ -607,14 +578,14 @@ fn wire_params(
             p.name
         );
         let Some(path) = secret_ref::parse(&p.value) else {
-            return Err(format!(
+            return Err(unsent(format!(
                 "{what} holds a secret reference that this run did not mint (from an earlier run's plan?); nothing was sent, plan again"
-            ));
+            )));
         };
         let Some(source) = secrets else {
-            return Err(format!(
+            return Err(unsent(format!(
                 "{what}: the secret `{path}` cannot be resolved, the cluster has no SOPS document; nothing was sent"
-            ));
+            )));
         };
         let value = source.resolve(path).map_err(|e| {
             let why = match e {
@@ -622,12 +593,14 @@ fn wire_params(
                 SecretError::Empty => "it is empty in the cluster's SOPS document".to_string(),
                 SecretError::Invalid(why) => why,
             };
-            format!("{what}: the secret `{path}` cannot be resolved: {why}; nothing was sent")
+            unsent(format!(
+                "{what}: the secret `{path}` cannot be resolved: {why}; nothing was sent"
+            ))
         })?;
         if proxops_core::text::register(&value).is_err() {
-            return Err(format!(
+            return Err(unsent(format!(
                 "{what}: the secret `{path}` is shorter than 8 bytes, too short to keep out of every output; nothing was sent"
-            ));
+            )));
         }
         p.value = value;
         p.sensitive = true;
@@ -643,7 +616,7 @@ async fn run_call(
     object: &ObjectRef,
     summary: &str,
     permit: Permit<'_>,
-) -> Result<(), String> {
+) -> Result<(), CallError> {
     let params = wire_params(call, shared.secrets.as_deref())?;
     if call.method == Method::Get {
         return shared
@@ -651,7 +624,7 @@ async fn run_call(
             .get(&call.path, &params)
             .await
             .map(drop)
-            .map_err(|e| e.to_string());
+            .map_err(CallError::from);
     }
     let _permit = match permit {
         Permit::Given(p) => Some(p),
@@ -686,7 +659,7 @@ async fn run_call(
             None => {}
         }
     }
-    let data = result.map_err(|e| e.to_string())?;
+    let data = result.map_err(CallError::from)?;
     if let Some(upid) = data.as_str().filter(|s| Upid::parse(s).is_some()) {
         let ended = match shared
             .client
@@ -695,20 +668,18 @@ async fn run_call(
         {
             // A start repeated after its first attempt landed, or sent after someone else's:
             // the guest runs, as wanted.
-            Err(PveError::TaskFailed { exitstatus, .. })
-                if is_start(call) && exitstatus.contains("already running") =>
-            {
+            Err(e @ PveError::TaskFailed { .. }) if is_start(call) && e.is_already_running() => {
                 return Ok(());
             }
             ended => ended,
         }
         .map_err(|e| match e {
-            PveError::TaskFailed { exitstatus, .. } => format!(
-                "{} {}: task failed: {exitstatus}",
-                method_name(call.method),
-                call.path
-            ),
-            other => other.to_string(),
+            e @ PveError::TaskFailed { .. } => CallError::Task {
+                method: method_name(call.method),
+                path: call.path.clone(),
+                error: Box::new(e),
+            },
+            other => CallError::from(other),
         })?;
         if ended.exitstatus.starts_with("WARNINGS") {
             // One more read, only for a task that warned: what PVE warned about.
@@ -797,27 +768,57 @@ mod tests {
         let download = action(&["/nodes/pve01/storage/local/download-url"])
             .calls
             .remove(0);
-        for (call, error, stale) in [
+        let api = |message: &str| {
+            CallError::from(PveError::Api {
+                method: "PUT".into(),
+                path: "/nodes/pve01/lxc/200/config".into(),
+                status: 500,
+                message: message.into(),
+                errors: Default::default(),
+            })
+        };
+        let task = |exitstatus: &str| CallError::Task {
+            method: "POST",
+            path: "/nodes/pve01/lxc/200/config".into(),
+            error: Box::new(PveError::TaskFailed {
+                upid: "UPID:pve01:1:2:3:vzset:200:root@pam:".into(),
+                exitstatus: exitstatus.into(),
+            }),
+        };
+        let stale = CallError::Stale {
+            path: "/nodes/pve01/lxc/200/config".into(),
+        };
+        for (call, error, expected) in [
             (
                 &write,
-                "HTTP 500: checksum mismatch (file change by other user?)",
+                api("checksum mismatch (file change by other user?)"),
                 true,
             ),
             (
                 &write,
-                "HTTP 500: detected modified configuration - file changed by other user? Try again.",
+                api("detected modified configuration - file changed by other user? Try again."),
                 true,
             ),
-            (&write, "task failed: config file has been modified", true),
-            (&write, "HTTP 500: got a disk error", false),
+            (&write, task("config file has been modified"), true),
+            (&write, stale.clone(), true),
+            (&write, api("got a disk error"), false),
             (
                 &download,
-                "task failed: checksum mismatch: got 'a' != expect 'b'",
+                task("checksum mismatch: got 'a' != expect 'b'"),
                 false,
             ),
         ] {
-            assert_eq!(stale_digest(call, error), stale, "{error}");
+            assert_eq!(stale_digest(call, &error), expected, "{error}");
         }
+        // What the operator reads: the host's own words for the typed cases.
+        assert_eq!(
+            stale.to_string(),
+            "GET /nodes/pve01/lxc/200/config: the config changed since it was planned (its digest differs), so the guest was not stopped"
+        );
+        assert_eq!(
+            task("config file has been modified").to_string(),
+            "POST /nodes/pve01/lxc/200/config: task failed: config file has been modified"
+        );
     }
 
     #[test]

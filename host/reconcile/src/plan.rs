@@ -92,7 +92,7 @@ impl ClusterPlan {
                 match &a.operation {
                     Operation::Create => create = true,
                     Operation::Delete => delete = true,
-                    Operation::Step(s) if s == "power" => power = true,
+                    op if op.is_power() => power = true,
                     Operation::Update | Operation::Step(_) => update = true,
                 }
             }
@@ -352,7 +352,7 @@ mod tests {
     /// one to create.
     #[test]
     fn counts_are_per_object() {
-        let power = Operation::Step("power".into());
+        let power = Operation::Step(proxops_runtime::kind::POWER.into());
         let plan = ClusterPlan {
             cluster: "lab".into(),
             objects: vec![

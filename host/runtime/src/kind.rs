@@ -29,16 +29,21 @@ pub use bindings::proxops::kind::types::{
     Action, CallPattern, Capability, Listing, Operation, Restore,
 };
 
+/// The kind step that starts, stops or shuts an object down (`Operation::Step`).
+pub const POWER: &str = "power";
+/// The kind step that turns a VM into a template.
+pub const MARK_TEMPLATE: &str = "mark-template";
+
 impl Operation {
     /// Whether this is the kind step `name`.
     pub fn is_step(&self, name: &str) -> bool {
         matches!(self, Operation::Step(s) if s == name)
     }
 
-    /// The `power` step (start, stop, shutdown): it still runs after a failed update of the
+    /// The [`POWER`] step (start, stop, shutdown): it still runs after a failed update of the
     /// same object, since a failed write never keeps an object from its declared state.
     pub fn is_power(&self) -> bool {
-        self.is_step("power")
+        self.is_step(POWER)
     }
 }
 

@@ -228,8 +228,8 @@ pub fn policy_operation(op: &crate::kind::Operation) -> PolicyOperation {
         K::Create => PolicyOperation::Create,
         K::Update => PolicyOperation::Update,
         K::Delete => PolicyOperation::Delete,
-        K::Step(s) if s == "power" => PolicyOperation::Power,
-        K::Step(s) if s == "mark-template" => PolicyOperation::MarkTemplate,
+        op if op.is_power() => PolicyOperation::Power,
+        op if op.is_step(crate::kind::MARK_TEMPLATE) => PolicyOperation::MarkTemplate,
         K::Step(_) => PolicyOperation::Update,
     }
 }
