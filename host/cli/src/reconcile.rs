@@ -10,6 +10,7 @@ use std::time::Duration;
 use proxops_core::{ClusterFile, Diagnostic};
 use proxops_reconcile::execute::Limits;
 use proxops_reconcile::memory::StopMemory;
+use proxops_reconcile::run;
 use proxops_reconcile::{ApplyOptions, ClusterInputs, ClusterPlan, Object, ObserveError};
 
 use proxops_reconcile::policy::PolicyReport;
@@ -31,29 +32,6 @@ fn print_policies(sink: &Sink, report: &PolicyReport) {
             sink.outln(format!("  {}", output::inline(&line)));
         }
     }
-}
-
-/// What the policies say about a cluster's manifests and plan.
-pub(crate) fn policy_report(
-    p: &Prepared,
-    cluster: &str,
-    inputs: &ClusterInputs,
-    plan: &ClusterPlan,
-) -> PolicyReport {
-    let mut report = p.policies.check_manifests(cluster, &inputs.manifests);
-    report.extend(p.policies.check_plan(plan, &inputs.manifests));
-    report
-}
-
-/// The policy check of every later pass of an apply (clone -> configure -> start plans
-/// actions the first plan did not show): a blocking finding stops the apply. The manifests
-/// were checked before the first pass and do not change, so only the new plan is checked.
-fn policy_gate(p: &Prepared, inputs: Arc<ClusterInputs>) -> proxops_reconcile::apply::Gate {
-    let policies = p.policies.clone();
-    Arc::new(move |plan: &ClusterPlan| {
-        let report = policies.check_plan(plan, &inputs.manifests);
-        report.blocks().then(|| report.lines().join("; "))
-    })
 }
 
 /// The planning cycle of cluster `name`: its objects, read concurrency and secrets.
@@ -147,13 +125,23 @@ pub(crate) fn clusters_to_run(
 /// What plan and apply need besides the repository.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RunOptions {
-    /// Prune even when more than [`PRUNE_GUARD`] guests (or every guest of a cluster with no
+    /// Prune even when more than [`run::PRUNE_GUARD`] guests (or every guest of a cluster with no
     /// manifests) would go: at most this many.
     pub allow_prune: Option<usize>,
     /// Stop guests again for stop-required changes that failed in an earlier run.
     pub retry_stop_required: bool,
     /// `--clusters-at-once`: overrides proxops.yaml's `clusters-at-once`.
     pub clusters_at_once: Option<usize>,
+}
+
+impl RunOptions {
+    /// The hold-backs the operator loosened for this run.
+    pub(crate) fn holds(&self) -> run::Holds {
+        run::Holds {
+            allow_prune: self.allow_prune,
+            retry_stop_required: self.retry_stop_required,
+        }
+    }
 }
 
 /// Clusters `plan`, `apply` and `watch` work on at once unless `--clusters-at-once` or
@@ -176,49 +164,6 @@ pub(crate) fn sink_for(at_once: usize, clusters: usize) -> Sink {
         Sink::live()
     } else {
         Sink::buffer()
-    }
-}
-
-/// More deletes than this in one cluster need `--allow-prune`.
-pub const PRUNE_GUARD: usize = 5;
-
-/// The mass-prune guard: a cluster with no manifests, or a plan that deletes more than
-/// [`PRUNE_GUARD`] guests, prunes nothing unless `--allow-prune` covers every delete. The held
-/// back deletes become anomalies saying why.
-fn guard_prune(plan: &mut ClusterPlan, manifests: usize, allow: Option<usize>) {
-    use proxops_runtime::kind::Anomaly;
-    let deletes: usize = plan
-        .objects
-        .iter()
-        .flat_map(|o| &o.proposal.actions)
-        .filter(|a| proxops_reconcile::request::target::removes_guest(a))
-        .count();
-    let guarded = deletes > PRUNE_GUARD || (manifests == 0 && deletes > 0);
-    if !guarded || allow.is_some_and(|n| n >= deletes) {
-        return;
-    }
-    let why = if manifests == 0 {
-        format!(
-            "cluster {} has no manifests, so every owned guest would be deleted ({deletes}); an empty or mis-checked-out repository must not empty a cluster",
-            plan.cluster
-        )
-    } else {
-        format!("this plan would delete {deletes} guests, more than {PRUNE_GUARD} at once")
-    };
-    for o in &mut plan.objects {
-        let before = o.proposal.actions.len();
-        o.proposal
-            .actions
-            .retain(|a| !proxops_reconcile::request::target::removes_guest(a));
-        if o.proposal.actions.len() != before {
-            o.proposal.anomalies.push(Anomaly {
-                path: String::new(),
-                message: format!(
-                    "not pruned: {why}; check the plan, then run with --allow-prune={deletes}"
-                ),
-                locked: false,
-            });
-        }
     }
 }
 
@@ -467,8 +412,7 @@ pub(crate) async fn plan_one(
     .await;
     match planned {
         Ok(mut plan) => {
-            memory.hold_back(&mut plan, run.retry_stop_required);
-            guard_prune(&mut plan, inputs.objects.len(), run.allow_prune);
+            run::hold_back(&mut plan, &memory, inputs.objects.len(), run.holds());
             Ok(Planned {
                 plan,
                 conn,
@@ -548,8 +492,7 @@ pub(crate) async fn settle_inflight(
             proxops_reconcile::plan_cluster(&cycle(kinds, p, name, &conn.client, objects), None)
                 .await
                 .map_err(|e| e.to_string())?;
-        memory.hold_back(&mut again, run.retry_stop_required);
-        guard_prune(&mut again, objects.len(), run.allow_prune);
+        run::hold_back(&mut again, memory, objects.len(), run.holds());
         *plan = again;
     }
     for (object, why) in held {
@@ -652,7 +595,7 @@ pub async fn plan(
         changes |= plan.has_changes();
         attention |= counts.anomalies + counts.pending > 0;
         failed |= counts.errors > 0;
-        let policies = policy_report(p, &name, &inputs, &plan);
+        let policies = run::policy_report(&p.policies, &name, &inputs, &plan);
         // A plan that enforce-mode policies deny cannot be applied: plan says so with exit 1.
         failed |= policies.blocks();
         if json {
@@ -802,7 +745,7 @@ async fn apply_cluster(
     planned.save_memory(sink);
     let plan = &planned.plan;
     sink.out(render::plan(plan));
-    let policies = policy_report(p, name, &planned.inputs, plan);
+    let policies = run::policy_report(&p.policies, name, &planned.inputs, plan);
     print_policies(sink, &policies);
     sink.outln(render::plan_summary(plan));
     let counts = plan.counts();
@@ -859,7 +802,7 @@ pub(crate) async fn execute(
         read_concurrency: options.read_concurrency,
         max_passes: options.max_passes,
         secrets: secrets_of(p, name),
-        gate: Some(policy_gate(p, inputs.clone())),
+        gate: Some(run::policy_gate(p.policies.clone(), inputs.clone())),
         memory: memory.clone(),
         cancel: Some(cancel),
     };

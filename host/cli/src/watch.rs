@@ -240,7 +240,8 @@ async fn cycle(
         }
         planned.save_memory(sink);
     }
-    let policies = reconcile::policy_report(p, name, &planned.inputs, &planned.plan);
+    let policies =
+        proxops_reconcile::run::policy_report(&p.policies, name, &planned.inputs, &planned.plan);
     let mut failed_apply = false;
     let (mut applied, mut failed) = (0, 0);
     let mut note = String::new();

@@ -17,6 +17,7 @@ pub mod plan;
 pub mod policy;
 pub mod registry;
 pub mod request;
+pub mod run;
 pub mod validate;
 pub mod workers;
 
