@@ -41,6 +41,19 @@ pub mod exit {
     pub const INTERRUPTED: u8 = 130;
     /// Interrupted by SIGTERM.
     pub const TERMINATED: u8 = 143;
+
+    /// The exit code of a cluster run's outcome (the most serious one of several clusters).
+    /// After an apply, `Changes` cannot happen (what is left to apply did not converge, and
+    /// that is `Failed`).
+    pub fn of(outcome: proxops_reconcile::run::Outcome) -> u8 {
+        use proxops_reconcile::run::Outcome;
+        match outcome {
+            Outcome::Clean => OK,
+            Outcome::Changes => CHANGES,
+            Outcome::NeedsHuman => ATTENTION,
+            Outcome::Failed => ERROR,
+        }
+    }
 }
 
 #[derive(Debug, Parser)]

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proxops_core::{ClusterFile, Diagnostic};
-use proxops_reconcile::execute::Limits;
 use proxops_reconcile::memory::StopMemory;
-use proxops_reconcile::run;
-use proxops_reconcile::{ApplyOptions, ClusterInputs, ClusterPlan, Object, ObserveError};
+use proxops_reconcile::run::{self, Checked, ClusterRun, Outcome};
+use proxops_reconcile::{ClusterInputs, ClusterPlan, ObserveError};
 
 use proxops_reconcile::policy::PolicyReport;
 
@@ -31,24 +30,6 @@ fn print_policies(sink: &Sink, report: &PolicyReport) {
         for line in lines {
             sink.outln(format!("  {}", output::inline(&line)));
         }
-    }
-}
-
-/// The planning cycle of cluster `name`: its objects, read concurrency and secrets.
-fn cycle<'a>(
-    kinds: &'a proxops_reconcile::KindRegistry,
-    p: &Prepared,
-    name: &'a str,
-    client: &'a proxops_pve::Client,
-    objects: &'a [Object],
-) -> proxops_reconcile::Cycle<'a> {
-    proxops_reconcile::Cycle {
-        registry: kinds,
-        client,
-        cluster: name,
-        objects,
-        read_concurrency: p.clusters()[name].options.read_concurrency,
-        secrets: secrets_of(p, name),
     }
 }
 
@@ -182,14 +163,17 @@ fn print_warnings<'d>(diags: impl IntoIterator<Item = &'d Diagnostic>, sink: Opt
 pub(crate) struct Planned {
     pub(crate) plan: ClusterPlan,
     pub(crate) conn: crate::connect::Connection,
-    pub(crate) inputs: Arc<ClusterInputs>,
-    memory: Arc<StopMemory>,
+    /// The cluster's cycle, for the stages after the plan.
+    pub(crate) run: ClusterRun,
 }
 
 impl Planned {
-    /// Keep what planning learnt about failed stop-required changes ([`save_memory`]).
+    /// Keep what planning learnt about failed stop-required changes (only under the apply
+    /// lock, so two writers never race).
     pub(crate) fn save_memory(&self, sink: &Sink) {
-        save_memory(&self.memory, sink);
+        if let Err(e) = self.run.save_memory() {
+            sink.errln(format!("warning: {e}"));
+        }
     }
 }
 
@@ -405,21 +389,29 @@ pub(crate) async fn plan_one(
     } else {
         "  ".to_string()
     };
-    let planned = proxops_reconcile::plan_cluster(
-        &cycle(kinds, p, name, &conn.client, &inputs.objects),
-        None,
-    )
-    .await;
-    match planned {
-        Ok(mut plan) => {
-            run::hold_back(&mut plan, &memory, inputs.objects.len(), run.holds());
-            Ok(Planned {
-                plan,
-                conn,
-                inputs,
-                memory,
-            })
-        }
+    let options = &cluster.options;
+    let cluster_run = ClusterRun {
+        kinds: kinds.clone(),
+        client: conn.client.clone(),
+        cluster: name.to_string(),
+        inputs,
+        settings: run::Settings {
+            read_concurrency: options.read_concurrency,
+            write_concurrency: options.write_concurrency,
+            task_timeout: Duration::from_secs(options.task_timeout_seconds),
+            max_passes: options.max_passes,
+        },
+        secrets: secrets_of(p, name),
+        memory,
+        policies: p.policies.clone(),
+        holds: run.holds(),
+    };
+    match cluster_run.plan().await {
+        Ok(plan) => Ok(Planned {
+            plan,
+            conn,
+            run: cluster_run,
+        }),
         Err(ObserveError::Conflicts(diags)) => {
             let mut lines = vec![format!(
                 "{heading}not planned: manifests conflict with live PVE objects (no change was made):"
@@ -448,24 +440,9 @@ pub enum PlanFormat {
 
 /// Work an earlier run left in flight (a killed apply's create, clone or download task): wait
 /// for it (bounded by the cluster's task timeout) and plan again, or hold back the objects it
-/// may concern ([`proxops_reconcile::inflight`]).
-pub(crate) async fn settle_inflight(
-    kinds: &proxops_reconcile::KindRegistry,
-    p: &Prepared,
-    name: &str,
-    planned: &mut Planned,
-    run: RunOptions,
-    sink: &Sink,
-) -> Result<(), String> {
-    let Planned {
-        plan,
-        conn,
-        inputs,
-        memory,
-    } = planned;
-    let objects = &inputs.objects;
-    let options = &p.clusters()[name].options;
-    let bound = Duration::from_secs(options.task_timeout_seconds);
+/// may concern ([`ClusterRun::settle`]); what it waits for is said in `sink`.
+pub(crate) async fn settle_inflight(planned: &mut Planned, sink: &Sink) -> Result<(), String> {
+    let bound = planned.run.settings.task_timeout;
     let waiting = |task: &str| {
         sink.outln(format!(
             "  waiting for a task an earlier run left running: {} (up to {}s)",
@@ -473,36 +450,12 @@ pub(crate) async fn settle_inflight(
             bound.as_secs()
         ));
     };
-    let settled = proxops_reconcile::inflight::settle(&conn.client, plan, bound, &waiting)
-        .await
-        .map_err(|e| e.to_string())?;
-    for waited in &settled.waited {
+    let waited = planned.run.settle(&mut planned.plan, &waiting).await?;
+    for waited in &waited {
         sink.outln(format!(
             "  waited for a task already running: {}",
             output::inline(waited)
         ));
-    }
-    let held: Vec<(proxops_reconcile::ObjectRef, String)> = settled
-        .running
-        .iter()
-        .map(|(i, why)| (plan.objects[*i].object.clone(), why.clone()))
-        .collect();
-    if settled.replan() {
-        let mut again =
-            proxops_reconcile::plan_cluster(&cycle(kinds, p, name, &conn.client, objects), None)
-                .await
-                .map_err(|e| e.to_string())?;
-        run::hold_back(&mut again, memory, objects.len(), run.holds());
-        *plan = again;
-    }
-    for (object, why) in held {
-        if let Some(o) = plan
-            .objects
-            .iter_mut()
-            .find(|o| o.object.id == object.id && o.object.file == object.file)
-        {
-            o.error = Some(proxops_reconcile::PlanError::InFlight(why));
-        }
     }
     Ok(())
 }
@@ -529,9 +482,8 @@ pub async fn plan(
             return Ok(exit::ERROR);
         }
     };
-    let mut failed = false;
-    let mut changes = false;
-    let mut attention = false;
+    // The most serious outcome of the clusters.
+    let mut worst = Outcome::Clean;
     let mut views = Vec::new();
     let mut sections = Vec::new();
     // Clusters are independent: each is planned as soon as its manifests are validated (one
@@ -556,7 +508,7 @@ pub async fn plan(
         let planned = match planned {
             Ok(planned) => Ok(planned),
             Err(unplanned) if json => {
-                failed = true;
+                worst = Outcome::Failed;
                 // One error per problem listed under the heading (or the one line).
                 let items = unplanned
                     .reasons
@@ -581,8 +533,8 @@ pub async fn plan(
             }
             Err(unplanned) => Err(unplanned),
         };
-        let Ok(Planned { plan, inputs, .. }) = planned else {
-            failed = true;
+        let Ok(Planned { plan, run, .. }) = planned else {
+            worst = Outcome::Failed;
             sections.push(markdown::Cluster {
                 name,
                 view: None,
@@ -591,13 +543,10 @@ pub async fn plan(
             });
             continue;
         };
-        let counts = plan.counts();
-        changes |= plan.has_changes();
-        attention |= counts.anomalies + counts.pending > 0;
-        failed |= counts.errors > 0;
-        let policies = run::policy_report(&p.policies, &name, &inputs, &plan);
         // A plan that enforce-mode policies deny cannot be applied: plan says so with exit 1.
-        failed |= policies.blocks();
+        let checked = run.check(plan);
+        let (plan, policies) = (checked.plan(), checked.report());
+        worst = worst.max(Outcome::of(plan, policies, None));
         if json {
             let mut view = plan.view();
             view.policies = Some(policies.json());
@@ -605,14 +554,14 @@ pub async fn plan(
         } else if format == PlanFormat::Markdown {
             sections.push(markdown::Cluster {
                 name,
-                summary: render::plan_summary(&plan),
+                summary: render::plan_summary(plan),
                 view: Some(plan.view()),
                 findings: policies.lines(),
             });
         } else {
-            out!("{}", render::plan(&plan));
-            print_policies(&Sink::live(), &policies);
-            outln!("{}", render::plan_summary(&plan));
+            out!("{}", render::plan(plan));
+            print_policies(&Sink::live(), policies);
+            outln!("{}", render::plan_summary(plan));
         }
     }
     if json {
@@ -621,15 +570,7 @@ pub async fn plan(
     if format == PlanFormat::Markdown {
         out!("{}", markdown::render(&sections, max_chars));
     }
-    Ok(if failed {
-        exit::ERROR
-    } else if changes {
-        exit::CHANGES
-    } else if attention {
-        exit::ATTENTION
-    } else {
-        exit::OK
-    })
+    Ok(exit::of(worst))
 }
 
 pub async fn apply(
@@ -650,8 +591,7 @@ pub async fn apply(
         }
     };
     let (cancel, signal) = watch_signals();
-    let mut failed = false;
-    let mut attention = false;
+    let mut worst = Outcome::Clean;
     // Clusters are independent: each starts as soon as its manifests are validated (one
     // cluster after the other, on a thread of their own), up to `at_once` are applied at the
     // same time, each under its own lock, and each one's output is shown in one piece, in
@@ -672,30 +612,15 @@ pub async fn apply(
         .buffered(at_once);
     while let Some((sink, ended)) = applied.next().await {
         sink.flush();
-        failed |= ended.failed;
-        attention |= ended.attention;
+        worst = worst.max(ended);
     }
     let signal = signal.load(std::sync::atomic::Ordering::SeqCst);
-    Ok(if signal != 0 {
-        signal
-    } else if failed {
-        exit::ERROR
-    } else if attention {
-        exit::ATTENTION
-    } else {
-        exit::OK
-    })
-}
-
-/// How one cluster's apply ended, for the exit code.
-#[derive(Debug, Clone, Copy, Default)]
-struct Ended {
-    failed: bool,
-    attention: bool,
+    Ok(if signal != 0 { signal } else { exit::of(worst) })
 }
 
 /// Apply one cluster under its lock: plan, wait for work an earlier run left in flight, show
-/// the plan and the policies, execute; everything it says goes to `sink`.
+/// the plan and the policies, execute; everything it says goes to `sink`. An interrupted
+/// cluster that never started is `Clean` (the signal decides the exit code).
 #[allow(clippy::too_many_arguments)]
 async fn apply_cluster(
     ctx: &Context,
@@ -707,14 +632,10 @@ async fn apply_cluster(
     locks: &Locks,
     cancel: &tokio::sync::watch::Receiver<bool>,
     sink: &Sink,
-) -> Ended {
-    let failed = Ended {
-        failed: true,
-        attention: false,
-    };
+) -> Outcome {
     if *cancel.borrow() {
         sink.outln(format!("Cluster {name}: not started (interrupted)."));
-        return Ended::default();
+        return Outcome::Clean;
     }
     // One apply per cluster at a time: held until this cluster is done.
     let _lock = match p.clusters().get(name) {
@@ -722,7 +643,7 @@ async fn apply_cluster(
             Ok(lock) => Some(lock),
             Err(e) => {
                 sink.outln(format!("Cluster {name}: {}", output::inline(&e)));
-                return failed;
+                return Outcome::Failed;
             }
         },
         None => None,
@@ -730,105 +651,72 @@ async fn apply_cluster(
     // Waiting for this process's other cluster on the same lock may have taken a while.
     if *cancel.borrow() {
         sink.outln(format!("Cluster {name}: not started (interrupted)."));
-        return Ended::default();
+        return Outcome::Clean;
     }
     // One run per cluster (plan and every apply pass): see `KindRegistry::for_run`.
     let kinds = ctx.kinds.for_run(p.kind_budget);
     let Ok(mut planned) = plan_one(ctx, &kinds, repo, p, name, inputs, false, run, sink).await
     else {
-        return failed;
+        return Outcome::Failed;
     };
-    if let Err(e) = settle_inflight(&kinds, p, name, &mut planned, run, sink).await {
+    if let Err(e) = settle_inflight(&mut planned, sink).await {
         sink.outln(format!("  cannot plan: {}", output::inline(&e)));
-        return failed;
+        return Outcome::Failed;
     }
     planned.save_memory(sink);
-    let plan = &planned.plan;
-    sink.out(render::plan(plan));
-    let policies = run::policy_report(&p.policies, name, &planned.inputs, plan);
-    print_policies(sink, &policies);
-    sink.outln(render::plan_summary(plan));
-    let counts = plan.counts();
-    let mut ended = Ended {
-        failed: counts.errors > 0,
-        attention: false,
-    };
-    if policies.blocks() {
-        sink.outln(format!(
-            "Apply of cluster {name} blocked by policy; no change was made."
-        ));
-        return failed;
-    }
-    if !plan.has_changes() {
-        ended.attention = counts.anomalies + counts.pending > 0;
-        return ended;
-    }
-    match execute(p, name, &kinds, planned, cancel.clone(), sink).await {
-        Ok(report) => {
-            sink.out(render::apply_summary(&report));
-            ended.failed |= !report.converged;
-            ended.attention |= !report.clean();
-        }
-        Err(e) => {
-            sink.outln(format!("  apply stopped: {e}"));
-            ended.failed = true;
-        }
-    }
-    ended
-}
-
-/// Apply a cluster's plan (the apply lock held by the caller) with a progress bar or lines,
-/// remembering failed stop-required changes; shared by `apply` and `watch --apply`.
-pub(crate) async fn execute(
-    p: &Prepared,
-    name: &str,
-    kinds: &proxops_reconcile::KindRegistry,
-    planned: Planned,
-    cancel: tokio::sync::watch::Receiver<bool>,
-    sink: &Sink,
-) -> Result<proxops_reconcile::ApplyReport, ObserveError> {
     let Planned {
         plan,
         conn,
-        inputs,
-        memory,
+        run: cluster_run,
     } = planned;
-    let options = &p.clusters()[name].options;
-    let apply_options = ApplyOptions {
-        limits: Limits {
-            write_concurrency: options.write_concurrency,
-            task_timeout: Duration::from_secs(options.task_timeout_seconds),
-        },
-        read_concurrency: options.read_concurrency,
-        max_passes: options.max_passes,
-        secrets: secrets_of(p, name),
-        gate: Some(run::policy_gate(p.policies.clone(), inputs.clone())),
-        memory: memory.clone(),
-        cancel: Some(cancel),
+    sink.out(render::plan(&plan));
+    let checked = cluster_run.check(plan);
+    print_policies(sink, checked.report());
+    sink.outln(render::plan_summary(checked.plan()));
+    let (plan, report) = match checked {
+        Checked::Blocked { .. } => {
+            sink.outln(format!(
+                "Apply of cluster {name} blocked by policy; no change was made."
+            ));
+            return Outcome::Failed;
+        }
+        Checked::Passed { plan, report } => (plan, report),
     };
+    if !plan.has_changes() {
+        return Outcome::of(&plan, &report, None);
+    }
+    match execute(&cluster_run, conn, plan, cancel.clone(), sink).await {
+        Ok(applied) => {
+            sink.out(render::apply_summary(&applied));
+            Outcome::of(&applied.initial, &report, Some(&applied))
+        }
+        Err(e) => {
+            sink.outln(format!("  apply stopped: {e}"));
+            Outcome::Failed
+        }
+    }
+}
+
+/// Apply a cluster's checked plan (the apply lock held by the caller) with a progress bar or
+/// lines, remembering failed stop-required changes; shared by `apply` and `watch --apply`.
+pub(crate) async fn execute(
+    cluster_run: &ClusterRun,
+    conn: crate::connect::Connection,
+    plan: ClusterPlan,
+    cancel: tokio::sync::watch::Receiver<bool>,
+    sink: &Sink,
+) -> Result<proxops_reconcile::ApplyReport, ObserveError> {
     let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
     let progress = Arc::new(Progress::new(actions, sink.clone()));
-    let report = proxops_reconcile::apply(
-        kinds,
-        &conn.client,
-        &inputs.objects,
-        plan,
-        apply_options,
-        progress.clone(),
-    )
-    .await;
+    let report = cluster_run
+        .apply(plan, progress.clone(), Some(cancel))
+        .await;
     if let Some(bar) = &progress.bar {
         bar.finish_and_clear();
     }
-    save_memory(&memory, sink);
-    drop(conn);
-    report
-}
-
-/// Keep what this run learnt about failed stop-required changes (a failure, or the digest
-/// the first plan after it saw); only under the apply lock, so two writers never race.
-pub(crate) fn save_memory(memory: &StopMemory, sink: &Sink) {
-    if let Err(e) = memory.save() {
+    if let Err(e) = cluster_run.save_memory() {
         sink.errln(format!("warning: {e}"));
     }
+    drop(conn);
+    report
 }

@@ -16,6 +16,7 @@ use crate::prepared::{self, Prepared};
 use crate::reconcile::{self, Locks, RunOptions};
 use crate::sink::Sink;
 use crate::{exit, render};
+use proxops_reconcile::run::{Checked, Outcome};
 
 pub const HELP: &str = "Each cycle reloads the repository, then plans the selected clusters that are due, up to\n\
 --clusters-at-once at a time (default 8; one cycle of a cluster at a time, and each cluster's\n\
@@ -95,42 +96,13 @@ struct ClusterState {
     last: Outcome,
 }
 
-/// How one cycle of one cluster ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Outcome {
-    Clean,
-    Changes,
-    Attention,
-    Error,
-}
-
-impl Outcome {
-    fn label(self) -> &'static str {
-        metrics::OUTCOMES[self as usize]
-    }
-
-    fn code(self) -> u8 {
-        match self {
-            Outcome::Clean => exit::OK,
-            Outcome::Changes => exit::CHANGES,
-            Outcome::Attention => exit::ATTENTION,
-            Outcome::Error => exit::ERROR,
-        }
-    }
-
-    /// The more serious of two outcomes: error, changes, attention, clean.
-    fn worst(self, other: Outcome) -> Outcome {
-        let rank = |o| match o {
-            Outcome::Error => 3,
-            Outcome::Changes => 2,
-            Outcome::Attention => 1,
-            Outcome::Clean => 0,
-        };
-        if rank(other) > rank(self) {
-            other
-        } else {
-            self
-        }
+/// The `outcome` label (one of [`metrics::OUTCOMES`]) of a cycle's outcome.
+fn outcome_label(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Clean => metrics::OUTCOMES[0],
+        Outcome::Changes => metrics::OUTCOMES[1],
+        Outcome::NeedsHuman => metrics::OUTCOMES[2],
+        Outcome::Failed => metrics::OUTCOMES[3],
     }
 }
 
@@ -154,7 +126,7 @@ struct Cycle {
 impl Cycle {
     fn error(summary: String) -> Cycle {
         Cycle {
-            outcome: Outcome::Error,
+            outcome: Outcome::Failed,
             items: None,
             summary,
             drift: 0,
@@ -233,50 +205,46 @@ async fn cycle(
     let client = planned.conn.client.clone();
     if applying {
         // As apply does: work a killed run left in flight is waited for, never sent again.
-        if let Err(e) =
-            reconcile::settle_inflight(&kinds, p, name, &mut planned, options.run, sink).await
-        {
+        if let Err(e) = reconcile::settle_inflight(&mut planned, sink).await {
             return Cycle::error(format!("not planned: {e}")).sent_by(Some(&client));
         }
         planned.save_memory(sink);
     }
-    let policies =
-        proxops_reconcile::run::policy_report(&p.policies, name, &planned.inputs, &planned.plan);
-    let mut failed_apply = false;
+    let reconcile::Planned {
+        plan,
+        conn,
+        run: cluster_run,
+    } = planned;
+    let checked = cluster_run.check(plan);
     let (mut applied, mut failed) = (0, 0);
     let mut note = String::new();
-    let plan = if applying && planned.plan.has_changes() && !policies.blocks() {
-        match reconcile::execute(p, name, &kinds, planned, cancel.clone(), sink).await {
-            Ok(report) => {
-                let c = report.counts();
-                applied = (c.created + c.updated + c.deleted + c.started + c.stopped) as u64;
-                failed = (c.failed + c.blocked) as u64;
-                failed_apply = !report.converged;
-                sink.out(prefixed(name, &render::apply_summary(&report)));
-                report.last
-            }
-            Err(e) => {
-                return Cycle::error(format!("apply stopped: {e}")).sent_by(Some(&client));
+    let (plan, policies, report) = match checked {
+        Checked::Passed { plan, report } if applying && plan.has_changes() => {
+            match reconcile::execute(&cluster_run, conn, plan, cancel.clone(), sink).await {
+                Ok(done) => {
+                    let c = done.counts();
+                    applied = (c.created + c.updated + c.deleted + c.started + c.stopped) as u64;
+                    failed = (c.failed + c.blocked) as u64;
+                    sink.out(prefixed(name, &render::apply_summary(&done)));
+                    (done.last.clone(), report, Some(done))
+                }
+                Err(e) => {
+                    return Cycle::error(format!("apply stopped: {e}")).sent_by(Some(&client));
+                }
             }
         }
-    } else {
-        if options.apply && stale && planned.plan.has_changes() {
-            note = "; not applied: the repository fails validation".into();
+        Checked::Passed { plan, report } | Checked::Blocked { plan, report } => {
+            if options.apply && stale && plan.has_changes() {
+                note = "; not applied: the repository fails validation".into();
+            }
+            (plan, report, None)
         }
-        planned.plan
     };
     let counts = plan.counts();
     let mut items = items(&render::plan(&plan));
     items.extend(policies.lines());
-    let outcome = if failed_apply || counts.errors > 0 || policies.blocks() {
-        Outcome::Error
-    } else if plan.has_changes() {
-        Outcome::Changes
-    } else if counts.anomalies + counts.pending > 0 {
-        Outcome::Attention
-    } else {
-        Outcome::Clean
-    };
+    // The plan shown is the last one after an apply: its errors count, as do the policies'.
+    let outcome = Outcome::of(&plan, &policies, report.as_ref());
     Cycle {
         outcome,
         items: Some(items),
@@ -473,13 +441,13 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
                             .inc_by(*sent);
                     }
                     report(&metrics, &mut states, &name, now, &c, took, stale, options);
-                    outcome = outcome.worst(c.outcome);
+                    outcome = outcome.max(c.outcome);
                 }
             }
             Err(e) => {
                 repo_errors += 1;
                 errln!("watch: cycle {cycles}: {}", crate::output::inline(&e));
-                outcome = Outcome::Error;
+                outcome = Outcome::Failed;
             }
         }
         forced = false;
@@ -494,9 +462,7 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
         last = if states.is_empty() {
             outcome
         } else {
-            states
-                .values()
-                .fold(outcome, |worst, s| worst.worst(s.last))
+            states.values().fold(outcome, |worst, s| worst.max(s.last))
         };
         if done {
             break;
@@ -519,7 +485,7 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
     if signal != 0 {
         return Ok(signal);
     }
-    Ok(last.code())
+    Ok(exit::of(last))
 }
 
 /// Print what changed since the cluster's last cycle and its cycle line; update its state and
@@ -558,7 +524,7 @@ fn report(
         }
         state.items = items.clone();
     }
-    state.errors = if c.outcome == Outcome::Error {
+    state.errors = if c.outcome == Outcome::Failed {
         state.errors + 1
     } else {
         0
@@ -568,7 +534,7 @@ fn report(
     state.due = woke + wait;
     let mut line = format!(
         "[{who}] cycle {cycles}: {}: {} ({:.1}s)",
-        c.outcome.label(),
+        outcome_label(c.outcome),
         crate::output::inline(&c.summary),
         took.as_secs_f64()
     );
@@ -592,7 +558,7 @@ fn report(
         .last_cycle
         .get_or_create(&label)
         .set(now.as_secs_f64());
-    metrics.set_outcome(name, c.outcome.label());
+    metrics.set_outcome(name, outcome_label(c.outcome));
     metrics
         .duration
         .get_or_create(&label)
