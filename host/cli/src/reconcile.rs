@@ -319,21 +319,28 @@ pub(crate) struct Unplanned {
     pub(crate) reasons: Vec<String>,
 }
 
+/// What every cluster of one command shares: the process, the repository, its prepared
+/// configuration and the options of the run.
+#[derive(Clone, Copy)]
+pub(crate) struct Job<'a> {
+    pub(crate) ctx: &'a Context,
+    pub(crate) repo: &'a Path,
+    pub(crate) p: &'a Prepared,
+    pub(crate) run: RunOptions,
+}
+
 /// Connect to cluster `name`, observe and plan its validated `inputs`, or say in `sink` why
 /// it cannot be. Lines for the human go to `sink`: stdout, or stderr with `quiet` (stdout
 /// carries JSON or Markdown, or `watch` reports on its own).
-#[allow(clippy::too_many_arguments)]
 pub(crate) async fn plan_one(
-    ctx: &Context,
+    job: Job<'_>,
     kinds: &proxops_reconcile::KindRegistry,
-    repo: &Path,
-    p: &Prepared,
     name: &str,
     inputs: Arc<ClusterInputs>,
     quiet: bool,
-    run: RunOptions,
     sink: &Sink,
 ) -> Result<Planned, Unplanned> {
+    let Job { ctx, repo, p, run } = job;
     let say = |line: String| sink.say(quiet, line);
     // Said, and kept for `plan --json`.
     let unplanned = |client: Option<proxops_pve::Client>, reasons: Vec<String>| {
@@ -499,7 +506,8 @@ pub async fn plan(
             let kinds = ctx.kinds.for_run(p.kind_budget);
             let sink = Sink::buffer();
             print_warnings(&inputs.diags, Some(&sink));
-            let planned = plan_one(ctx, &kinds, repo, p, &name, inputs, quiet, run, &sink).await;
+            let job = Job { ctx, repo, p, run };
+            let planned = plan_one(job, &kinds, &name, inputs, quiet, &sink).await;
             (name, planned, sink)
         })
         .buffered(at_once);
@@ -606,7 +614,8 @@ pub async fn apply(
             let sink = sink_for(at_once, clusters);
             let inputs = inputs.await;
             print_warnings(&inputs.diags, Some(&sink));
-            let ended = apply_cluster(ctx, repo, p, &name, inputs, run, locks, cancel, &sink).await;
+            let job = Job { ctx, repo, p, run };
+            let ended = apply_cluster(job, &name, inputs, locks, cancel, &sink).await;
             (sink, ended)
         })
         .buffered(at_once);
@@ -621,18 +630,15 @@ pub async fn apply(
 /// Apply one cluster under its lock: plan, wait for work an earlier run left in flight, show
 /// the plan and the policies, execute; everything it says goes to `sink`. An interrupted
 /// cluster that never started is `Clean` (the signal decides the exit code).
-#[allow(clippy::too_many_arguments)]
 async fn apply_cluster(
-    ctx: &Context,
-    repo: &Path,
-    p: &Prepared,
+    job: Job<'_>,
     name: &str,
     inputs: Arc<ClusterInputs>,
-    run: RunOptions,
     locks: &Locks,
     cancel: &tokio::sync::watch::Receiver<bool>,
     sink: &Sink,
 ) -> Outcome {
+    let Job { ctx, repo, p, .. } = job;
     if *cancel.borrow() {
         sink.outln(format!("Cluster {name}: not started (interrupted)."));
         return Outcome::Clean;
@@ -655,8 +661,7 @@ async fn apply_cluster(
     }
     // One run per cluster (plan and every apply pass): see `KindRegistry::for_run`.
     let kinds = ctx.kinds.for_run(p.kind_budget);
-    let Ok(mut planned) = plan_one(ctx, &kinds, repo, p, name, inputs, false, run, sink).await
-    else {
+    let Ok(mut planned) = plan_one(job, &kinds, name, inputs, false, sink).await else {
         return Outcome::Failed;
     };
     if let Err(e) = settle_inflight(&mut planned, sink).await {

@@ -13,7 +13,7 @@ use crate::context::Context;
 use crate::metrics::{self, Metrics};
 use crate::output::{errln, out, outln};
 use crate::prepared::{self, Prepared};
-use crate::reconcile::{self, Locks, RunOptions};
+use crate::reconcile::{self, Job, Locks, RunOptions};
 use crate::sink::Sink;
 use crate::{exit, render};
 use proxops_reconcile::run::{Checked, Outcome};
@@ -160,12 +160,10 @@ fn items(rendered: &str) -> BTreeSet<String> {
     items.into_iter().collect()
 }
 
-/// One cycle of one cluster against the prepared repository `p`; what it prints goes to `sink`.
-#[allow(clippy::too_many_arguments)]
+/// One cycle of one cluster of `job` (its run options are `options.run`); what it prints goes
+/// to `sink`.
 async fn cycle(
-    ctx: &Context,
-    repo: &Path,
-    p: &Prepared,
+    job: Job<'_>,
     name: &str,
     options: &Options,
     stale: bool,
@@ -173,6 +171,7 @@ async fn cycle(
     locks: &Locks,
     sink: &Sink,
 ) -> Cycle {
+    let Job { ctx, repo, p, .. } = job;
     let applying = options.apply && !stale;
     // The apply lock is held over the plan and the apply, as apply holds it.
     let _lock = match (applying, p.clusters().get(name)) {
@@ -183,18 +182,7 @@ async fn cycle(
         _ => None,
     };
     let kinds = ctx.kinds.for_run(p.kind_budget);
-    let mut planned = match reconcile::plan_one(
-        ctx,
-        &kinds,
-        repo,
-        p,
-        name,
-        p.inputs(name),
-        true,
-        options.run,
-        sink,
-    )
-    .await
+    let mut planned = match reconcile::plan_one(job, &kinds, name, p.inputs(name), true, sink).await
     {
         Ok(planned) => planned,
         Err(unplanned) => {
@@ -421,8 +409,13 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
                             return (name, sink, None);
                         }
                         let started = Instant::now();
-                        let c =
-                            cycle(ctx, repo, p, &name, options, stale, cancel, locks, &sink).await;
+                        let job = Job {
+                            ctx,
+                            repo,
+                            p,
+                            run: options.run,
+                        };
+                        let c = cycle(job, &name, options, stale, cancel, locks, &sink).await;
                         (name, sink, Some((c, started.elapsed())))
                     })
                     .buffered(at_once);
@@ -440,7 +433,12 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
                             })
                             .inc_by(*sent);
                     }
-                    report(&metrics, &mut states, &name, now, &c, took, stale, options);
+                    let ran = Ran {
+                        woke: now,
+                        took,
+                        stale,
+                    };
+                    report(&metrics, &mut states, &name, &c, ran, options);
                     outcome = outcome.max(c.outcome);
                 }
             }
@@ -488,19 +486,26 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
     Ok(exit::of(last))
 }
 
+/// When a cluster's cycle ran: the wake-up that started it, how long it took, and whether
+/// the repository failed validation (a stale desired state).
+#[derive(Debug, Clone, Copy)]
+struct Ran {
+    woke: Instant,
+    took: Duration,
+    stale: bool,
+}
+
 /// Print what changed since the cluster's last cycle and its cycle line; update its state and
 /// its metrics.
-#[allow(clippy::too_many_arguments)]
 fn report(
     metrics: &Metrics,
     states: &mut BTreeMap<String, ClusterState>,
     name: &str,
-    woke: Instant,
     c: &Cycle,
-    took: Duration,
-    stale: bool,
+    ran: Ran,
     options: &Options,
 ) {
+    let Ran { woke, took, stale } = ran;
     let state = states
         .entry(name.to_string())
         .or_insert_with(|| ClusterState {
