@@ -11,8 +11,8 @@ use proxops_reconcile::execute::Limits;
 use proxops_reconcile::memory::StopMemory;
 use proxops_reconcile::run::{self, Holds};
 use proxops_reconcile::{
-    ActionError, ApplyOptions, ApplyReport, ClusterPlan, KindRegistry, Object, Secrets, Silent,
-    Status,
+    ActionError, ApplyOptions, ApplyReport, ClusterPlan, Event, KindRegistry, Object, Reporter,
+    Secrets, Silent, Status,
 };
 use proxops_runtime::{Runtime, RuntimeConfig};
 use proxops_sim::{FaultKind, FaultRule, Simulator};
@@ -26,6 +26,27 @@ struct Scene {
     repo: tempfile::TempDir,
     kinds: KindRegistry,
     memory: Arc<StopMemory>,
+}
+
+/// A TemplateVM `name` (vmid) on pve01.
+fn template(name: &str, vmid: u32) -> String {
+    vm(name, vmid, "").replace("kind: VM", "kind: TemplateVM")
+}
+
+/// A VM `name` (vmid) cloned from the template `from` (its disks come from the template).
+fn clone_of(name: &str, vmid: u32, from: &str) -> String {
+    vm(name, vmid, &format!("  clone: {from}\n"))
+        .replace("  disks:\n    - {storage: local-lvm, size: 4GiB}\n", "")
+}
+
+fn fault(method: &str, path: &str, kind: FaultKind, times: Option<u32>) -> FaultRule {
+    FaultRule {
+        method: method.into(),
+        path: path.into(),
+        kind,
+        probability: None,
+        times,
+    }
 }
 
 fn vm(name: &str, vmid: u32, extra: &str) -> String {
@@ -119,9 +140,19 @@ impl Scene {
     }
 
     async fn apply(&self, holds: Holds) -> ApplyReport {
+        self.apply_with(holds, |_| {}, Arc::new(Silent)).await
+    }
+
+    /// [`Scene::apply`] with its options changed by `adjust` and events to `reporter`.
+    async fn apply_with(
+        &self,
+        holds: Holds,
+        adjust: impl FnOnce(&mut ApplyOptions),
+        reporter: Arc<dyn Reporter>,
+    ) -> ApplyReport {
         let objects = self.objects();
         let first = self.plan(&objects, holds).await;
-        let options = ApplyOptions {
+        let mut options = ApplyOptions {
             gate: None,
             limits: Limits {
                 write_concurrency: 2,
@@ -133,13 +164,14 @@ impl Scene {
             memory: self.memory.clone(),
             cancel: None,
         };
+        adjust(&mut options);
         proxops_reconcile::apply(
             &self.kinds,
             &self.client,
             &objects,
             first,
             options,
-            Arc::new(Silent),
+            reporter,
         )
         .await
         .expect("the apply runs")
@@ -301,4 +333,181 @@ async fn the_mass_prune_guard_holds_deletes_back_unless_allowed() {
         scene.sim.vm_config(150).is_some(),
         "the one with a manifest stays"
     );
+}
+
+/// A create whose answer was lost is checked for having landed (one read of the listing)
+/// before it is sent again: it landed, so it is not sent twice.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_lost_create_is_looked_for_before_it_is_sent_again() {
+    let scene = Scene::start().await;
+    scene.write("vm/lab/app.yaml", &vm("app", 150, ""));
+    scene.sim.set_faults(vec![fault(
+        "POST",
+        "/nodes/{node}/qemu",
+        FaultKind::LoseAnswer,
+        Some(1),
+    )]);
+    let report = scene.apply(Holds::default()).await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    let creates = scene
+        .writes()
+        .iter()
+        .filter(|w| *w == "POST /nodes/pve01/qemu")
+        .count();
+    assert_eq!(creates, 1, "{:?}", scene.writes());
+    assert_eq!(scene.sim.vm_status(150).as_deref(), Some("running"));
+}
+
+/// An object whose dependency failed is not acted on: a VM cloned from a template whose
+/// create failed sends nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_dependency_blocks_its_dependents() {
+    let scene = Scene::start().await;
+    scene.write("templatevm/lab/golden.yaml", &template("golden", 9000));
+    scene.write("vm/lab/app.yaml", &clone_of("app", 500, "golden"));
+    scene.sim.set_faults(vec![fault(
+        "POST",
+        "/nodes/{node}/qemu",
+        FaultKind::FailTask {
+            message: "injected: no space left".into(),
+        },
+        None,
+    )]);
+    let report = scene.apply(Holds::default()).await;
+    assert!(!report.converged);
+    let sent = scene.writes();
+    assert!(
+        sent.iter().all(|w| w == "POST /nodes/pve01/qemu"),
+        "only the template's create was sent: {sent:?}"
+    );
+    assert!(scene.sim.vm_config(500).is_none() && scene.sim.vm_config(9000).is_none());
+    let app = report
+        .outcomes
+        .iter()
+        .find(|o| o.object.id.name == "app")
+        .map(|o| &o.status);
+    assert!(
+        matches!(app, Some(Status::Blocked(id)) if id.name == "golden"),
+        "the clone waits for its template and is blocked by it: {app:?}"
+    );
+}
+
+/// The start that ends a stop/write/start failed: the write landed, the guest is stopped, and
+/// the same apply plans it once more, so its start is sent again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_final_start_that_failed_is_tried_once_more() {
+    let scene = Scene::start().await;
+    scene.write("vm/lab/app.yaml", &vm("app", 150, ""));
+    assert!(scene.apply(Holds::default()).await.converged);
+    scene.write(
+        "vm/lab/app.yaml",
+        &vm("app", 150, "  hardware: {machine: q35}\n"),
+    );
+    scene.sim.set_faults(vec![fault(
+        "POST",
+        "/nodes/{node}/qemu/{vmid}/status/start",
+        FaultKind::FailTask {
+            message: "injected: start failed".into(),
+        },
+        Some(1),
+    )]);
+    scene.sim.clear_requests();
+    let report = scene.apply(Holds::default()).await;
+    assert_eq!(
+        scene.writes(),
+        [
+            "POST /nodes/pve01/qemu/150/status/shutdown",
+            "POST /nodes/pve01/qemu/150/config",
+            "POST /nodes/pve01/qemu/150/status/start",
+            "POST /nodes/pve01/qemu/150/status/start",
+        ]
+    );
+    assert_eq!(scene.sim.vm_status(150).as_deref(), Some("running"));
+    assert_eq!(
+        scene
+            .sim
+            .vm_config(150)
+            .expect("the VM")
+            .get("machine")
+            .map(String::as_str),
+        Some("q35")
+    );
+    assert!(report.passes >= 2, "{report:?}");
+}
+
+/// A later pass whose plan the gate (the policies) refuses is not run: what the first pass
+/// did stays, nothing of the refused pass is sent, and the report says why.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_later_pass_the_gate_refuses_is_not_run() {
+    let scene = Scene::start().await;
+    scene.write("templatevm/lab/golden.yaml", &template("golden", 9000));
+    scene.write("vm/lab/app.yaml", &clone_of("app", 500, "golden"));
+    let report = scene
+        .apply_with(
+            Holds::default(),
+            |o| {
+                o.gate = Some(Arc::new(|_: &ClusterPlan| {
+                    Some("denied by a test policy".into())
+                }))
+            },
+            Arc::new(Silent),
+        )
+        .await;
+    assert!(!report.converged);
+    assert!(
+        report
+            .stopped
+            .as_deref()
+            .is_some_and(|s| s.contains("denied by a test policy")),
+        "{:?}",
+        report.stopped
+    );
+    let sent = scene.writes();
+    assert!(
+        !sent.iter().any(|w| w.contains("/qemu/500")),
+        "no request of a refused pass: {sent:?}"
+    );
+}
+
+/// Cancels the run when the first action starts, as a signal would.
+struct CancelOnFirstAction(tokio::sync::watch::Sender<bool>);
+
+impl Reporter for CancelOnFirstAction {
+    fn event(&self, event: Event) {
+        if matches!(event, Event::ActionStarted { .. }) {
+            self.0.send_replace(true);
+        }
+    }
+}
+
+/// A signal mid-action: the action in flight finishes, no queued action starts.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signal_mid_action_starts_nothing_new() {
+    let scene = Scene::start().await;
+    scene.write("vm/lab/a.yaml", &vm("a", 150, ""));
+    scene.write("vm/lab/b.yaml", &vm("b", 151, ""));
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let report = scene
+        .apply_with(
+            Holds::default(),
+            |o| {
+                o.cancel = Some(rx);
+                o.limits.write_concurrency = 1;
+            },
+            Arc::new(CancelOnFirstAction(tx)),
+        )
+        .await;
+    let creates: Vec<String> = scene
+        .writes()
+        .into_iter()
+        .filter(|w| w == "POST /nodes/pve01/qemu")
+        .collect();
+    assert_eq!(creates.len(), 1, "one create ran, the other never started");
+    let interrupted = report
+        .outcomes
+        .iter()
+        .filter(|o| matches!(o.status, Status::Failed(ActionError::Interrupted { .. })))
+        .count();
+    assert_eq!(interrupted, 1, "{:?}", report.outcomes);
+    assert!(!report.converged);
 }
