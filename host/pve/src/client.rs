@@ -10,8 +10,7 @@ use serde_json::Value;
 use crate::tls::{self, TlsMode};
 use crate::{PveError, TaskOutcome, Upid};
 
-/// HTTP method of a PVE call (from `proxops-http`).
-pub use proxops_http::Method;
+pub use crate::method::Method;
 
 /// One form or query parameter.
 #[derive(Clone, PartialEq, Eq)]

@@ -4,6 +4,7 @@
 
 mod client;
 mod error;
+mod method;
 mod tls;
 mod upid;
 

@@ -1,5 +1,5 @@
-//! The HTTP method of a PVE call, for the host's PVE client. (Kinds use the WIT `method` the
-//! kind SDK generates.)
+//! The HTTP method of a PVE call. (Kinds use the WIT `method` the kind SDK generates; the
+//! host maps it to this one where it sends the call.)
 
 /// HTTP method of a PVE call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
