@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use proxops_kind_qemu::Flavour;
 use proxops_reconcile::KindRegistry;
-use proxops_reconcile::workers::{KindCalls, NativeKind};
+use proxops_runtime::calls::{KindCalls, NativeKind};
 use proxops_runtime::kind::{Observation, Read};
 
 use crate::native::NativeQemu;

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use proxops_kind_qemu::{Flavour, TemplateVm, Vm};
 use proxops_kind_sdk::secrets::{self, Secret, SecretError, Secrets};
 use proxops_kind_sdk::{kind_types as gk, types as gt, wit};
-use proxops_reconcile::workers::{KindCalls, NativeKind};
+use proxops_runtime::calls::{KindCalls, NativeKind};
 use proxops_runtime::kind::{
     Action, Anomaly, Call, Change, Diagnostic, Drift, Method, ObjectKey, Observation, Operation,
     Param, Proposal, Reference, Resolved, Restore, Severity, Validated,

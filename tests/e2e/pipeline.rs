@@ -8,8 +8,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use proxops_reconcile::workers::{KindCalls, NativeKind};
 use proxops_reconcile::{ClusterInputs, KindRegistry, Secrets};
+use proxops_runtime::calls::{KindCalls, NativeKind};
 use proxops_runtime::kind::{
     Action, Adopted, Call, Diagnostic, ObjectKey, Observation, Proposal, Reference, Resolved,
     Validated,

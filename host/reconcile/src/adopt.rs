@@ -11,10 +11,10 @@ use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{Gap, Method, Observation, Read};
 use serde_json::{Value, json};
 
-use crate::KindRegistry;
 use crate::live::{Entry, Field};
 use crate::observe::to_pve_params;
 use crate::plan::method_name;
+use crate::registry::KindRegistry;
 use crate::workers::par_map;
 
 /// What adopt made of one live entry.

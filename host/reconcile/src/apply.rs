@@ -15,7 +15,8 @@ use crate::execute::{Cancel, Event, Limits, Outcome, Reporter, Status, execute};
 use crate::memory::StopMemory;
 use crate::observe::{Cycle, ObserveError, plan_cluster};
 use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef};
-use crate::{KindRegistry, Object};
+use crate::registry::KindRegistry;
+use crate::validate::Object;
 
 /// What an apply did to one object, over all passes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -7,7 +7,7 @@
 //!
 //! Sound because guests are deterministic functions of their inputs: a stopped clock, fixed
 //! randomness, no files, network or environment ([`proxops_runtime`]). Only answers that
-//! read no secret and logged nothing are kept ([`crate::workers::KindCalls::last_call_replayable`]);
+//! read no secret and logged nothing are kept ([`proxops_runtime::calls::KindCalls::last_call_replayable`]);
 //! errors are never kept, so a broken manifest is validated (and reported) on every run.
 //!
 //! Kept in the cache folder, one file per repository, written atomically and only when

@@ -22,7 +22,7 @@ use proxops_runtime::{
 };
 
 use crate::grant::{Trust, declared_beyond, listing_problems};
-use crate::workers::{KindCalls, NativeKind};
+use proxops_runtime::calls::{KindCalls, NativeKind};
 
 /// Where a kind came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -299,7 +299,7 @@ impl KindRegistry {
 
     /// What kind `index`'s answers depend on besides their inputs
     /// ([`proxops_runtime::KindComponent::fingerprint`]); `None` for a native backend, whose
-    /// answers are never replayed ([`crate::Memo`]).
+    /// answers are never replayed ([`crate::memo::Memo`]).
     pub fn fingerprint(&self, index: usize) -> Option<String> {
         self.native[index]
             .is_none()

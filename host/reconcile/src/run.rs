@@ -213,7 +213,7 @@ impl ClusterRun {
                 .iter_mut()
                 .find(|o| o.object.id == object.id && o.object.file == object.file)
             {
-                o.error = Some(crate::PlanError::InFlight(why));
+                o.error = Some(crate::error::PlanError::InFlight(why));
             }
         }
         Ok(settled.waited)

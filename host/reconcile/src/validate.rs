@@ -13,9 +13,9 @@ use proxops_core::{API_VERSION, Diagnostic, Layout, Manifest, ObjectId, Repo};
 use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{self, ObjectKey, Reference, Resolved, Severity};
 
-use crate::KindRegistry;
 use crate::memo::{ClusterMemo, Memo, Remember, Replay};
 use crate::ownership::AdoptClaim;
+use crate::registry::KindRegistry;
 use crate::workers::par_map;
 
 /// A manifest that passed its kind's validation.
@@ -243,7 +243,7 @@ fn internal_error(file: &str, e: proxops_runtime::GuestError) -> Vec<Diagnostic>
 /// answers: nothing unless every call may be replayed and the kind has a `fingerprint`.
 fn ask_kind(
     registry: &KindRegistry,
-    instance: &mut dyn crate::workers::KindCalls,
+    instance: &mut dyn proxops_runtime::calls::KindCalls,
     m: &Manifest,
     index: usize,
     input: &str,

@@ -9,6 +9,7 @@
 //! which the guest is not called again in that run.
 
 mod cache;
+pub mod calls;
 mod error;
 mod guest;
 mod host;

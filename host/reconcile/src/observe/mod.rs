@@ -14,9 +14,10 @@ use crate::grant::Trust;
 use crate::live::Entry;
 use crate::ownership::{AdoptClaim, LiveGuest};
 use crate::plan::{ClusterPlan, ObjectPlan, ObjectRef, method_name};
+use crate::registry::KindRegistry;
 use crate::request::{Refusal, Rule};
+use crate::validate::Object;
 use crate::workers::par_map;
-use crate::{KindRegistry, Object};
 
 mod dependents;
 mod gate;
