@@ -12,9 +12,9 @@ use proxops_runtime::kind::{Gap, Method, Observation, Read};
 use serde_json::{Value, json};
 
 use crate::live::{Entry, Field};
-use crate::observe::to_pve_params;
 use crate::plan::method_name;
 use crate::registry::KindRegistry;
+use crate::wire::to_pve_params;
 use crate::workers::par_map;
 
 /// What adopt made of one live entry.

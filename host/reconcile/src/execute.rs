@@ -8,15 +8,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use proxops_pve::{Client, PveError, Upid};
+use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{Action, Call, Method, Operation};
-use proxops_runtime::{SecretError, SecretSource};
 use tokio::sync::{Semaphore, SemaphorePermit, watch};
 
-use proxops_core::{ObjectId, secret_ref};
+use proxops_core::ObjectId;
 
 use crate::error::{ActionError, Aftermath, CallError, CallFailure};
-use crate::observe::{listing, to_pve_method, to_pve_params};
+use crate::observe::listing;
 use crate::plan::{ClusterPlan, ObjectRef, method_name};
+use crate::wire::{to_pve_method, wire_params};
 
 /// Progress of an apply, for the CLI to render.
 #[derive(Debug, Clone)]
@@ -556,56 +557,6 @@ enum Permit<'a> {
     Given(SemaphorePermit<'a>),
     /// The caller holds it across the calls of a stop/write/start.
     Held,
-}
-
-/// The parameters `call` is sent with: each secret reference replaced by its value, which is
-/// registered with the redactor first so that no error or log line can quote it. This is the
-/// one place a third-party kind's secret gets its value, after every check and every plan.
-fn wire_params(
-    call: &Call,
-    secrets: Option<&dyn SecretSource>,
-) -> Result<Vec<proxops_pve::Param>, CallError> {
-    let unsent = |what: String| CallError::Unsent(what);
-    let mut params = to_pve_params(call);
-    for p in &mut params {
-        if !secret_ref::mentions(&p.value) {
-            continue;
-        }
-        let what = format!(
-            "{} {}: parameter `{}`",
-            method_name(call.method),
-            call.path,
-            p.name
-        );
-        let Some(path) = secret_ref::parse(&p.value) else {
-            return Err(unsent(format!(
-                "{what} holds a secret reference that this run did not mint (from an earlier run's plan?); nothing was sent, plan again"
-            )));
-        };
-        let Some(source) = secrets else {
-            return Err(unsent(format!(
-                "{what}: the secret `{path}` cannot be resolved, the cluster has no SOPS document; nothing was sent"
-            )));
-        };
-        let value = source.resolve(path).map_err(|e| {
-            let why = match e {
-                SecretError::Missing => "it is not in the cluster's SOPS document".to_string(),
-                SecretError::Empty => "it is empty in the cluster's SOPS document".to_string(),
-                SecretError::Invalid(why) => why,
-            };
-            unsent(format!(
-                "{what}: the secret `{path}` cannot be resolved: {why}; nothing was sent"
-            ))
-        })?;
-        if proxops_core::text::register(&value).is_err() {
-            return Err(unsent(format!(
-                "{what}: the secret `{path}` is shorter than 8 bytes, too short to keep out of every output; nothing was sent"
-            )));
-        }
-        p.value = value;
-        p.sensitive = true;
-    }
-    Ok(params)
 }
 
 /// One call, under `permit`.

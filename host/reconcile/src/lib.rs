@@ -19,6 +19,7 @@ pub mod registry;
 pub mod request;
 pub mod run;
 pub mod validate;
+pub mod wire;
 pub mod workers;
 
 pub use apply::{ApplyOptions, ApplyReport, apply};

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use proxops_core::{Diagnostic, ObjectId};
-use proxops_pve::{Client, Param};
+use proxops_pve::Client;
 use proxops_runtime::SecretSource;
 use proxops_runtime::kind::{Call, Method, Observation, Proposal, Read, Resolved};
 
@@ -37,26 +37,6 @@ pub enum ObserveError {
     Conflicts(Vec<Diagnostic>),
     #[error("{0}")]
     Listing(String),
-}
-
-pub(crate) fn to_pve_method(m: Method) -> proxops_pve::Method {
-    match m {
-        Method::Get => proxops_pve::Method::Get,
-        Method::Post => proxops_pve::Method::Post,
-        Method::Put => proxops_pve::Method::Put,
-        Method::Delete => proxops_pve::Method::Delete,
-    }
-}
-
-pub(crate) fn to_pve_params(call: &Call) -> Vec<Param> {
-    call.params
-        .iter()
-        .map(|p| Param {
-            name: p.name.clone(),
-            value: p.value.clone(),
-            sensitive: p.sensitive,
-        })
-        .collect()
 }
 
 /// One thing to plan: a manifest's object, or a live object a kind claimed (prune).

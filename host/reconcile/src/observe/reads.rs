@@ -7,8 +7,8 @@ use std::sync::Arc;
 use proxops_pve::{Client, Param};
 use proxops_runtime::kind::Call;
 
-use super::to_pve_params;
 use crate::error::PlanError;
+use crate::wire::to_pve_params;
 
 pub(super) fn read_key(call: &Call) -> String {
     let params: Vec<String> = call
