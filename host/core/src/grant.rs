@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value};
 
-use crate::settings::{pinned_file, pinned_sha256};
+use crate::pin::{pinned_file, pinned_sha256};
 
 /// One entry of `kinds:`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]

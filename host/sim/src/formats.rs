@@ -6,14 +6,14 @@ use std::sync::OnceLock;
 
 use serde_json::{Map, Value, json};
 
-use crate::schema::{matches_pattern, parse_property_string};
+use crate::grammar::matches_pattern;
 
 const PCI_ID: &str = r"(?:[a-fA-F0-9]{4,}:)?[a-fA-F0-9]{2}:[a-fA-F0-9]{2}(?:\.[a-fA-F0-9])?";
 
 /// Property-string formats that PVE's API schema names (`format: pve-qm-...`) but does not
 /// inline; their keys follow the `PVE::JSONSchema::register_format` calls in qemu-server's
 /// `PVE/QemuServer.pm` and `PVE/QemuServer/Drive.pm`.
-fn named_dict(name: &str) -> Option<&'static Map<String, Value>> {
+pub(crate) fn named_dict(name: &str) -> Option<&'static Map<String, Value>> {
     static DICTS: OnceLock<BTreeMap<&'static str, Value>> = OnceLock::new();
     let dicts = DICTS.get_or_init(|| {
         let hex_id = json!({"optional": 1, "type": "string", "pattern": "0x[0-9a-fA-F]{4}"});
@@ -94,32 +94,31 @@ fn named_dict(name: &str) -> Option<&'static Map<String, Value>> {
     dicts.get(name).and_then(Value::as_object)
 }
 
-/// Parses a value of a named property-string format (`pve-qm-hostpci`, ...); `None` when it does not parse.
-pub(crate) fn parse_named(name: &str, value: &str, path: &str) -> Option<BTreeMap<String, String>> {
-    parse_property_string(named_dict(name)?, value, path).ok()
+/// The rules of a named property-string format beyond its keys, on its parsed value
+/// (`schema::check_format` parses it with [`named_dict`]).
+pub(crate) fn check_parsed(name: &str, parsed: &BTreeMap<String, String>) -> Result<(), String> {
+    match name {
+        "pve-qm-hostpci" => {
+            if parsed.contains_key("host") == parsed.contains_key("mapping") {
+                Err("either 'host' or 'mapping' must be set.\n".to_string())
+            } else {
+                Ok(())
+            }
+        }
+        "pve-qm-ipconfig" => check_ipconfig(parsed),
+        _ => Ok(()),
+    }
 }
 
-/// Verifies a value against a named format; `Err` is the validator's die text (with its trailing newline).
-pub(crate) fn check_named(name: &str, value: &str, path: &str) -> Result<(), String> {
-    if let Some(dict) = named_dict(name) {
-        let parsed = parse_property_string(dict, value, path)?;
-        return match name {
-            "pve-qm-hostpci" => {
-                if parsed.contains_key("host") == parsed.contains_key("mapping") {
-                    Err("either 'host' or 'mapping' must be set.\n".to_string())
-                } else {
-                    Ok(())
-                }
-            }
-            "pve-qm-ipconfig" => check_ipconfig(&parsed),
-            _ => Ok(()),
-        };
-    }
+/// Verifies a value against a named format that is not a property string (those are
+/// `schema::check_format`'s, which parses them); `Err` is the validator's die text (with its
+/// trailing newline).
+pub(crate) fn check_named(name: &str, value: &str) -> Result<(), String> {
     if let Some(item) = name.strip_suffix("-list")
         && list_item_format(item)
     {
         for part in split_list(value) {
-            check_named(item, part, path)?;
+            check_named(item, part)?;
         }
         return Ok(());
     }
@@ -421,15 +420,17 @@ mod tests {
 
     #[test]
     fn named_formats() {
-        assert!(check_named("urlencoded", "ssh-rsa AAA", "sshkeys").is_err());
-        assert!(check_named("urlencoded", "ssh-rsa%20AAA", "sshkeys").is_ok());
-        assert!(check_named("pve-qm-hostpci", "0000:01:00.0,pcie=1", "hostpci0").is_ok());
-        assert!(check_named("pve-qm-hostpci", "pcie=1", "hostpci0").is_err());
-        assert!(check_named("pve-qm-ipconfig", "ip=dhcp,gw=10.0.0.1", "ipconfig0").is_err());
-        assert!(check_named("pve-qm-ipconfig", "ip=10.0.0.5/24,gw=10.0.0.1", "ipconfig0").is_ok());
-        assert!(check_named("pve-qm-boot", "order=scsi0;net0", "boot").is_ok());
-        assert!(check_named("pve-qm-boot", "order=scsi0;foo", "boot").is_err());
-        assert!(check_named("pve-tag-list", "a;b,c", "tags").is_ok());
-        assert!(check_named("pve-tag-list", "a;b!", "tags").is_err());
+        // Through the one entry the parameter checks use: property strings parsed there.
+        let check = |name: &str, value: &str| crate::schema::check_format(name, value, "p");
+        assert!(check("urlencoded", "ssh-rsa AAA").is_err());
+        assert!(check("urlencoded", "ssh-rsa%20AAA").is_ok());
+        assert!(check("pve-qm-hostpci", "0000:01:00.0,pcie=1").is_ok());
+        assert!(check("pve-qm-hostpci", "pcie=1").is_err());
+        assert!(check("pve-qm-ipconfig", "ip=dhcp,gw=10.0.0.1").is_err());
+        assert!(check("pve-qm-ipconfig", "ip=10.0.0.5/24,gw=10.0.0.1").is_ok());
+        assert!(check("pve-qm-boot", "order=scsi0;net0").is_ok());
+        assert!(check("pve-qm-boot", "order=scsi0;foo").is_err());
+        assert!(check("pve-tag-list", "a;b,c").is_ok());
+        assert!(check("pve-tag-list", "a;b!").is_err());
     }
 }

@@ -33,6 +33,7 @@ mod cluster;
 mod config;
 mod faults;
 mod formats;
+mod grammar;
 mod hashes;
 mod lxc;
 mod qemu;

@@ -1,12 +1,13 @@
 //! PVE's parameter schema (an embedded, trimmed copy of the vendored pve-api-schema.json), its generator, and a
 //! validator that reproduces JSONSchema.pm's messages.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
 use serde_json::{Map, Value};
 
 use crate::formats;
+use crate::grammar::{default_key, matches_pattern, parse_boolean};
 
 /// The trimmed schema: `{path: {method: {parameters, returns}}}` for every endpoint the simulator serves.
 pub(crate) const SCHEMA_JSON: &str = include_str!("../schema/pve-api-sim.json");
@@ -160,34 +161,6 @@ pub(crate) fn find_property<'a>(props: &'a Map<String, Value>, key: &str) -> Opt
     Some(v)
 }
 
-/// The compiled pattern, shared: a cloned `Regex` would start with an empty match cache.
-fn compiled(pattern: &str) -> Option<Arc<regex_automata::meta::Regex>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, Arc<regex_automata::meta::Regex>>>> =
-        OnceLock::new();
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    let mut guard = cache.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(r) = guard.get(pattern) {
-        return Some(r.clone());
-    }
-    // Perl-isms in PVE's patterns: `(?^:` flag groups, atomic groups and `{,n}`.
-    let translated = pattern
-        .replace("(?^:", "(?:")
-        .replace("(?>", "(?:")
-        .replace("{,", "{0,");
-    let anchored = format!("^(?:{translated})$");
-    let r = Arc::new(regex_automata::meta::Regex::new(&anchored).ok()?);
-    guard.insert(pattern.to_string(), r.clone());
-    Some(r)
-}
-
-/// True when `value` matches PVE's pattern, anchored at both ends as JSONSchema.pm does.
-pub(crate) fn matches_pattern(pattern: &str, value: &str) -> bool {
-    match compiled(pattern) {
-        Some(r) => r.is_match(value),
-        None => true,
-    }
-}
-
 fn is_optional(schema: &Value) -> bool {
     match schema.get("optional") {
         Some(Value::Number(n)) => n.as_i64() == Some(1),
@@ -203,15 +176,6 @@ fn is_integer_text(v: &str) -> bool {
 
 fn is_number_text(v: &str) -> bool {
     v.trim().parse::<f64>().is_ok() && !v.contains(['i', 'I', 'n', 'N'])
-}
-
-/// PVE's `parse_boolean` for values inside property strings.
-pub(crate) fn parse_boolean(v: &str) -> Option<&'static str> {
-    match v.to_ascii_lowercase().as_str() {
-        "1" | "on" | "yes" | "true" => Some("1"),
-        "0" | "off" | "no" | "false" => Some("0"),
-        _ => None,
-    }
 }
 
 /// Checks one value against its property schema; `Err` carries the message for this key.
@@ -241,7 +205,7 @@ pub(crate) fn check_prop(path: &str, schema: &Value, value: &str) -> Result<(), 
             }
         }
         Some(Value::String(name)) => {
-            if let Err(e) = formats::check_named(name, value, path) {
+            if let Err(e) = check_format(name, value, path) {
                 return Err(format!("invalid format - {e}"));
             }
         }
@@ -449,12 +413,20 @@ pub(crate) fn parse_property_string(
     Ok(res)
 }
 
-/// The key marked `default_key` in a property-string format.
-pub(crate) fn default_key(format: &Map<String, Value>) -> Option<String> {
-    format
-        .iter()
-        .find(|(_, s)| s.get("default_key").is_some_and(|d| d.as_i64() == Some(1)))
-        .map(|(k, _)| k.clone())
+/// Verifies a value against a named format: a property string (`formats::named_dict`) is
+/// parsed and its keys checked here, then its own rules (`formats::check_parsed`); any other
+/// is `formats::check_named`'s. `Err` is the validator's die text.
+pub(crate) fn check_format(name: &str, value: &str, path: &str) -> Result<(), String> {
+    match formats::named_dict(name) {
+        Some(dict) => formats::check_parsed(name, &parse_property_string(dict, value, path)?),
+        None => formats::check_named(name, value),
+    }
+}
+
+/// Parses a value of a named property-string format (`pve-qm-hostpci`, ...); `None` when it
+/// does not parse.
+pub(crate) fn parse_named(name: &str, value: &str, path: &str) -> Option<BTreeMap<String, String>> {
+    parse_property_string(formats::named_dict(name)?, value, path).ok()
 }
 
 /// True when the property's format is a `-list` format whose repeated values are joined with `,`.

@@ -9,6 +9,7 @@ use std::time::Duration;
 use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 
 use crate::RequestRecord;
+use crate::api::Req;
 use crate::config::{PciMapping, StorageConfig};
 use crate::faults::FaultEngine;
 use crate::state::{Persister, State, Task, now};
@@ -267,7 +268,7 @@ impl Sim {
         job: Job,
     ) -> String {
         let vmid = req.vmid();
-        let injected = crate::storage::injected_failure(req, Some(vmid));
+        let injected = injected_failure(req, Some(vmid));
         self.start_task(
             st,
             req.node(),
@@ -385,4 +386,16 @@ pub(crate) fn populate_for_scale(st: &mut State, nodes: &[String], count: u32) {
         );
     }
     st.touch();
+}
+
+/// The failure a fault rule asked the task to end with, if any.
+pub(crate) fn injected_failure(req: &Req, vmid: Option<u32>) -> Option<String> {
+    if let Some(m) = &req.faults.fail_task {
+        return Some(m.clone());
+    }
+    if req.faults.lock_timeout {
+        let id = vmid.unwrap_or(0);
+        return Some(lock_timeout_message(id));
+    }
+    None
 }

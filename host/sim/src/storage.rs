@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::config::StorageConfig;
 use crate::hashes::Hasher;
-use crate::sim::{Sim, TaskLog, finish_task};
+use crate::sim::{Sim, TaskLog, finish_task, injected_failure};
 use crate::state::{State, Volume, now, volume_key};
 
 /// The storage named by a volid, if it exists on `node`.
@@ -372,18 +372,6 @@ pub(crate) fn delete_volume(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     );
     st.touch();
     Ok(Reply::data(json!(upid)))
-}
-
-/// The failure a fault rule asked the task to end with, if any.
-pub(crate) fn injected_failure(req: &Req, vmid: Option<u32>) -> Option<String> {
-    if let Some(m) = &req.faults.fail_task {
-        return Some(m.clone());
-    }
-    if req.faults.lock_timeout {
-        let id = vmid.unwrap_or(0);
-        return Some(crate::sim::lock_timeout_message(id));
-    }
-    None
 }
 
 /// PVE's filename normalisation for uploads: path stripped, characters outside `[a-zA-Z0-9_.-]` become `_`.

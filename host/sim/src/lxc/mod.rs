@@ -21,7 +21,8 @@ use serde_json::{Map, Value};
 
 use crate::api::ApiError;
 use crate::formats::{format_size, parse_size};
-use crate::schema::{default_key, find_property, parameters, parse_property_string, split_indexed};
+use crate::grammar::default_key;
+use crate::schema::{find_property, parameters, parse_property_string, split_indexed};
 use crate::sim::Sim;
 use crate::state::{State, Vm};
 

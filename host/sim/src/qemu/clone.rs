@@ -12,11 +12,10 @@ use super::{check_lock, get_vm, prepare_value};
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::formats::{parse_size, parse_volume_id};
 use crate::schema::split_indexed;
-use crate::sim::{Sim, TaskLog};
+use crate::sim::{Sim, TaskLog, injected_failure};
 use crate::state::{State, Vm};
 use crate::storage::{
-    alloc_cloudinit, alloc_disk, find_volume, free_volume, injected_failure, storage_for,
-    volume_owner,
+    alloc_cloudinit, alloc_disk, find_volume, free_volume, storage_for, volume_owner,
 };
 
 /// The parameters of one clone request.

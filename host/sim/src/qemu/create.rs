@@ -104,7 +104,7 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             let mut final_conf = conf.clone();
             let template = conf
                 .get("template")
-                .is_some_and(|t| crate::schema::parse_boolean(t) == Some("1"));
+                .is_some_and(|t| crate::grammar::parse_boolean(t) == Some("1"));
             for (k, v) in &conf {
                 if !is_drive_key(k) {
                     continue;

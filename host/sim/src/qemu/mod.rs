@@ -187,7 +187,7 @@ fn check_hostpci(user: &str, key: &str, value: &str) -> Result<(), ApiError> {
     if split_indexed(key).is_none_or(|(f, _)| f != "hostpci") || user == "root@pam" {
         return Ok(());
     }
-    let Some(device) = crate::formats::parse_named("pve-qm-hostpci", value, key) else {
+    let Some(device) = crate::schema::parse_named("pve-qm-hostpci", value, key) else {
         return Ok(());
     };
     if device.contains_key("host") {

@@ -115,7 +115,7 @@ fn drives_in_pve_order(conf: &BTreeMap<String, String>) -> Vec<(String, BTreeMap
 
 /// The `mapping` of a `hostpciN` value, when it names one.
 fn hostpci_mapping(key: &str, value: &str) -> Option<String> {
-    crate::formats::parse_named("pve-qm-hostpci", value, key)?.remove("mapping")
+    crate::schema::parse_named("pve-qm-hostpci", value, key)?.remove("mapping")
 }
 
 /// The power endpoints: `qmstart`, `qmstop`, `qmshutdown`, `qmreboot`, `qmreset`, `qmpause` (suspend) and

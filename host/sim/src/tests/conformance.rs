@@ -8,7 +8,8 @@ use std::sync::OnceLock;
 use serde_json::{Map, Value};
 
 use super::T;
-use crate::schema::{SCHEMA_JSON, SERVED, SUPPLEMENT_JSON, default_key};
+use crate::grammar::default_key;
+use crate::schema::{SCHEMA_JSON, SERVED, SUPPLEMENT_JSON};
 
 /// The vendored schema's text.
 fn vendored_text() -> &'static str {
