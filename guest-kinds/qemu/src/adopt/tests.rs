@@ -1126,15 +1126,3 @@ fn generated_configs_round_trip_clean() {
         seen.get()
     );
 }
-
-#[test]
-#[ignore = "prints an adopted manifest and its gaps; run by hand"]
-fn show_one() {
-    let c = &cases()[3];
-    let e = entry(100, c.status, false, "");
-    let a = adopt_with(c.flavour, &e, &c.config, c.pending, &sops()).unwrap();
-    println!("{:#}", a.manifest);
-    for g in &a.gaps {
-        println!("gap {}: {}", g.path, g.reason);
-    }
-}
