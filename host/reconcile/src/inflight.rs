@@ -6,21 +6,22 @@
 //! the first ("refusing to override existing file") and a create never races its own
 //! placeholder.
 //!
-//! Task lists are read only on a node where a download, create or clone is planned or a
-//! guest shows a lock: a no-op plan makes no extra request.
+//! Which tasks concern the plan is derived from the plan itself, for every kind: each create
+//! action's requests, judged as the sandbox judges them (`request::target`), name the node and
+//! the task ids PVE gives such work (the new guest's vmid, a clone's source, the new file's
+//! name), and a guest shown locked names its own. Task lists are read only on such a node: a
+//! no-op plan makes no extra request.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use proxops_pve::{Client, Param, PveError};
-use proxops_runtime::kind::{Method, Operation};
+use proxops_runtime::kind::{Call, Method, Operation};
 use serde_json::Value;
 
 use crate::plan::ClusterPlan;
-
-/// Task types that create what a plan may create again (PVE's `qmcreate`, `qmclone`,
-/// `download`); waited for on a node of interest whatever object they name.
-const CREATING: [&str; 3] = ["qmcreate", "qmclone", "download"];
+use crate::request::form::pve_view;
+use crate::request::target::Target;
 
 /// What [`settle`] found.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -61,27 +62,9 @@ fn interest(plan: &ClusterPlan) -> BTreeMap<String, Vec<(usize, BTreeSet<String>
             .iter()
             .filter(|a| a.operation == Operation::Create)
         {
-            for call in action.calls.iter().filter(|c| c.method == Method::Post) {
-                let param = |name: &str| {
-                    call.params
-                        .iter()
-                        .find(|p| p.name == name)
-                        .map(|p| p.value.clone())
-                };
-                let parts: Vec<&str> = call.path.split('/').filter(|s| !s.is_empty()).collect();
-                let hit = match parts.as_slice() {
-                    ["nodes", node, "qemu"] => Some((node, param("vmid"))),
-                    ["nodes", node, "qemu", _, "clone"] => Some((node, param("newid"))),
-                    ["nodes", node, "storage", _, "download-url"] => {
-                        Some((node, param("filename")))
-                    }
-                    _ => None,
-                };
-                if let Some((node, id)) = hit {
-                    per_node
-                        .entry(node.to_string())
-                        .or_default()
-                        .extend(id.filter(|i| !i.is_empty()));
+            for call in action.calls.iter().filter(|c| c.method != Method::Get) {
+                if let Some((node, ids)) = task_ids(call) {
+                    per_node.entry(node).or_default().extend(ids);
                 }
             }
         }
@@ -90,6 +73,34 @@ fn interest(plan: &ClusterPlan) -> BTreeMap<String, Vec<(usize, BTreeSet<String>
         }
     }
     nodes
+}
+
+/// The node a create action's request acts on and the ids of the tasks PVE runs for such
+/// work: a new guest's vmid (`qmcreate`, `vzcreate`), a clone's source and new vmid (`qmclone`
+/// names the source), a new file's name (`download`). From the request as the sandbox reads it,
+/// whatever the kind; `None` for a request that is not about a node.
+fn task_ids(call: &Call) -> Option<(String, BTreeSet<String>)> {
+    let target = Target::of(&pve_view(&call.path), &call.params).ok()?;
+    let param = |name: &str| {
+        call.params
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(name))
+            .map(|p| p.value.clone())
+            .filter(|v| !v.is_empty())
+    };
+    let mut ids = BTreeSet::new();
+    match &target {
+        Target::NewGuest { vmid, .. } => {
+            ids.insert(vmid.to_string());
+        }
+        Target::Guest { vmid, .. } => {
+            ids.insert(vmid.to_string());
+            ids.extend(param("newid"));
+        }
+        Target::NewFile { .. } => ids.extend(param("filename")),
+        Target::Volume { .. } | Target::Endpoint { .. } => {}
+    }
+    Some((target.node()?.to_string(), ids))
 }
 
 /// A task of interest from a `source=active` listing: its UPID, type and id.
@@ -138,7 +149,7 @@ pub async fn settle(
         let list = client.get(&path, &[Param::new("source", "active")]).await?;
         let relevant: Vec<(String, String, String)> = active_tasks(&list)
             .into_iter()
-            .filter(|(_, kind, id)| CREATING.contains(&kind.as_str()) || ids.contains(id))
+            .filter(|(_, _, id)| ids.contains(id))
             .collect();
         for (upid, kind, id) in relevant {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
@@ -237,7 +248,7 @@ mod tests {
     }
 
     #[test]
-    fn only_creates_clones_downloads_and_locks_make_a_node_of_interest() {
+    fn the_tasks_of_interest_come_from_the_plans_create_requests_and_locks() {
         let plan = ClusterPlan {
             cluster: "lab".into(),
             objects: vec![
@@ -281,6 +292,16 @@ mod tests {
                         vec![],
                     ),
                 ),
+                // A container's create (another kind's request form) names its vmid too.
+                object(
+                    "ct",
+                    "pve03",
+                    104,
+                    proposal(
+                        vec![create("/nodes/pve03/lxc", &[("vmid", "104")])],
+                        vec![],
+                    ),
+                ),
             ],
         };
         // node -> (object index, task ids), flattened for the comparison.
@@ -297,9 +318,11 @@ mod tests {
             shown,
             [
                 "pve01 #1 101",
-                "pve01 #2 102",
+                // PVE's qmclone task is named by its source.
+                "pve01 #2 102,9000",
                 "pve02 #3 103",
-                "pve02 #4 debian.qcow2"
+                "pve02 #4 debian.qcow2",
+                "pve03 #5 104"
             ]
         );
     }
