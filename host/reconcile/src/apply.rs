@@ -151,7 +151,9 @@ pub struct ApplyOptions {
 }
 
 /// Converge `objects` (one cluster). `first` is a plan already computed (and shown, and
-/// checked by policies); it is executed as is.
+/// checked by policies); it is executed as is. Each pass executes the plan, records how every
+/// object ended ([`ApplyState::record`]), verifies the deletes, and plans the touched objects
+/// again, until nothing is left, the pass limit, a signal or the gate stops it.
 pub async fn apply(
     registry: &KindRegistry,
     client: &Client,
@@ -168,47 +170,28 @@ pub async fn apply(
         read_concurrency: options.read_concurrency,
         secrets: options.secrets.clone(),
     };
-    // Take-overs write the ownership tags and nothing else in this run.
-    let taken_over: HashSet<ObjectId> = first
-        .objects
-        .iter()
-        .filter(|o| o.taking_over && o.has_actions())
-        .map(|o| o.object.id.clone())
-        .collect();
-    let mut last = first.clone();
-    let mut outcomes: Vec<ObjectOutcome> = Vec::new();
-    // A prune candidate and a manifest object may share an id (a template whose vmid
-    // changed): the live resource of the prune candidate tells them apart.
-    let mut outcome_index: HashMap<(ObjectId, Option<String>), usize> = HashMap::new();
-    let mut failed: HashSet<ObjectId> = HashSet::new();
-    // Objects whose stop/write/start found a stale digest once in this run.
-    let mut stale_stopped: HashSet<ObjectId> = HashSet::new();
-    // Objects a failed start left stopped, planned once more in this run (their start).
-    let mut restarted: HashSet<ObjectId> = HashSet::new();
-    let mut deleted: HashSet<(String, Option<String>)> = HashSet::new();
-    let mut passes = 0;
-    let mut stopped = None;
+    let mut state = ApplyState::new(&first);
     let mut plan = first.clone();
     let interrupted = || options.cancel.as_ref().is_some_and(|c| *c.borrow());
     loop {
         let actions: usize = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
-        if actions == 0 || passes >= options.max_passes {
+        if actions == 0 || state.passes >= options.max_passes {
             break;
         }
         if interrupted() {
-            stopped = Some("interrupted; no further action was started".to_string());
+            state.stopped = Some("interrupted; no further action was started".to_string());
             break;
         }
-        if passes > 0
+        if state.passes > 0
             && let Some(gate) = &options.gate
             && let Some(reason) = gate(&plan)
         {
-            stopped = Some(format!("blocked by policy: {reason}"));
+            state.stopped = Some(format!("blocked by policy: {reason}"));
             break;
         }
-        passes += 1;
+        state.passes += 1;
         reporter.event(Event::Pass {
-            pass: passes,
+            pass: state.passes,
             actions,
         });
         let results = execute(
@@ -221,156 +204,275 @@ pub async fn apply(
         )
         .await;
         let mut touched = HashSet::new();
-        for Outcome {
+        for outcome in results {
+            touched.extend(state.record(outcome, &options.memory, reporter.as_ref()));
+        }
+        state.verify_deletes(client, reporter.as_ref()).await?;
+        match state
+            .replan(&cycle, touched, objects, &options.memory)
+            .await?
+        {
+            Some(again) => plan = again,
+            None => {
+                // Only prunes acted (and are gone): nothing is left to plan again.
+                plan.objects.clear();
+                break;
+            }
+        }
+    }
+    if state.stopped.is_none() && !interrupted() {
+        let ran = run_finally(
+            registry,
+            client,
+            &first.cluster,
+            &state.outcomes,
+            &options,
+            &reporter,
+        )
+        .await;
+        state.record_finally(ran);
+    }
+    state.forget_pruned();
+    if !interrupted() {
+        state.reread_failed(&cycle, objects, &options.memory).await;
+    }
+    let converged = state.failed.is_empty() && !plan.has_changes() && state.stopped.is_none();
+    Ok(ApplyReport {
+        initial: first,
+        last: state.last,
+        outcomes: state.outcomes,
+        passes: state.passes,
+        converged,
+        stopped: state.stopped,
+    })
+}
+
+/// What an apply knows between its passes: what is left to do (`last`), how each object ended,
+/// and the rules' memory of this run (stale stops, restarts, deletes, take-overs).
+struct ApplyState {
+    /// The state after the last pass: the first plan, each re-planned object replaced.
+    last: ClusterPlan,
+    outcomes: Vec<ObjectOutcome>,
+    /// Where each object's outcome is. A prune candidate and a manifest object may share an id
+    /// (a template whose vmid changed): the live resource of the prune candidate tells them
+    /// apart.
+    outcome_index: HashMap<(ObjectId, Option<String>), usize>,
+    failed: HashSet<ObjectId>,
+    /// Objects whose stop/write/start found a stale digest once in this run.
+    stale_stopped: HashSet<ObjectId>,
+    /// Objects a failed start left stopped, planned once more in this run (their start).
+    restarted: HashSet<ObjectId>,
+    /// `(kind, resource)` of each object deleted in this run.
+    deleted: HashSet<(String, Option<String>)>,
+    /// Take-overs write the ownership tags and nothing else in this run.
+    taken_over: HashSet<ObjectId>,
+    passes: u32,
+    /// Why a later pass was not run.
+    stopped: Option<String>,
+}
+
+impl ApplyState {
+    fn new(first: &ClusterPlan) -> ApplyState {
+        ApplyState {
+            last: first.clone(),
+            outcomes: Vec::new(),
+            outcome_index: HashMap::new(),
+            failed: HashSet::new(),
+            stale_stopped: HashSet::new(),
+            restarted: HashSet::new(),
+            deleted: HashSet::new(),
+            taken_over: first
+                .objects
+                .iter()
+                .filter(|o| o.taking_over && o.has_actions())
+                .map(|o| o.object.id.clone())
+                .collect(),
+            passes: 0,
+            stopped: None,
+        }
+    }
+
+    /// Record how one object ended in a pass: its failed stop-required changes remembered (or
+    /// forgotten once it succeeds), its deletes, what of its plan is done. Returns the object
+    /// when it is to be planned again (it acted, or a failed start left it stopped).
+    fn record(
+        &mut self,
+        outcome: Outcome,
+        memory: &StopMemory,
+        reporter: &dyn Reporter,
+    ) -> Option<ObjectId> {
+        let Outcome {
             object,
             mut status,
             done,
             mut failed_stops,
             stale_stop,
             left_stopped,
-        } in results
+        } = outcome;
+        let id = object.id.clone();
+        // A guest stopped for a change whose write found the config changed meanwhile is
+        // planned again once; stopping it a second time in this run for the same reason
+        // would bounce it once per pass while someone else keeps writing its config.
+        if let Some(action) = stale_stop
+            && !self.stale_stopped.insert(id.clone())
         {
-            let id = object.id.clone();
-            // A guest stopped for a change whose write found the config changed meanwhile is
-            // planned again once; stopping it a second time in this run for the same reason
-            // would bounce it once per pass while someone else keeps writing its config.
-            if let Some(action) = stale_stop
-                && !stale_stopped.insert(id.clone())
-            {
-                reporter.event(Event::ActionDone {
-                    object: object.clone(),
-                    summary: action.summary.clone(),
-                    error: Some(STALE_AGAIN.to_string()),
-                });
-                status = Status::Failed(ActionError::StaleAgain {
-                    action: action.summary.clone(),
-                });
-                failed_stops.push(action);
-            }
-            for a in &failed_stops {
-                let why = match &status {
-                    Status::Failed(e) => e.to_string(),
-                    _ => "failed".to_string(),
-                };
-                options.memory.record(&object, a, &why);
-            }
-            if failed_stops.is_empty() && status == Status::Done {
-                options.memory.forget(&object);
-            }
-            if done.iter().any(|a| a.operation == Operation::Delete) {
-                deleted.insert((object.id.kind.clone(), object.resource.clone()));
-            }
-            if status == Status::Done {
-                touched.insert(id);
-            } else {
-                // What did happen (a DiskImage's download on another node) is not still to do.
-                if !done.is_empty()
-                    && let Some(slot) = last.objects.iter_mut().find(|p| {
-                        p.object.id == object.id
-                            && p.object.file == object.file
-                            && p.object.resource == object.resource
-                    })
-                {
-                    slot.proposal.actions.retain(|a| !done.contains(a));
-                }
-                if left_stopped && restarted.insert(id.clone()) {
-                    // Its verifying pass proposes the start from what PVE now says.
-                    touched.insert(id);
-                } else {
-                    failed.insert(id);
-                }
-            }
-            let key = (
-                object.id.clone(),
-                object
-                    .file
-                    .is_none()
-                    .then(|| object.resource.clone())
-                    .flatten(),
-            );
-            let slot = match outcome_index.get(&key) {
-                Some(&i) => i,
-                None => {
-                    outcome_index.insert(key, outcomes.len());
-                    outcomes.push(ObjectOutcome {
-                        object,
-                        status: Status::Done,
-                        did: Did::default(),
-                    });
-                    outcomes.len() - 1
-                }
+            reporter.event(Event::ActionDone {
+                object: object.clone(),
+                summary: action.summary.clone(),
+                error: Some(STALE_AGAIN.to_string()),
+            });
+            status = Status::Failed(ActionError::StaleAgain {
+                action: action.summary.clone(),
+            });
+            failed_stops.push(action);
+        }
+        for a in &failed_stops {
+            let why = match &status {
+                Status::Failed(e) => e.to_string(),
+                _ => "failed".to_string(),
             };
-            outcomes[slot].status = status;
-            for a in &done {
-                outcomes[slot].did.note(a);
+            memory.record(&object, a, &why);
+        }
+        if failed_stops.is_empty() && status == Status::Done {
+            memory.forget(&object);
+        }
+        if done.iter().any(|a| a.operation == Operation::Delete) {
+            self.deleted
+                .insert((object.id.kind.clone(), object.resource.clone()));
+        }
+        let mut touched = None;
+        if status == Status::Done {
+            touched = Some(id);
+        } else {
+            // What did happen (a DiskImage's download on another node) is not still to do.
+            if !done.is_empty()
+                && let Some(slot) = self.last.objects.iter_mut().find(|p| {
+                    p.object.id == object.id
+                        && p.object.file == object.file
+                        && p.object.resource == object.resource
+                })
+            {
+                slot.proposal.actions.retain(|a| !done.contains(a));
+            }
+            if left_stopped && self.restarted.insert(id.clone()) {
+                // Its verifying pass proposes the start from what PVE now says.
+                touched = Some(id);
+            } else {
+                self.failed.insert(id);
             }
         }
-        // A delete carries no digest: verify it. One listing shows whether every guest
-        // deleted in this pass is gone; one still listed failed, whatever PVE answered.
-        let gone_this_pass: Vec<(usize, String)> = outcomes
+        let key = (
+            object.id.clone(),
+            object
+                .file
+                .is_none()
+                .then(|| object.resource.clone())
+                .flatten(),
+        );
+        let slot = match self.outcome_index.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.outcome_index.insert(key, self.outcomes.len());
+                self.outcomes.push(ObjectOutcome {
+                    object,
+                    status: Status::Done,
+                    did: Did::default(),
+                });
+                self.outcomes.len() - 1
+            }
+        };
+        self.outcomes[slot].status = status;
+        for a in &done {
+            self.outcomes[slot].did.note(a);
+        }
+        touched
+    }
+
+    /// A delete carries no digest: verify it. One listing shows whether every guest deleted in
+    /// this pass is gone; one still listed failed, whatever PVE answered.
+    async fn verify_deletes(
+        &mut self,
+        client: &Client,
+        reporter: &dyn Reporter,
+    ) -> Result<(), ObserveError> {
+        let gone_this_pass: Vec<(usize, String)> = self
+            .outcomes
             .iter()
             .enumerate()
             .filter(|(_, o)| o.did.deleted && o.status == Status::Done)
             .filter(|(_, o)| {
-                deleted.contains(&(o.object.id.kind.clone(), o.object.resource.clone()))
+                self.deleted
+                    .contains(&(o.object.id.kind.clone(), o.object.resource.clone()))
             })
             .filter_map(|(i, o)| o.object.resource.clone().map(|r| (i, r)))
             .collect();
-        if !gone_this_pass.is_empty() {
-            // Each listing the deleted objects appear in, read once.
-            let mut listed: HashMap<(String, String), HashSet<String>> = HashMap::new();
-            for (i, _) in &gone_this_pass {
-                for (path, field) in &outcomes[*i].object.listings {
-                    let key = (path.clone(), field.clone());
-                    if listed.contains_key(&key) {
-                        continue;
-                    }
-                    let ids = crate::observe::listing(client, path)
-                        .await?
-                        .iter()
-                        .filter_map(|e| Some(e.get(field)?.id()?.into_owned()))
-                        .collect();
-                    listed.insert(key, ids);
+        if gone_this_pass.is_empty() {
+            return Ok(());
+        }
+        // Each listing the deleted objects appear in, read once.
+        let mut listed: HashMap<(String, String), HashSet<String>> = HashMap::new();
+        for (i, _) in &gone_this_pass {
+            for (path, field) in &self.outcomes[*i].object.listings {
+                let key = (path.clone(), field.clone());
+                if listed.contains_key(&key) {
+                    continue;
                 }
-            }
-            for (i, resource) in gone_this_pass {
-                let still_listed = outcomes[i]
-                    .object
-                    .listings
+                let ids = crate::observe::listing(client, path)
+                    .await?
                     .iter()
-                    .any(|(p, f)| listed[&(p.clone(), f.clone())].contains(&resource));
-                if still_listed {
-                    let o = &mut outcomes[i];
-                    let why = ActionError::DeleteNotVerified {
-                        resource: resource.clone(),
-                    };
-                    reporter.event(Event::ActionDone {
-                        object: o.object.clone(),
-                        summary: "verify the delete".into(),
-                        error: Some(why.to_string()),
-                    });
-                    o.status = Status::Failed(why);
-                    o.did.deleted = false;
-                    failed.insert(o.object.id.clone());
-                    deleted.remove(&(o.object.id.kind.clone(), Some(resource)));
-                }
+                    .filter_map(|e| Some(e.get(field)?.id()?.into_owned()))
+                    .collect();
+                listed.insert(key, ids);
             }
         }
-        touched.retain(|n| !failed.contains(n));
-        // Pruned objects are gone: they are not planned again.
+        for (i, resource) in gone_this_pass {
+            let still_listed = self.outcomes[i]
+                .object
+                .listings
+                .iter()
+                .any(|(p, f)| listed[&(p.clone(), f.clone())].contains(&resource));
+            if still_listed {
+                let o = &mut self.outcomes[i];
+                let why = ActionError::DeleteNotVerified {
+                    resource: resource.clone(),
+                };
+                reporter.event(Event::ActionDone {
+                    object: o.object.clone(),
+                    summary: "verify the delete".into(),
+                    error: Some(why.to_string()),
+                });
+                o.status = Status::Failed(why);
+                o.did.deleted = false;
+                self.failed.insert(o.object.id.clone());
+                self.deleted
+                    .remove(&(o.object.id.kind.clone(), Some(resource)));
+            }
+        }
+        Ok(())
+    }
+
+    /// Plan the objects a pass touched again (not the failed ones, not the pruned ones, which
+    /// are gone), with the hold-backs of a later pass, and put them into `last`. `None` when
+    /// only prunes acted: nothing is left to plan.
+    async fn replan(
+        &mut self,
+        cycle: &Cycle<'_>,
+        mut touched: HashSet<ObjectId>,
+        objects: &[Object],
+        memory: &StopMemory,
+    ) -> Result<Option<ClusterPlan>, ObserveError> {
+        touched.retain(|n| !self.failed.contains(n));
         let manifest_touched: HashSet<ObjectId> = touched
             .iter()
             .filter(|id| objects.iter().any(|o| o.id == **id))
             .cloned()
             .collect();
         if manifest_touched.is_empty() {
-            // Only prunes acted (and are gone): nothing is left to plan again.
-            plan.objects.clear();
-            break;
+            return Ok(None);
         }
-        plan = plan_cluster(&cycle, Some(&manifest_touched)).await?;
-        options.memory.hold_back(&mut plan, false);
-        leave_for_the_next_run(&mut plan, &taken_over);
+        let mut plan = plan_cluster(cycle, Some(&manifest_touched)).await?;
+        memory.hold_back(&mut plan, false);
+        leave_for_the_next_run(&mut plan, &self.taken_over);
         // Replace the re-planned objects in `last`.
         let fresh: HashMap<&ObjectId, &ObjectPlan> = plan
             .objects
@@ -378,7 +480,7 @@ pub async fn apply(
             .filter(|p| p.object.file.is_some())
             .map(|p| (&p.object.id, p))
             .collect();
-        for slot in &mut last.objects {
+        for slot in &mut self.last.objects {
             if slot.object.file.is_none() {
                 continue;
             }
@@ -386,57 +488,61 @@ pub async fn apply(
                 *slot = (*p).clone();
             }
         }
+        Ok(Some(plan))
     }
-    if stopped.is_none() && !interrupted() {
-        let ran = run_finally(
-            registry,
-            client,
-            &first.cluster,
-            &outcomes,
-            &options,
-            &reporter,
-        )
-        .await;
+
+    /// The kinds' `finally` steps, each an object of its own.
+    fn record_finally(&mut self, ran: Vec<Outcome>) {
         for outcome in ran {
             if let Status::Failed(_) = &outcome.status {
-                failed.insert(outcome.object.id.clone());
+                self.failed.insert(outcome.object.id.clone());
             }
             let mut did = Did::default();
             for a in &outcome.done {
                 did.note(a);
             }
-            outcomes.push(ObjectOutcome {
+            self.outcomes.push(ObjectOutcome {
                 object: outcome.object,
                 status: outcome.status,
                 did,
             });
         }
     }
-    // A pruned object is gone: nothing of it is left to show.
-    last.objects.retain(|o| {
-        o.object.file.is_some()
-            || !deleted.contains(&(o.object.id.kind.clone(), o.object.resource.clone()))
-    });
-    // What is still to do for an object that failed is what PVE now says, not what was
-    // planned: part of a failed action may have landed (a create whose template mark
-    // failed, the write of a stop/write/start whose start failed). One read of the failed
-    // manifest objects; should it fail, their planned actions are shown as they were.
-    let failed_manifest: HashSet<ObjectId> = failed
-        .iter()
-        .filter(|id| objects.iter().any(|o| o.id == **id))
-        .cloned()
-        .collect();
-    if !failed_manifest.is_empty() && !interrupted() {
-        match plan_cluster(&cycle, Some(&failed_manifest)).await {
+
+    /// A pruned object is gone: nothing of it is left to show.
+    fn forget_pruned(&mut self) {
+        let deleted = &self.deleted;
+        self.last.objects.retain(|o| {
+            o.object.file.is_some()
+                || !deleted.contains(&(o.object.id.kind.clone(), o.object.resource.clone()))
+        });
+    }
+
+    /// What is still to do for an object that failed is what PVE now says, not what was
+    /// planned: part of a failed action may have landed (a create whose template mark failed,
+    /// the write of a stop/write/start whose start failed). One read of the failed manifest
+    /// objects; should it fail, their planned actions are shown as they were.
+    async fn reread_failed(&mut self, cycle: &Cycle<'_>, objects: &[Object], memory: &StopMemory) {
+        let failed_manifest: HashSet<ObjectId> = self
+            .failed
+            .iter()
+            .filter(|id| objects.iter().any(|o| o.id == **id))
+            .cloned()
+            .collect();
+        if failed_manifest.is_empty() {
+            return;
+        }
+        match plan_cluster(cycle, Some(&failed_manifest)).await {
             Ok(mut again) => {
-                options.memory.hold_back(&mut again, false);
-                leave_for_the_next_run(&mut again, &taken_over);
+                memory.hold_back(&mut again, false);
+                leave_for_the_next_run(&mut again, &self.taken_over);
                 for fresh in again
                     .objects
                     .into_iter()
                     .filter(|p| p.object.file.is_some())
                 {
-                    if let Some(slot) = last
+                    if let Some(slot) = self
+                        .last
                         .objects
                         .iter_mut()
                         .find(|s| s.object.file.is_some() && s.object.id == fresh.object.id)
@@ -448,15 +554,6 @@ pub async fn apply(
             Err(e) => tracing::debug!("re-reading the objects that failed: {e}"),
         }
     }
-    let converged = failed.is_empty() && !plan.has_changes() && stopped.is_none();
-    Ok(ApplyReport {
-        initial: first,
-        last,
-        outcomes,
-        passes,
-        converged,
-        stopped,
-    })
 }
 
 /// A guest taken over in this run (`metadata.adopt`) got its ownership tags and nothing else:

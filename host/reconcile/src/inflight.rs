@@ -297,10 +297,7 @@ mod tests {
                     "ct",
                     "pve03",
                     104,
-                    proposal(
-                        vec![create("/nodes/pve03/lxc", &[("vmid", "104")])],
-                        vec![],
-                    ),
+                    proposal(vec![create("/nodes/pve03/lxc", &[("vmid", "104")])], vec![]),
                 ),
             ],
         };

@@ -90,6 +90,16 @@ impl Scene {
         scene
     }
 
+    /// A scene whose VM `app` (150 on pve01) was applied and runs, its manifest then given
+    /// `extra` (a change to apply).
+    async fn applied_then(extra: &str) -> Scene {
+        let scene = Scene::start().await;
+        scene.write("vm/lab/app.yaml", &vm("app", 150, ""));
+        assert!(scene.apply(Holds::default()).await.converged);
+        scene.write("vm/lab/app.yaml", &vm("app", 150, extra));
+        scene
+    }
+
     fn write(&self, path: &str, text: &str) {
         let path = self.repo.path().join(path);
         std::fs::create_dir_all(path.parent().expect("a folder")).expect("mkdir");
@@ -192,10 +202,7 @@ impl Scene {
 /// planned again from a fresh read and sent once more; nothing fails.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stale_digest_is_planned_again_not_failed() {
-    let scene = Scene::start().await;
-    scene.write("vm/lab/app.yaml", &vm("app", 150, ""));
-    assert!(scene.apply(Holds::default()).await.converged);
-    scene.write("vm/lab/app.yaml", &vm("app", 150, "  tags: [blue]\n"));
+    let scene = Scene::applied_then("  tags: [blue]\n").await;
     scene.sim.set_faults(vec![FaultRule {
         method: "POST".into(),
         path: "/nodes/{node}/qemu/{vmid}/config".into(),
@@ -225,13 +232,7 @@ async fn a_stale_digest_is_planned_again_not_failed() {
 /// and is not sent again in the same run.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_failed_stop_required_write_is_restored() {
-    let scene = Scene::start().await;
-    scene.write("vm/lab/app.yaml", &vm("app", 150, ""));
-    assert!(scene.apply(Holds::default()).await.converged);
-    scene.write(
-        "vm/lab/app.yaml",
-        &vm("app", 150, "  hardware: {machine: q35}\n"),
-    );
+    let scene = Scene::applied_then("  hardware: {machine: q35}\n").await;
     scene.sim.set_faults(vec![FaultRule {
         method: "POST".into(),
         path: "/nodes/{node}/qemu/{vmid}/config".into(),
@@ -396,13 +397,7 @@ async fn a_failed_dependency_blocks_its_dependents() {
 /// the same apply plans it once more, so its start is sent again.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_final_start_that_failed_is_tried_once_more() {
-    let scene = Scene::start().await;
-    scene.write("vm/lab/app.yaml", &vm("app", 150, ""));
-    assert!(scene.apply(Holds::default()).await.converged);
-    scene.write(
-        "vm/lab/app.yaml",
-        &vm("app", 150, "  hardware: {machine: q35}\n"),
-    );
+    let scene = Scene::applied_then("  hardware: {machine: q35}\n").await;
     scene.sim.set_faults(vec![fault(
         "POST",
         "/nodes/{node}/qemu/{vmid}/status/start",
