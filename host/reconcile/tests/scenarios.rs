@@ -506,3 +506,143 @@ async fn a_signal_mid_action_starts_nothing_new() {
     assert_eq!(interrupted, 1, "{:?}", report.outcomes);
     assert!(!report.converged);
 }
+
+/// Two stop/write/start sequences on one node with one write permit: each holds the permit
+/// from its stop to its start, so one guest of the node is down at a time and the two
+/// sequences never interleave.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_guest_per_write_permit_is_down_at_a_time() {
+    let scene = Scene::start().await;
+    scene.write("vm/lab/a.yaml", &vm("a", 150, ""));
+    scene.write("vm/lab/b.yaml", &vm("b", 151, ""));
+    assert!(scene.apply(Holds::default()).await.converged);
+    let q35 = "  hardware: {machine: q35}\n";
+    scene.write("vm/lab/a.yaml", &vm("a", 150, q35));
+    scene.write("vm/lab/b.yaml", &vm("b", 151, q35));
+    scene.sim.clear_requests();
+    let report = scene
+        .apply_with(
+            Holds::default(),
+            |o| o.limits.write_concurrency = 1,
+            Arc::new(Silent),
+        )
+        .await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    let sent = scene.writes();
+    assert_eq!(sent.len(), 6, "{sent:?}");
+    // Whichever goes first, its three calls come before the other's.
+    let first = &sent[0]["POST /nodes/pve01/qemu/".len()..][..3];
+    for (i, w) in sent.iter().enumerate() {
+        let mine = w.contains(&format!("/qemu/{first}/"));
+        assert_eq!(mine, i < 3, "sequences interleaved: {sent:?}");
+    }
+}
+
+/// A delete PVE answers without doing it is caught: one listing after the pass shows the guest
+/// still there, and it fails.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_delete_is_verified_by_a_listing() {
+    let scene = Scene::start().await;
+    scene.write("vm/lab/keep.yaml", &vm("keep", 150, ""));
+    scene.write("vm/lab/gone.yaml", &vm("gone", 151, ""));
+    assert!(scene.apply(Holds::default()).await.converged);
+    scene.remove("vm/lab/gone.yaml");
+    // The delete is answered as done (no task), and nothing is deleted.
+    scene.sim.set_faults(vec![fault(
+        "DELETE",
+        "/nodes/{node}/qemu/{vmid}",
+        FaultKind::Status {
+            code: 200,
+            message: "OK".into(),
+        },
+        None,
+    )]);
+    let report = scene.apply(Holds::default()).await;
+    assert!(!report.converged);
+    assert!(scene.sim.vm_config(151).is_some());
+    assert!(
+        report.outcomes.iter().any(|o| matches!(
+            &o.status,
+            Status::Failed(ActionError::DeleteNotVerified { resource }) if resource == "qemu/151"
+        )),
+        "{:?}",
+        report.outcomes
+    );
+}
+
+/// Clone, configure, start: a VM cloned from a template created in the same apply converges
+/// over several passes, each planned from what PVE then holds.
+#[tokio::test(flavor = "multi_thread")]
+async fn clone_configure_start_converges_over_passes() {
+    let scene = Scene::start().await;
+    scene.write("templatevm/lab/golden.yaml", &template("golden", 9000));
+    scene.write("vm/lab/app.yaml", &clone_of("app", 500, "golden"));
+    let report = scene.apply(Holds::default()).await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    assert!(report.passes >= 2, "passes: {}", report.passes);
+    let sent = scene.writes();
+    let at = |w: &str| sent.iter().position(|s| s.starts_with(w));
+    let (template, clone) = (
+        at("POST /nodes/pve01/qemu").expect("the template is created"),
+        at("POST /nodes/pve01/qemu/9000/clone").expect("the VM is cloned"),
+    );
+    assert!(template < clone, "{sent:?}");
+    assert_eq!(scene.sim.vm_status(500).as_deref(), Some("running"));
+}
+
+/// A restore start whose task finds the guest's lock held (the stop it follows still running)
+/// is sent again until it runs, so the guest is not left down.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restore_start_is_sent_again_while_the_lock_is_held() {
+    let scene = Scene::applied_then("  hardware: {machine: q35}\n").await;
+    scene.sim.set_faults(vec![
+        fault(
+            "POST",
+            "/nodes/{node}/qemu/{vmid}/config",
+            FaultKind::Status {
+                code: 500,
+                message: "injected: storage unreachable".into(),
+            },
+            None,
+        ),
+        fault(
+            "POST",
+            "/nodes/{node}/qemu/{vmid}/status/start",
+            FaultKind::LockTimeout,
+            Some(1),
+        ),
+    ]);
+    scene.sim.clear_requests();
+    let report = scene.apply(Holds::default()).await;
+    assert!(!report.converged);
+    let starts = scene
+        .writes()
+        .iter()
+        .filter(|w| w.ends_with("/status/start"))
+        .count();
+    assert_eq!(starts, 2, "{:?}", scene.writes());
+    assert_eq!(scene.sim.vm_status(150).as_deref(), Some("running"));
+}
+
+/// A start PVE refuses because the guest already runs is what the start was for: done.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_of_a_running_guest_counts_as_done() {
+    let scene = Scene::start().await;
+    scene.write("vm/lab/app.yaml", &vm("app", 150, "  state: stopped\n"));
+    assert!(scene.apply(Holds::default()).await.converged);
+    scene.write("vm/lab/app.yaml", &vm("app", 150, ""));
+    scene.sim.set_faults(vec![fault(
+        "POST",
+        "/nodes/{node}/qemu/{vmid}/status/start",
+        FaultKind::FailTask {
+            message: "VM 150 already running".into(),
+        },
+        Some(1),
+    )]);
+    let report = scene.apply(Holds::default()).await;
+    assert!(
+        report.outcomes.iter().all(|o| o.status == Status::Done),
+        "{:?}",
+        report.outcomes
+    );
+}
