@@ -152,7 +152,7 @@ pub struct ApplyOptions {
 
 /// Converge `objects` (one cluster). `first` is a plan already computed (and shown, and
 /// checked by policies); it is executed as is. Each pass executes the plan, records how every
-/// object ended ([`ApplyState::record`]), verifies the deletes, and plans the touched objects
+/// object ended (`ApplyState::record`), verifies the deletes, and plans the touched objects
 /// again, until nothing is left, the pass limit, a signal or the gate stops it.
 pub async fn apply(
     registry: &KindRegistry,

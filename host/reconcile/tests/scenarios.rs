@@ -9,7 +9,7 @@ use std::time::Duration;
 use proxops_reconcile::error::{Aftermath, CallError};
 use proxops_reconcile::execute::Limits;
 use proxops_reconcile::memory::StopMemory;
-use proxops_reconcile::run::{self, Holds};
+use proxops_reconcile::run::{self, Checked, ClusterRun, Holds, Outcome};
 use proxops_reconcile::{
     ActionError, ApplyOptions, ApplyReport, ClusterPlan, Event, KindRegistry, Object, Reporter,
     Secrets, Silent, Status,
@@ -57,8 +57,12 @@ fn vm(name: &str, vmid: u32, extra: &str) -> String {
 
 impl Scene {
     async fn start() -> Scene {
+        Scene::with(proxops_sim::SimConfig::default()).await
+    }
+
+    async fn with(config: proxops_sim::SimConfig) -> Scene {
         proxops_sim::ensure_crypto_provider();
-        let sim = proxops_sim::start(proxops_sim::SimConfig::default())
+        let sim = proxops_sim::start(config)
             .await
             .expect("the simulator starts");
         let (id, secret) = sim.token().split_once('=').expect("a token");
@@ -645,4 +649,90 @@ async fn a_start_of_a_running_guest_counts_as_done() {
         "{:?}",
         report.outcomes
     );
+}
+
+/// Work a killed run left in flight is waited for and never sent again: a create whose task
+/// still runs (its run killed after sending it) makes `ClusterRun::settle` wait for that task
+/// and plan again, so the apply that follows sends no second create.
+#[tokio::test(flavor = "multi_thread")]
+async fn work_a_killed_run_left_in_flight_is_waited_for_not_sent_again() {
+    let scene = Scene::with(proxops_sim::SimConfig {
+        task_duration: Duration::from_millis(1500),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    scene.write("vm/lab/app.yaml", &vm("app", 150, ""));
+    let objects = scene.objects();
+    // The killed run: its create was sent, its task runs on, nobody waits for it.
+    let first = scene.plan(&objects, Holds::default()).await;
+    let create = &first.objects[0].proposal.actions[0].calls[0];
+    assert_eq!(create.path, "/nodes/pve01/qemu");
+    let params: Vec<proxops_pve::Param> = create
+        .params
+        .iter()
+        .map(|p| proxops_pve::Param::new(&p.name, &p.value))
+        .collect();
+    scene
+        .client
+        .request(proxops_pve::Method::Post, &create.path, &params, false)
+        .await
+        .expect("the killed run's create is answered with its task");
+
+    let run = ClusterRun {
+        kinds: scene.kinds.clone(),
+        client: scene.client.clone(),
+        cluster: CLUSTER.into(),
+        inputs: Arc::new(proxops_reconcile::ClusterInputs {
+            manifests: Vec::new(),
+            objects: objects.clone(),
+            diags: Vec::new(),
+        }),
+        settings: run::Settings {
+            read_concurrency: 4,
+            write_concurrency: 2,
+            task_timeout: Duration::from_secs(30),
+            max_passes: 4,
+        },
+        secrets: None,
+        memory: scene.memory.clone(),
+        policies: Arc::new(proxops_reconcile::policy::PolicySet::empty()),
+        holds: Holds::default(),
+    };
+    let mut plan = run.plan().await.expect("the cluster plans");
+    let waited = run
+        .settle(&mut plan, &|_| {})
+        .await
+        .expect("the task list is read");
+    assert_eq!(
+        waited.len(),
+        1,
+        "the create task was waited for: {waited:?}"
+    );
+    assert!(waited[0].starts_with("qmcreate 150 on pve01"), "{waited:?}");
+    let checked = run.check(plan);
+    let Checked::Passed { plan, report } = checked else {
+        panic!("no policy blocks it");
+    };
+    let applied = run
+        .apply(plan, Arc::new(Silent), None)
+        .await
+        .expect("the apply runs");
+    assert_eq!(
+        Outcome::of(&applied.initial, &report, Some(&applied)),
+        Outcome::Clean,
+        "{:?}",
+        applied.outcomes
+    );
+    let creates = scene
+        .writes()
+        .iter()
+        .filter(|w| *w == "POST /nodes/pve01/qemu")
+        .count();
+    assert_eq!(
+        creates,
+        1,
+        "the create is never sent twice: {:?}",
+        scene.writes()
+    );
+    assert_eq!(scene.sim.vm_status(150).as_deref(), Some("running"));
 }
