@@ -736,3 +736,45 @@ async fn work_a_killed_run_left_in_flight_is_waited_for_not_sent_again() {
     );
     assert_eq!(scene.sim.vm_status(150).as_deref(), Some("running"));
 }
+
+/// Dependencies fail closed at plan time: a VM whose ISO is placed on another node only is
+/// blocked before any call (the ISO kind's `unavailable-on:` anomaly), and nothing is sent for
+/// it or to its node.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dependency_that_cannot_serve_the_node_blocks_at_plan_time() {
+    let scene = Scene::start().await;
+    scene.write(
+        "iso/lab/installer.yaml",
+        "apiVersion: proxops/v1alpha1\nkind: ISO\nmetadata: {name: installer}\nspec:\n  url: http://127.0.0.1:9/installer.iso\n  storage: local\n  filename: installer.iso\n  nodes: [pve01]\n",
+    );
+    scene.write(
+        "vm/lab/web.yaml",
+        &vm("web", 170, "  hardware: {cdrom: {iso: installer}}\n")
+            .replace("node: pve01", "node: pve02"),
+    );
+    let objects = scene.objects();
+    let plan = scene.plan(&objects, Holds::default()).await;
+    let web = plan
+        .objects
+        .iter()
+        .find(|o| o.object.id.name == "web")
+        .expect("the VM is in the plan");
+    assert!(
+        matches!(
+            &web.error,
+            Some(proxops_reconcile::PlanError::Blocked(proxops_reconcile::Blocker::NotOnNode { node, .. })) if node == "pve02"
+        ),
+        "{:?}",
+        web.error
+    );
+    scene.sim.clear_requests();
+    scene.apply(Holds::default()).await;
+    assert!(scene.sim.vm_config(170).is_none());
+    let sent = scene.writes();
+    assert!(
+        !sent
+            .iter()
+            .any(|w| w.contains("/nodes/pve02/") || w.contains("/170")),
+        "{sent:?}"
+    );
+}
