@@ -1,13 +1,12 @@
 //! `proxops plan`, `apply` and `graph`.
 
-use std::collections::BTreeMap;
-
 use futures_util::StreamExt as _;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
 use proxops_core::{ClusterFile, Diagnostic};
+use proxops_reconcile::lock::Locks;
 use proxops_reconcile::memory::StopMemory;
 use proxops_reconcile::run::{self, Checked, ClusterRun, Outcome};
 use proxops_reconcile::{ClusterInputs, ClusterPlan, ObserveError};
@@ -217,7 +216,7 @@ fn stop_memory(
 /// endpoint and the token id; kept beside the simulator's state for `sim:`, else in the cache
 /// folder (never in the repository, which may be read-only). `None` (with a warning) when
 /// there is no cache folder.
-fn lock_path(
+pub(crate) fn lock_path(
     ctx: &Context,
     repo: &Path,
     cluster: &ClusterFile,
@@ -240,72 +239,6 @@ fn lock_path(
             let token = cluster.token.as_ref().map(|t| t.id.as_str()).unwrap_or("");
             let key = hex::encode(sha2::Sha256::digest(format!("{url}\0{token}")));
             Some(dir.join("locks").join(format!("{key}.lock")))
-        }
-    }
-}
-
-/// The apply locks of one process. Clusters worked on at once whose lock is the same file (two
-/// cluster files naming one endpoint and token) take turns here first: the operating system's
-/// lock would refuse the second as if another apply held it. The file lock is released when
-/// the process ends, however it ends.
-#[derive(Debug, Default)]
-pub(crate) struct Locks {
-    turns: std::sync::Mutex<BTreeMap<std::path::PathBuf, Arc<tokio::sync::Mutex<()>>>>,
-}
-
-/// A cluster's apply lock, held until dropped.
-#[derive(Debug)]
-pub(crate) struct ApplyLock {
-    _file: Option<std::fs::File>,
-    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
-}
-
-impl Locks {
-    /// Take the apply lock of `cluster`: wait for this process's other cluster with the same
-    /// lock file, if any, then lock the file; refused (with what to do) when another process
-    /// holds it.
-    pub(crate) async fn take(
-        &self,
-        ctx: &Context,
-        repo: &Path,
-        cluster: &ClusterFile,
-        sink: &Sink,
-    ) -> Result<ApplyLock, String> {
-        let Some(path) = lock_path(ctx, repo, cluster, sink) else {
-            return Ok(ApplyLock {
-                _file: None,
-                _turn: None,
-            });
-        };
-        let turn = self
-            .turns
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(path.clone())
-            .or_default()
-            .clone();
-        let turn = turn.lock_owned().await;
-        let shown = path.display().to_string();
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| format!("creating {}: {e}", parent.display()))?;
-        }
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| format!("opening the lock file {shown}: {e}"))?;
-        match file.try_lock() {
-            Ok(()) => Ok(ApplyLock {
-                _file: Some(file),
-                _turn: Some(turn),
-            }),
-            Err(std::fs::TryLockError::WouldBlock) => Err(format!(
-                "another proxops apply holds the lock of cluster {} (lock file {shown}); not applying, no change was made. Run one apply per cluster at a time",
-                cluster.name
-            )),
-            Err(std::fs::TryLockError::Error(e)) => Err(format!("locking {shown}: {e}")),
         }
     }
 }
@@ -645,7 +578,7 @@ async fn apply_cluster(
     }
     // One apply per cluster at a time: held until this cluster is done.
     let _lock = match p.clusters().get(name) {
-        Some(c) => match locks.take(ctx, repo, c, sink).await {
+        Some(c) => match locks.take(lock_path(ctx, repo, c, sink), &c.name).await {
             Ok(lock) => Some(lock),
             Err(e) => {
                 sink.outln(format!("Cluster {name}: {}", output::inline(&e)));

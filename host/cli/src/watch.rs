@@ -13,9 +13,10 @@ use crate::context::Context;
 use crate::metrics::{self, Metrics};
 use crate::output::{errln, out, outln};
 use crate::prepared::{self, Prepared};
-use crate::reconcile::{self, Job, Locks, RunOptions};
+use crate::reconcile::{self, Job, RunOptions};
 use crate::sink::Sink;
 use crate::{exit, render};
+use proxops_reconcile::lock::Locks;
 use proxops_reconcile::run::{Checked, Outcome};
 
 pub const HELP: &str = "Each cycle reloads the repository, then plans the selected clusters that are due, up to\n\
@@ -175,7 +176,10 @@ async fn cycle(
     let applying = options.apply && !stale;
     // The apply lock is held over the plan and the apply, as apply holds it.
     let _lock = match (applying, p.clusters().get(name)) {
-        (true, Some(c)) => match locks.take(ctx, repo, c, sink).await {
+        (true, Some(c)) => match locks
+            .take(reconcile::lock_path(ctx, repo, c, sink), &c.name)
+            .await
+        {
             Ok(lock) => Some(lock),
             Err(e) => return Cycle::error(e),
         },

@@ -9,6 +9,7 @@ pub mod grant;
 pub mod import;
 pub mod inflight;
 pub mod live;
+pub mod lock;
 pub mod memo;
 pub mod memory;
 pub mod observe;

@@ -778,3 +778,103 @@ async fn a_dependency_that_cannot_serve_the_node_blocks_at_plan_time() {
         "{sent:?}"
     );
 }
+
+/// Concurrent runs: a second apply of a cluster, from another process, is refused before any
+/// request; two clusters of one process sharing the lock file take turns.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_apply_of_a_cluster_is_refused_and_one_process_takes_turns() {
+    use proxops_reconcile::lock::Locks;
+    let dir = tempfile::tempdir().expect("a folder");
+    let path = dir.path().join("locks").join("apply-lab.lock");
+    let here = Arc::new(Locks::default());
+    let held = here
+        .take(Some(path.clone()), "lab")
+        .await
+        .expect("the first apply takes the lock");
+    // Another process (its own Locks): refused, with what to do.
+    let refused = Locks::default()
+        .take(Some(path.clone()), "lab")
+        .await
+        .expect_err("a second apply is refused");
+    assert!(
+        refused.contains("another proxops apply holds the lock of cluster lab"),
+        "{refused}"
+    );
+    // This process's other cluster on the same file waits for its turn, then gets it.
+    let (turn_here, turn_path) = (here.clone(), path.clone());
+    let waiting = tokio::spawn(async move { turn_here.take(Some(turn_path), "lab2").await });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !waiting.is_finished(),
+        "it waits while the first holds the lock"
+    );
+    drop(held);
+    let second = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("its turn comes")
+        .expect("the task ran");
+    assert!(second.is_ok(), "{second:?}");
+}
+
+/// Clusters are independent: one cluster whose every create fails does not keep another
+/// from converging, when both run at once.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_failing_cluster_does_not_stop_another() {
+    let (good, bad) = tokio::join!(Scene::start(), Scene::start());
+    good.write("vm/lab/app.yaml", &vm("app", 150, ""));
+    bad.write("vm/lab/app.yaml", &vm("app", 150, ""));
+    bad.sim.set_faults(vec![fault(
+        "POST",
+        "/nodes/{node}/qemu",
+        FaultKind::FailTask {
+            message: "injected: this cluster is broken".into(),
+        },
+        None,
+    )]);
+    let (good_report, bad_report) =
+        tokio::join!(good.apply(Holds::default()), bad.apply(Holds::default()));
+    assert!(good_report.converged, "{:?}", good_report.outcomes);
+    assert!(!bad_report.converged);
+    assert_eq!(good.sim.vm_status(150).as_deref(), Some("running"));
+    assert!(bad.sim.vm_config(150).is_none());
+}
+
+/// Validation is per cluster: an invalid manifest stops its own cluster's inputs, not the
+/// other cluster's, which `validate_in_order` hands over as it finishes each.
+#[tokio::test(flavor = "multi_thread")]
+async fn validation_errors_stay_in_their_cluster() {
+    let scene = Scene::start().await;
+    scene.write(
+        "clusters/lab2.yaml",
+        "apiVersion: proxops/v1alpha1\nkind: Cluster\nmetadata: {name: lab2}\nspec:\n  endpoint: https://192.0.2.1:8006\n  token: {id: 'x@pve!t', secret: {env: PROXOPS_UNUSED}}\n",
+    );
+    scene.write("vm/lab/app.yaml", &vm("app", 150, ""));
+    scene.write(
+        "vm/lab2/bad.yaml",
+        &vm("bad", 151, "").replace("memory: 1GiB", "memory: 1 gig"),
+    );
+    let folders = scene.kinds.folders();
+    let folders: Vec<&str> = folders.iter().map(String::as_str).collect();
+    let (layout, _) = proxops_core::load_layout(scene.repo.path(), scene.repo.path(), &folders);
+    let layout = Arc::new(layout.expect("a layout"));
+    let receivers = proxops_reconcile::validate_in_order(
+        scene.kinds.clone(),
+        Secrets::default(),
+        vec![(layout.clone(), "lab".into()), (layout, "lab2".into())],
+        None,
+    );
+    let mut inputs = Vec::new();
+    for r in receivers {
+        inputs.push(r.await.expect("each cluster is validated"));
+    }
+    let errors =
+        |i: &proxops_reconcile::ClusterInputs| i.diags.iter().filter(|d| d.is_error()).count();
+    assert_eq!(errors(&inputs[0]), 0, "{:?}", inputs[0].diags);
+    assert_eq!(inputs[0].objects.len(), 1);
+    assert!(errors(&inputs[1]) > 0, "{:?}", inputs[1].diags);
+    assert!(
+        inputs[1].diags.iter().any(|d| d.path == "spec.memory"),
+        "{:?}",
+        inputs[1].diags
+    );
+}
