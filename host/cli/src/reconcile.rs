@@ -390,14 +390,16 @@ pub(crate) async fn settle_inflight(planned: &mut Planned, sink: &Sink) -> Resul
             bound.as_secs()
         ));
     };
-    let waited = planned.run.settle(&mut planned.plan, &waiting).await?;
-    for waited in &waited {
+    let waited = |task: &str| {
         sink.outln(format!(
             "  waited for a task already running: {}",
-            output::inline(waited)
-        ));
-    }
-    Ok(())
+            output::inline(task)
+        ))
+    };
+    planned
+        .run
+        .settle(&mut planned.plan, &waiting, &waited)
+        .await
 }
 
 pub async fn plan(

@@ -76,14 +76,17 @@ impl PveError {
         }
     }
 
-    /// PVE's own words: the message of an error answer, or the exit status of a failed task
-    /// (where PVE reports what a worker refused). The classifiers below read them; nothing
-    /// outside this crate does.
-    fn pve_words(&self) -> Option<&str> {
+    /// Whether PVE's own words say `what`: the message of an error answer and its
+    /// per-parameter messages (a 400 names a stale `digest` there), or the exit status of a
+    /// failed task (where PVE reports what a worker refused). The classifiers below read them;
+    /// nothing outside this crate does.
+    fn pve_says(&self, what: impl Fn(&str) -> bool) -> bool {
         match self {
-            PveError::Api { message, .. } => Some(message),
-            PveError::TaskFailed { exitstatus, .. } => Some(exitstatus),
-            _ => None,
+            PveError::Api {
+                message, errors, ..
+            } => what(message) || errors.values().any(|v| what(v)),
+            PveError::TaskFailed { exitstatus, .. } => what(exitstatus),
+            _ => false,
         }
     }
 
@@ -95,7 +98,7 @@ impl PveError {
     /// Only a write that carries a `digest` can get it: a download's `checksum mismatch` is
     /// the file's, and the caller knows which it sent.
     pub fn is_stale_digest(&self) -> bool {
-        self.pve_words().is_some_and(|w| {
+        self.pve_says(|w| {
             w.contains("checksum mismatch")
                 || w.contains("config file has been modified")
                 || w.contains("detected modified configuration")
@@ -106,14 +109,13 @@ impl PveError {
     /// '/var/lock/qemu-server/lock-100.conf' - got timeout`): the request did nothing, and
     /// the lock's holder (a stop still running) may release it soon.
     pub fn is_lock_timeout(&self) -> bool {
-        self.pve_words().is_some_and(|w| w.contains("got timeout"))
+        self.pve_says(|w| w.contains("got timeout"))
     }
 
     /// A start refused because the guest runs already (`VM 100 already running`, `CT 100
     /// already running`): what the start was for.
     pub fn is_already_running(&self) -> bool {
-        self.pve_words()
-            .is_some_and(|w| w.contains("already running"))
+        self.pve_says(|w| w.contains("already running"))
     }
 
     /// The error as it may leave the client: every registered secret
@@ -275,6 +277,19 @@ mod tests {
                 assert_eq!(e.is_already_running(), running, "{e}");
             }
         }
+        // A 400 names the stale digest among its parameters' messages.
+        let digest = PveError::Api {
+            method: "PUT".into(),
+            path: "/nodes/pve01/lxc/101/config".into(),
+            status: 400,
+            message: "Parameter verification failed.".into(),
+            errors: BTreeMap::from([(
+                "digest".to_string(),
+                "detected modified configuration - file changed by other user? Try again."
+                    .to_string(),
+            )]),
+        };
+        assert!(digest.is_stale_digest() && !digest.is_lock_timeout());
         // Neither a transport failure nor a timeout on our side is PVE's word.
         let transport = PveError::Transport {
             method: "POST".into(),

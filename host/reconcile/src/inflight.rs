@@ -77,8 +77,10 @@ fn interest(plan: &ClusterPlan) -> BTreeMap<String, Vec<(usize, BTreeSet<String>
 
 /// The node a create action's request acts on and the ids of the tasks PVE runs for such
 /// work: a new guest's vmid (`qmcreate`, `vzcreate`), a clone's source and new vmid (`qmclone`
-/// names the source), a new file's name (`download`). From the request as the sandbox reads it,
-/// whatever the kind; `None` for a request that is not about a node.
+/// names the source), a new file's name (`download`; PVE's file names hold no character its
+/// task ids escape). From the request as the sandbox reads it, whatever the kind; `None` for a
+/// request that creates nothing (a config write or a start inside a create action reads no
+/// task list).
 fn task_ids(call: &Call) -> Option<(String, BTreeSet<String>)> {
     let target = Target::of(&pve_view(&call.path), &call.params).ok()?;
     let param = |name: &str| {
@@ -93,12 +95,12 @@ fn task_ids(call: &Call) -> Option<(String, BTreeSet<String>)> {
         Target::NewGuest { vmid, .. } => {
             ids.insert(vmid.to_string());
         }
-        Target::Guest { vmid, .. } => {
+        Target::Guest { vmid, rest, .. } if rest.first().is_some_and(|r| r == "clone") => {
             ids.insert(vmid.to_string());
             ids.extend(param("newid"));
         }
         Target::NewFile { .. } => ids.extend(param("filename")),
-        Target::Volume { .. } | Target::Endpoint { .. } => {}
+        Target::Guest { .. } | Target::Volume { .. } | Target::Endpoint { .. } => return None,
     }
     Some((target.node()?.to_string(), ids))
 }

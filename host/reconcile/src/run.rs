@@ -187,18 +187,22 @@ impl ClusterRun {
     }
 
     /// Work an earlier run left in flight (a killed apply's create, clone or download task):
-    /// wait for it (bounded by the task timeout; `waiting` hears of each task waited for) and
-    /// plan again, or hold back the objects it may concern ([`crate::inflight`]). Returns the
-    /// tasks waited for (`type id on node: exit`).
+    /// wait for it (bounded by the task timeout) and plan again, or hold back the objects it
+    /// may concern ([`crate::inflight`]). `waiting` hears of each task before the wait,
+    /// `waited` of each that ended (`type id on node: exit`), before the plan is made again.
     pub async fn settle(
         &self,
         plan: &mut ClusterPlan,
         waiting: &(dyn Fn(&str) + Sync),
-    ) -> Result<Vec<String>, String> {
+        waited: &dyn Fn(&str),
+    ) -> Result<(), String> {
         let settled =
             crate::inflight::settle(&self.client, plan, self.settings.task_timeout, waiting)
                 .await
                 .map_err(|e| e.to_string())?;
+        for task in &settled.waited {
+            waited(task);
+        }
         let held: Vec<(crate::plan::ObjectRef, String)> = settled
             .running
             .iter()
@@ -216,7 +220,7 @@ impl ClusterRun {
                 o.error = Some(crate::error::PlanError::InFlight(why));
             }
         }
-        Ok(settled.waited)
+        Ok(())
     }
 
     /// The policies' judgement of the manifests and `plan`.

@@ -699,10 +699,13 @@ async fn work_a_killed_run_left_in_flight_is_waited_for_not_sent_again() {
         holds: Holds::default(),
     };
     let mut plan = run.plan().await.expect("the cluster plans");
-    let waited = run
-        .settle(&mut plan, &|_| {})
-        .await
-        .expect("the task list is read");
+    let ended = std::sync::Mutex::new(Vec::new());
+    run.settle(&mut plan, &|_| {}, &|task| {
+        ended.lock().unwrap().push(task.to_string())
+    })
+    .await
+    .expect("the task list is read");
+    let waited = ended.into_inner().unwrap();
     assert_eq!(
         waited.len(),
         1,
