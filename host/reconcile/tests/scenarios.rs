@@ -881,3 +881,78 @@ async fn validation_errors_stay_in_their_cluster() {
         inputs[1].diags
     );
 }
+
+/// A failed stop-required change is remembered: the next apply does not stop the guest again
+/// for the same change (it is held back as an anomaly) unless the operator asks for it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failed_stop_required_change_is_not_retried_blindly() {
+    let scene = Scene::applied_then("  hardware: {machine: q35}\n").await;
+    scene.sim.set_faults(vec![fault(
+        "POST",
+        "/nodes/{node}/qemu/{vmid}/config",
+        FaultKind::Status {
+            code: 500,
+            message: "injected: storage unreachable".into(),
+        },
+        None,
+    )]);
+    assert!(!scene.apply(Holds::default()).await.converged);
+    scene.sim.clear_requests();
+    let again = scene.apply(Holds::default()).await;
+    assert!(
+        scene.writes().is_empty(),
+        "not stopped again: {:?}",
+        scene.writes()
+    );
+    let held = again
+        .initial
+        .objects
+        .iter()
+        .flat_map(|o| &o.proposal.anomalies)
+        .any(|a| a.message.contains("--retry-stop-required"));
+    assert!(held, "{:?}", again.initial.objects);
+    // Asked for: it is stopped for the change once more.
+    scene.sim.set_faults(Vec::new());
+    let retry = Holds {
+        retry_stop_required: true,
+        ..Holds::default()
+    };
+    assert!(scene.apply(retry).await.converged);
+    assert_eq!(
+        scene
+            .sim
+            .vm_config(150)
+            .expect("the VM")
+            .get("machine")
+            .map(String::as_str),
+        Some("q35")
+    );
+}
+
+/// Reads are repeated on a transient failure: a gateway error on the listing does not fail
+/// the plan.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_transient_read_failure_is_retried() {
+    let scene = Scene::start().await;
+    scene.write("vm/lab/app.yaml", &vm("app", 150, ""));
+    scene.sim.set_faults(vec![fault(
+        "GET",
+        "/cluster/resources",
+        FaultKind::Status {
+            code: 502,
+            message: "Bad Gateway".into(),
+        },
+        Some(1),
+    )]);
+    let report = scene.apply(Holds::default()).await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    let listings = scene
+        .sim
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/cluster/resources")
+        .take(2)
+        .map(|r| r.status)
+        .collect::<Vec<_>>();
+    assert_eq!(listings, [502, 200]);
+}
