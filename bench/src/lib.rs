@@ -5,6 +5,7 @@
 pub mod calls;
 pub mod cycle;
 pub mod fixture;
+pub mod floor;
 pub mod many;
 pub mod native;
 

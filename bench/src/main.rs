@@ -195,6 +195,12 @@ async fn child(args: &[String]) -> Value {
     let repo = repos.first().cloned().expect("--repo");
     let cache = cache.expect("--cache");
     let endpoint = endpoint_from_env();
+    if args.first().map(String::as_str) == Some("floor") {
+        // No kinds: the bare requests of the no-op plan, nothing else.
+        let (took, requests) =
+            proxops_bench::floor::fetch(&endpoint.client(), READ_CONCURRENCY).await;
+        return json!({"floor_ms": ms(took), "requests": requests});
+    }
     let (registry, load, outcomes) = load_registry(&cache, native);
     let client = endpoint.client();
     match args.first().map(String::as_str) {

@@ -45,6 +45,7 @@ pub(super) async fn plan_at_scale(
         let mut wasm = Vec::new();
         let mut native = Vec::new();
         let mut memo = Vec::new();
+        let mut floor = Vec::new();
         let with_memo = |cmd: &mut std::process::Command| {
             cmd.arg("--memo");
         };
@@ -59,6 +60,14 @@ pub(super) async fn plan_at_scale(
             }
             let (nat, _) = spawn_child("plan", &endpoint, &repo, cache, true);
             let (m, _) = spawn_child_with("plan", &endpoint, &repo, cache, false, with_memo);
+            // The I/O floor, between the plans of the same round.
+            let (f, _) = spawn_child("floor", &endpoint, &repo, cache, false);
+            assert_eq!(
+                f["requests"].as_u64(),
+                Some(1 + n as u64),
+                "the floor makes the no-op plan's requests: {f}"
+            );
+            floor.push(f);
             for r in [&w, &nat, &m] {
                 assert_eq!(
                     r["noop"].as_bool(),
@@ -101,6 +110,29 @@ pub(super) async fn plan_at_scale(
             "1 plan at scale",
             "  of which observe + plan (1 + reads requests)",
             format!("{:.0} ms", med(&wasm, "plan_ms")),
+            "",
+            None,
+        );
+        let io_floor = med(&floor, "floor_ms");
+        table.add(
+            "1 plan at scale",
+            format!("I/O floor: the no-op plan's {} requests fetched bare, same concurrency ({READ_CONCURRENCY})", n + 1),
+            format!("{io_floor:.0} ms"),
+            "measured in this run",
+            None,
+        );
+        let over_floor = total / io_floor;
+        table.add(
+            "1 plan at scale",
+            "  ratio full cycle / I/O floor",
+            format!("{over_floor:.2}x"),
+            "<= 1.5x",
+            Some(over_floor <= 1.5),
+        );
+        table.add(
+            "1 plan at scale",
+            "  ratio observe + plan / I/O floor",
+            format!("{:.2}x", med(&wasm, "plan_ms") / io_floor),
             "",
             None,
         );

@@ -85,6 +85,15 @@ async fn no_op_plan_of_500_vms_makes_one_list_and_the_per_vm_reads() {
             "{backend}: requests of a no-op plan"
         );
     }
+    // The I/O floor the bench measures the cycle against makes exactly the plan's requests.
+    let before = sim.counters();
+    let (_, requests) = proxops_bench::floor::fetch(&client, 16).await;
+    assert_eq!(requests, N + 1);
+    assert_eq!(
+        counter_delta(&before, &sim.counters()),
+        expected,
+        "the I/O floor's requests are the no-op plan's"
+    );
     // validate, references and identity (3 per VM) are answered from the memo; observe and
     // plan are asked every time.
     assert_eq!(
