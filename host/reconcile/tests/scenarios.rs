@@ -191,6 +191,11 @@ impl Scene {
         .expect("the apply runs")
     }
 
+    /// How many of [`Scene::writes`] `matches` holds for.
+    fn count_writes(&self, matches: impl Fn(&str) -> bool) -> usize {
+        self.writes().iter().filter(|w| matches(w)).count()
+    }
+
     /// `METHOD path` of every request that is not a read, since the last clear.
     fn writes(&self) -> Vec<String> {
         self.sim
@@ -354,11 +359,7 @@ async fn a_lost_create_is_looked_for_before_it_is_sent_again() {
     )]);
     let report = scene.apply(Holds::default()).await;
     assert!(report.converged, "{:?}", report.outcomes);
-    let creates = scene
-        .writes()
-        .iter()
-        .filter(|w| *w == "POST /nodes/pve01/qemu")
-        .count();
+    let creates = scene.count_writes(|w| w == "POST /nodes/pve01/qemu");
     assert_eq!(creates, 1, "{:?}", scene.writes());
     assert_eq!(scene.sim.vm_status(150).as_deref(), Some("running"));
 }
@@ -619,11 +620,7 @@ async fn a_restore_start_is_sent_again_while_the_lock_is_held() {
     scene.sim.clear_requests();
     let report = scene.apply(Holds::default()).await;
     assert!(!report.converged);
-    let starts = scene
-        .writes()
-        .iter()
-        .filter(|w| w.ends_with("/status/start"))
-        .count();
+    let starts = scene.count_writes(|w| w.ends_with("/status/start"));
     assert_eq!(starts, 2, "{:?}", scene.writes());
     assert_eq!(scene.sim.vm_status(150).as_deref(), Some("running"));
 }
@@ -726,11 +723,7 @@ async fn work_a_killed_run_left_in_flight_is_waited_for_not_sent_again() {
         "{:?}",
         applied.outcomes
     );
-    let creates = scene
-        .writes()
-        .iter()
-        .filter(|w| *w == "POST /nodes/pve01/qemu")
-        .count();
+    let creates = scene.count_writes(|w| w == "POST /nodes/pve01/qemu");
     assert_eq!(
         creates,
         1,
