@@ -206,8 +206,15 @@ async fn child(args: &[String]) -> Value {
     match args.first().map(String::as_str) {
         Some("plan") => {
             let memo_in = memo.then_some(cache.as_path());
+            let cpu_before = process_cpu();
             let (run, _plan) = cycle::plan_cycle(&registry, &client, &repo, memo_in).await;
+            let cpu = process_cpu().saturating_sub(cpu_before);
+            // Time inside the kinds' components (validate, references, identity, observe,
+            // plan), summed over the threads that called them; zero for a native backend.
+            let guest: Duration = (0..registry.len()).map(|k| registry.run(k).used()).sum();
             json!({
+                "cpu_ms": ms(cpu),
+                "guest_ms": ms(guest),
                 "load_ms": ms(load),
                 "cache_hits": outcomes.iter().filter(|o| **o == CacheOutcome::Hit).count(),
                 "precompiled": outcomes.iter().filter(|o| **o == CacheOutcome::Precompiled).count(),

@@ -113,6 +113,14 @@ pub(super) async fn plan_at_scale(
             "",
             None,
         );
+        let (cpu, guest) = (med(&wasm, "cpu_ms"), med(&wasm, "guest_ms"));
+        table.add(
+            "2 wasm overhead",
+            "compute: the cycle's CPU spent inside the kinds' components (validate, observe, plan calls)",
+            format!("{:.0}% ({guest:.0} of {cpu:.0} ms CPU)", 100.0 * guest / cpu.max(1.0)),
+            "",
+            None,
+        );
         let io_floor = med(&floor, "floor_ms");
         table.add(
             "1 plan at scale",
