@@ -321,6 +321,13 @@ enum SimCommand {
         /// `lock: create|clone|destroyed` and running tasks can be seen.
         #[arg(long, value_name = "MS", default_value_t = 0)]
         task_duration: u64,
+        /// Serve at most N API requests at once per node, as PVE's API worker pool does (its
+        /// pveproxy and pvedaemon run 3 workers each); by default every request is served at once.
+        #[arg(long, value_name = "N")]
+        api_workers: Option<usize>,
+        /// With --api-workers: the least time each request holds its worker, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 0, requires = "api_workers")]
+        api_handling: u64,
         /// Seeded fault injection, rates per request:
         /// `seed=N,http503=P,http596=P,reset=P,lost=P,task-fail=P,lock-timeout=P` (README, "Fault injection").
         #[arg(long, value_name = "SPEC", value_parser = parse_faults)]
@@ -461,6 +468,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 token,
                 http,
                 task_duration,
+                api_workers,
+                api_handling,
                 faults,
             } => {
                 let opts = proxops_sim::ServeOptions {
@@ -470,6 +479,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     token,
                     http,
                     task_duration: std::time::Duration::from_millis(task_duration),
+                    api_workers,
+                    api_handling: std::time::Duration::from_millis(api_handling),
                     faults: faults.unwrap_or_default(),
                 };
                 runtime.block_on(proxops_sim::serve(opts))?;

@@ -158,6 +158,11 @@ pub struct SimConfig {
     /// How long a request waits for a guest's config lock held by a task before it fails with
     /// `can't lock file ... got timeout`: PVE's 10 s by default; creates and clones wait at most 1 s.
     pub lock_timeout: Duration,
+    /// API requests each node serves at once (PVE: 3 worker processes); `None` serves every
+    /// request at once.
+    pub api_workers: Option<usize>,
+    /// The least time a request holds its node's API worker (with `api_workers`).
+    pub api_handling: Duration,
     /// PCI resource mappings (`/cluster/mapping/pci`).
     pub pci_mappings: Vec<PciMapping>,
     /// Seeds fault probabilities and generated MACs/UUIDs.
@@ -178,6 +183,8 @@ impl Default for SimConfig {
             tls: true,
             task_duration: Duration::ZERO,
             lock_timeout: Duration::from_secs(10),
+            api_workers: None,
+            api_handling: Duration::ZERO,
             pci_mappings: Vec::new(),
             seed: 0,
             faults: Vec::new(),
@@ -214,6 +221,10 @@ struct ClusterYaml {
     #[serde(default)]
     lock_timeout_ms: Option<u64>,
     #[serde(default)]
+    api_workers: Option<usize>,
+    #[serde(default)]
+    api_handling_ms: Option<u64>,
+    #[serde(default)]
     pci_mappings: Vec<PciMapping>,
     #[serde(default)]
     faults: Vec<FaultRule>,
@@ -235,6 +246,8 @@ impl SimConfig {
     /// seed: 7
     /// task_duration_ms: 50
     /// lock_timeout_ms: 10000
+    /// api_workers: 3          # requests each node serves at once (off when absent)
+    /// api_handling_ms: 5      # the least time each takes in its worker
     /// pci_mappings:
     ///   - {id: gpu, map: ["node=pve01,path=0000:01:00.0,id=10de:2204"]}
     /// ```
@@ -272,6 +285,10 @@ impl SimConfig {
         }
         if let Some(ms) = y.lock_timeout_ms {
             c.lock_timeout = Duration::from_millis(ms);
+        }
+        c.api_workers = y.api_workers;
+        if let Some(ms) = y.api_handling_ms {
+            c.api_handling = Duration::from_millis(ms);
         }
         c.pci_mappings = y.pci_mappings;
         c.faults = y.faults;

@@ -44,6 +44,7 @@ mod state;
 mod storage;
 mod storage_cfg;
 mod tasks;
+mod workers;
 
 #[cfg(test)]
 mod tests;
@@ -236,6 +237,11 @@ impl Simulator {
     /// The current (applied) config of a VM as PVE's config file holds it, `digest` excluded.
     pub fn vm_config(&self, vmid: u32) -> Option<BTreeMap<String, String>> {
         self.sim.read().vms.get(&vmid).map(|vm| vm.conf.clone())
+    }
+
+    /// The most API requests `node` served at once so far (0 unless `api_workers` is set).
+    pub fn api_most_at_once(&self, node: &str) -> usize {
+        self.sim.workers.most_at_once(node)
     }
 
     /// `running` or `stopped`.
@@ -462,6 +468,7 @@ async fn start_here(config: SimConfig) -> Result<Simulator, SimError> {
         persister: Persister::new(config.state_file.clone()),
         fingerprint: fingerprint.clone(),
         boot_time: state::now(),
+        workers: workers::ApiWorkers::new(&config.nodes, config.api_workers, config.api_handling),
     });
     sim.persist();
     let (stop, stop_rx) = watch::channel(false);
@@ -490,6 +497,10 @@ pub struct ServeOptions {
     pub http: bool,
     /// How long every task runs (holding its guest's config lock), so that locks and running tasks can be seen.
     pub task_duration: std::time::Duration,
+    /// API requests each node serves at once (PVE's pool: 3), `None` for no bound.
+    pub api_workers: Option<usize>,
+    /// The least time a request holds its worker.
+    pub api_handling: std::time::Duration,
     /// Fault injection (`--faults`); its seed also seeds generated MACs and UUIDs.
     pub faults: FaultPlan,
 }
@@ -503,6 +514,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), SimError> {
         token: opts.token,
         tls: !opts.http,
         task_duration: opts.task_duration,
+        api_workers: opts.api_workers,
+        api_handling: opts.api_handling,
         seed: opts.faults.seed.unwrap_or_default(),
         faults: opts.faults.rules,
         ..SimConfig::default()

@@ -463,7 +463,10 @@ async fn handle(sim: Arc<Sim>, req: Request<Incoming>) -> Result<Response<Body>,
     }
     params.extend(form_pairs(&query));
     params.retain(|(k, _)| k != "_dc");
+    // A node's API worker serves the request, when the pool is modelled.
+    let worker = sim.workers.serve(&api_path).await;
     let outcome = dispatch(&sim, &method, &api_path, &headers, &params).await;
+    drop(worker);
     if let Some(t) = outcome.template {
         let mut counters = sim.counters.lock().unwrap_or_else(|e| e.into_inner());
         *counters.entry(format!("{method} {t}")).or_insert(0) += 1;

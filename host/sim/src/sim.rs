@@ -75,6 +75,8 @@ pub(crate) struct Sim {
     pub persister: Persister,
     pub fingerprint: Option<String>,
     pub boot_time: u64,
+    /// PVE's API worker pool per node, when modelled.
+    pub workers: crate::workers::ApiWorkers,
 }
 
 impl Sim {

@@ -501,3 +501,43 @@ async fn a_request_outside_the_api_root_is_answered_501_and_logged() {
         ]
     );
 }
+
+/// PVE's API worker pool, when modelled: a node serves at most `api_workers` requests at once
+/// however many arrive together, and a request for another node's guests is served by that node.
+#[tokio::test]
+async fn a_node_serves_at_most_its_api_workers_at_once() {
+    let t = T::with(crate::SimConfig {
+        api_workers: Some(2),
+        api_handling: std::time::Duration::from_millis(100),
+        ..crate::SimConfig::default()
+    })
+    .await;
+    let mut requests = tokio::task::JoinSet::new();
+    for path in ["/nodes/pve02/qemu", "/cluster/resources"] {
+        for _ in 0..6 {
+            let (client, url) = (t.client.clone(), t.url(path));
+            let auth = format!("PVEAPIToken={}", t.sim.token());
+            requests.spawn(async move {
+                let resp = client.get(url).header("Authorization", auth).send().await;
+                resp.expect("answered").status().as_u16()
+            });
+        }
+    }
+    let statuses: Vec<u16> = requests.join_all().await;
+    assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+    assert_eq!(
+        t.sim.api_most_at_once("pve02"),
+        2,
+        "six at once, two served at a time"
+    );
+    assert_eq!(
+        t.sim.api_most_at_once("pve01"),
+        2,
+        "the cluster reads, by the first node"
+    );
+
+    // Off by default: no pool, no bound.
+    let free = T::new().await;
+    free.get("/cluster/resources", &[]).await;
+    assert_eq!(free.sim.api_most_at_once("pve01"), 0);
+}
