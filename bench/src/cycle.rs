@@ -91,6 +91,17 @@ pub async fn plan_cycle(
     root: &Path,
     memo_in: Option<&Path>,
 ) -> (PlanRun, ClusterPlan) {
+    plan_cycle_at(registry, client, root, memo_in, 16).await
+}
+
+/// [`plan_cycle`] with `read_concurrency` reads at a time (a cluster's `read-concurrency`).
+pub async fn plan_cycle_at(
+    registry: &KindRegistry,
+    client: &proxops_pve::Client,
+    root: &Path,
+    memo_in: Option<&Path>,
+    read_concurrency: usize,
+) -> (PlanRun, ClusterPlan) {
     let t0 = Instant::now();
     let memo = memo_in.map(|dir| Memo::open(dir, root, root));
     let (objects, diags) = validated_with(registry, root, memo.as_ref());
@@ -100,7 +111,7 @@ pub async fn plan_cycle(
         "the bench repository is valid: {errors:?}"
     );
     let validate = t0.elapsed();
-    let (run, plan) = plan_objects(registry, client, &objects).await;
+    let (run, plan) = plan_objects_at(registry, client, &objects, read_concurrency).await;
     (PlanRun { validate, ..run }, plan)
 }
 
@@ -111,8 +122,17 @@ pub async fn plan_objects(
     client: &proxops_pve::Client,
     objects: &[Object],
 ) -> (PlanRun, ClusterPlan) {
+    plan_objects_at(registry, client, objects, 16).await
+}
+
+async fn plan_objects_at(
+    registry: &KindRegistry,
+    client: &proxops_pve::Client,
+    objects: &[Object],
+    read_concurrency: usize,
+) -> (PlanRun, ClusterPlan) {
     let t1 = Instant::now();
-    let plan = plan_all(registry, client, objects, 16)
+    let plan = plan_all(registry, client, objects, read_concurrency)
         .await
         .expect("plan the bench cluster");
     let planned = t1.elapsed();

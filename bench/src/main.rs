@@ -62,6 +62,7 @@ const SCENARIOS: &[&str] = &[
     "scale",
     "clusters",
     "headroom",
+    "pool",
     "apply",
     "inputs",
 ];
@@ -175,16 +176,17 @@ async fn child(args: &[String]) -> Value {
     let mut cache = None;
     let mut native = false;
     let mut memo = false;
-    let mut concurrency = 1;
+    let mut concurrency = None;
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--repo" => repos.extend(it.next().map(PathBuf::from)),
             "--concurrency" => {
-                concurrency = it
-                    .next()
-                    .and_then(|v| v.parse().ok())
-                    .expect("--concurrency takes a number")
+                concurrency = Some(
+                    it.next()
+                        .and_then(|v| v.parse::<usize>().ok())
+                        .expect("--concurrency takes a number"),
+                )
             }
             "--cache" => cache = it.next().map(PathBuf::from),
             "--native" => native = true,
@@ -207,7 +209,9 @@ async fn child(args: &[String]) -> Value {
         Some("plan") => {
             let memo_in = memo.then_some(cache.as_path());
             let cpu_before = process_cpu();
-            let (run, _plan) = cycle::plan_cycle(&registry, &client, &repo, memo_in).await;
+            let reads_at_once = concurrency.unwrap_or(READ_CONCURRENCY);
+            let (run, _plan) =
+                cycle::plan_cycle_at(&registry, &client, &repo, memo_in, reads_at_once).await;
             let cpu = process_cpu().saturating_sub(cpu_before);
             // Time inside the kinds' components (validate, references, identity, observe,
             // plan), summed over the threads that called them; zero for a native backend.
@@ -250,7 +254,8 @@ async fn child(args: &[String]) -> Value {
             for _ in 0..MANY_ROUNDS {
                 let (single, _) = many::plan_clusters(&registry, &clusters[..1], 1).await;
                 let cpu_before = process_cpu();
-                let (together, runs) = many::plan_clusters(&registry, &clusters, concurrency).await;
+                let (together, runs) =
+                    many::plan_clusters(&registry, &clusters, concurrency.unwrap_or(1)).await;
                 let cpu = process_cpu().saturating_sub(cpu_before);
                 rounds.push((single, together, cpu, runs));
             }
@@ -293,7 +298,7 @@ async fn child(args: &[String]) -> Value {
                     many::apply_clusters(
                         &registry,
                         &clusters,
-                        concurrency,
+                        concurrency.unwrap_or(1),
                         APPLY_WRITE_CONCURRENCY,
                     )
                     .await,
@@ -613,6 +618,9 @@ async fn suite(n: usize, only: &[String]) {
     }
     if wants("headroom") {
         headroom(&registry, &tmp, &cache, scale, &mut table).await;
+    }
+    if wants("pool") {
+        worker_pool(&registry, &tmp, &cache, &mut table).await;
     }
     if wants("apply") {
         apply_under_latency(&tmp, &cache, &mut table).await;

@@ -324,3 +324,73 @@ pub(super) async fn headroom(
         None,
     );
 }
+
+/// Section 9: the no-op plan against PVE's API worker pool, modelled by the simulator (3
+/// workers per node, as pveproxy and pvedaemon run, and a fixed handling time per request):
+/// observe + plan as a ratio to the bound the pool implies (the listing, then each node's
+/// reads, its workers at a time), at the default read concurrency and at one that fills every
+/// node's workers.
+pub(super) async fn worker_pool(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    table: &mut Table,
+) {
+    const VMS: usize = 2_000;
+    const NODES: usize = 10;
+    const WORKERS: usize = 3;
+    const HANDLING: Duration = Duration::from_millis(2);
+    eprintln!("[9] worker pool: {VMS} VMs over {NODES} nodes, {WORKERS} API workers per node");
+    let dir = tmp.path().join("pool");
+    let nodes = fixture::nodes(NODES);
+    let state = fixture::converged_state(registry, &dir, VMS, &nodes, "started").await;
+    let sim = proxops_sim::start(proxops_sim::SimConfig {
+        api_workers: Some(WORKERS),
+        api_handling: HANDLING,
+        ..fixture::sim_config(&nodes, Duration::ZERO, Vec::new(), Some(state))
+    })
+    .await
+    .expect("start the simulator with a worker pool");
+    let repo = dir.join("repo");
+    let endpoint = Endpoint::of(&sim);
+    fixture::write_repo(&repo, VMS, &nodes, "started", &endpoint);
+    let rounds = 1 + VMS.div_ceil(NODES).div_ceil(WORKERS);
+    let bound = ms(HANDLING) * rounds as f64;
+    // The bare client's time for the same requests, at a concurrency that fills every worker:
+    // what the simulator's pool itself allows.
+    let (f, _) = spawn_child_with("floor", &endpoint, &repo, cache, false, |_| {});
+    table.add(
+        "9 worker pool",
+        format!("  the I/O floor against the pool (bare client, {READ_CONCURRENCY} at a time) / the pool's bound"),
+        format!(
+            "{:.0} ms, {:.2}x",
+            f["floor_ms"].as_f64().unwrap_or(0.0),
+            f["floor_ms"].as_f64().unwrap_or(0.0) / bound
+        ),
+        "",
+        None,
+    );
+    for reads_at_once in [READ_CONCURRENCY, WORKERS * NODES] {
+        let mut runs = Vec::new();
+        for _ in 0..PLAN_RUNS {
+            let (r, _) = spawn_child_with("plan", &endpoint, &repo, cache, false, |cmd| {
+                cmd.arg("--concurrency").arg(reads_at_once.to_string());
+            });
+            assert_eq!(r["noop"].as_bool(), Some(true), "a no-op plan: {r}");
+            runs.push(r["plan_ms"].as_f64().unwrap_or(0.0));
+        }
+        let plan = median(runs);
+        let ratio = plan / bound;
+        table.add(
+            "9 worker pool",
+            format!(
+                "{VMS} VMs / {NODES} nodes, {WORKERS} workers per node, {} ms per request: observe + plan at {reads_at_once} reads at once / the pool's bound ({bound:.0} ms)",
+                ms(HANDLING)
+            ),
+            format!("{plan:.0} ms, {ratio:.2}x"),
+            "<= 1.3x",
+            Some(ratio <= 1.3),
+        );
+    }
+    assert!(sim.api_most_at_once("pve01") <= WORKERS);
+}

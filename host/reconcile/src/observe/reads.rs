@@ -25,6 +25,37 @@ pub(super) struct Answer {
     pub(super) answer: (u16, String),
 }
 
+/// `reads` in turns over their nodes (`/nodes/{node}/…`; any other read counts as one node
+/// of its own), each node's in their order: PVE serves a node's requests a few at a time (its
+/// API worker pool), so reads taken in path order, one node's all first, would queue at that
+/// node while the others idle.
+fn spread_over_nodes<T>(reads: Vec<T>, path: impl Fn(&T) -> &str) -> Vec<T> {
+    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut by_node: Vec<std::collections::VecDeque<T>> = Vec::new();
+    for read in reads {
+        let node = path(&read)
+            .strip_prefix("/nodes/")
+            .and_then(|rest| rest.split('/').next())
+            .unwrap_or("")
+            .to_string();
+        let slot = *index.entry(node).or_insert_with(|| {
+            by_node.push(std::collections::VecDeque::new());
+            by_node.len() - 1
+        });
+        by_node[slot].push_back(read);
+    }
+    let mut out = Vec::with_capacity(by_node.iter().map(|q| q.len()).sum());
+    loop {
+        let before = out.len();
+        for queue in &mut by_node {
+            out.extend(queue.pop_front());
+        }
+        if out.len() == before {
+            return out;
+        }
+    }
+}
+
 /// Perform every distinct read once, at most `concurrency` at a time. A failed read is
 /// handed to the kind as its status and PVE's message.
 ///
@@ -50,6 +81,7 @@ pub(super) async fn perform_reads(
             )
         })
         .collect();
+    let queue = spread_over_nodes(queue, |(_, _, path, _)| path);
     let workers = concurrency.max(1).min(queue.len());
     let queue = Arc::new(std::sync::Mutex::new(queue.into_iter()));
     let mut tasks = tokio::task::JoinSet::new();
@@ -80,4 +112,34 @@ pub(super) async fn perform_reads(
         out.extend(done.expect("read task panicked"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spread_over_nodes;
+
+    #[test]
+    fn reads_take_turns_over_their_nodes() {
+        let reads = vec![
+            "/cluster/resources",
+            "/nodes/a/qemu/1/pending",
+            "/nodes/a/qemu/2/pending",
+            "/nodes/a/qemu/3/pending",
+            "/nodes/b/qemu/4/pending",
+            "/nodes/c/qemu/5/pending",
+            "/nodes/c/qemu/6/pending",
+        ];
+        assert_eq!(
+            spread_over_nodes(reads, |p| p),
+            [
+                "/cluster/resources",
+                "/nodes/a/qemu/1/pending",
+                "/nodes/b/qemu/4/pending",
+                "/nodes/c/qemu/5/pending",
+                "/nodes/a/qemu/2/pending",
+                "/nodes/c/qemu/6/pending",
+                "/nodes/a/qemu/3/pending",
+            ]
+        );
+    }
 }
