@@ -200,7 +200,9 @@ fn reads(maps_pci: bool, entry: Option<live::Resource>) -> Vec<Call> {
     if maps_pci {
         calls.push(Call::new(Method::Get, plan::PCI_MAPPINGS));
     }
-    let Some(e) = entry else {
+    // Only a qemu guest has a qemu config: a container's entry (adopt asks every guest kind
+    // about every guest) reads nothing.
+    let Some(e) = entry.filter(|e| e.kind == "qemu") else {
         return calls;
     };
     let base = format!("/nodes/{}/qemu/{}", e.node, e.vmid);

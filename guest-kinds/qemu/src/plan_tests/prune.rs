@@ -86,6 +86,12 @@ fn observe_reads() {
         vec!["Get /nodes/pve02/qemu/100/pending []",]
     );
     assert_eq!(crate::observe(None, Some(&running)).len(), 1);
+    // A container's entry (adopt asks every guest kind about every guest) reads nothing.
+    let mut container = entry("running", false);
+    container["type"] = json!("lxc");
+    container["id"] = json!("lxc/100");
+    assert!(crate::observe(None, Some(&container)).is_empty());
+    assert!(crate::observe_text(None, Some(&container.to_string())).is_empty());
 }
 
 /// What the host calls (`observe_text`, which reads only the fields it needs) asks for the
