@@ -40,7 +40,8 @@ pub fn validated_with(
     (inputs.objects, diags)
 }
 
-/// Plan every object of the bench cluster (no secrets).
+/// Plan every object of the bench cluster (no secrets), `read_concurrency` reads at once (0:
+/// the engine's default, `READS_PER_NODE` per node).
 pub async fn plan_all(
     registry: &KindRegistry,
     client: &proxops_pve::Client,
@@ -52,7 +53,7 @@ pub async fn plan_all(
         client,
         cluster: CLUSTER,
         objects,
-        read_concurrency,
+        read_concurrency: Some(read_concurrency).filter(|n| *n > 0),
         secrets: None,
     };
     proxops_reconcile::plan_cluster(&cycle, None).await

@@ -155,7 +155,7 @@ pub async fn converged_state(
             task_timeout: Duration::from_secs(60),
         },
         secrets: None,
-        read_concurrency: 16,
+        read_concurrency: Some(16),
         max_passes: 8,
         memory: std::sync::Arc::new(proxops_reconcile::memory::StopMemory::in_memory()),
         cancel: None,

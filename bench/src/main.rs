@@ -339,7 +339,7 @@ async fn child(args: &[String]) -> Value {
                     task_timeout: Duration::from_secs(120),
                 },
                 secrets: None,
-                read_concurrency: READ_CONCURRENCY,
+                read_concurrency: Some(READ_CONCURRENCY),
                 max_passes: 8,
                 memory: std::sync::Arc::new(proxops_reconcile::memory::StopMemory::in_memory()),
                 cancel: None,

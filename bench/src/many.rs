@@ -128,7 +128,7 @@ pub async fn apply_clusters(
                     task_timeout: Duration::from_secs(120),
                 },
                 secrets: None,
-                read_concurrency: 16,
+                read_concurrency: Some(16),
                 max_passes: 8,
                 memory: Arc::new(proxops_reconcile::memory::StopMemory::in_memory()),
                 cancel: None,

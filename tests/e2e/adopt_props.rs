@@ -275,7 +275,7 @@ async fn check_case(registry: &KindRegistry, seed: u64) -> usize {
         client: &lab.client,
         cluster: "lab",
         objects: &objects,
-        read_concurrency: 8,
+        read_concurrency: Some(8),
         secrets: None,
     };
     let plan = proxops_reconcile::plan_cluster(&cycle, None)

@@ -119,7 +119,7 @@ async fn check_case(registry: &KindRegistry, seed: u64) {
             client: &lab.client,
             cluster: "lab",
             objects: &objects,
-            read_concurrency: 8,
+            read_concurrency: Some(8),
             secrets: None,
         };
         let plan = match proxops_reconcile::plan_cluster(&cycle, None).await {

@@ -360,7 +360,7 @@ pub fn apply_options() -> proxops_reconcile::ApplyOptions {
             task_timeout: std::time::Duration::from_secs(60),
         },
         secrets: None,
-        read_concurrency: 8,
+        read_concurrency: Some(8),
         max_passes: 5,
         memory: std::sync::Arc::new(proxops_reconcile::memory::StopMemory::in_memory()),
         cancel: None,

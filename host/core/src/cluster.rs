@@ -12,7 +12,7 @@
 //!     secret: {env: PVE_TOKEN_SECRET}          # or {sops: pve.token}
 //!   tls: {fingerprint: "AB:CD:…"}              # or {ca-file: ca.pem} or {insecure: true}
 //!   sops-file: secrets/lab.sops.yaml           # default secrets/<name>.sops.yaml
-//!   options: {write-concurrency: 2, read-concurrency: 16, task-timeout-seconds: 600, max-passes: 5}
+//!   options: {write-concurrency: 2, read-concurrency: 30, task-timeout-seconds: 600, max-passes: 5}
 //!   simulator: {nodes: [pve01, pve02]}         # only with endpoint sim: (+ volumes: [local:vztmpl/…])
 //! ```
 
@@ -85,13 +85,18 @@ pub struct TokenRef {
     pub secret: SecretSource,
 }
 
+/// Reads in flight per node when `read-concurrency` is not set: PVE serves a node's API
+/// requests with three worker processes (`max_workers => 3` in pve-manager's pveproxy and
+/// pvedaemon), so more reads at once per node only queue there (`proxops-bench`, scenario 9).
+pub const READS_PER_NODE: usize = 3;
+
 /// Execution options.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterOptions {
     /// Mutating requests in flight per node.
     pub write_concurrency: usize,
-    /// Reads in flight per cluster.
-    pub read_concurrency: usize,
+    /// Reads in flight per cluster; `None`: [`READS_PER_NODE`] for each of its nodes.
+    pub read_concurrency: Option<usize>,
     /// Longest a PVE task may run before it is reported as timed out.
     pub task_timeout_seconds: u64,
     /// Observe-plan-execute passes per apply before giving up on convergence.
@@ -102,7 +107,7 @@ impl Default for ClusterOptions {
     fn default() -> Self {
         ClusterOptions {
             write_concurrency: 2,
-            read_concurrency: 16,
+            read_concurrency: None,
             task_timeout_seconds: 600,
             max_passes: 5,
         }
@@ -386,7 +391,7 @@ impl ClusterFile {
                 options.write_concurrency = n as usize;
             }
             if let Some(n) = r.count(&o, "spec.options", "read-concurrency", 1, 256) {
-                options.read_concurrency = n as usize;
+                options.read_concurrency = Some(n as usize);
             }
             if let Some(n) = r.count(&o, "spec.options", "task-timeout-seconds", 1, 86_400) {
                 options.task_timeout_seconds = n;
@@ -566,4 +571,34 @@ pub fn check_token_env(cluster: &ClusterFile, allowed: &[String]) -> Option<Diag
             ),
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The options as a cluster file spells them, parsed.
+    fn options(spelled: &str) -> ClusterOptions {
+        let doc: Value = serde_json::from_str(&format!(
+            r#"{{"apiVersion": "proxops/v1alpha1", "kind": "Cluster", "metadata": {{"name": "lab"}},
+               "spec": {{"endpoint": "https://192.0.2.1:8006",
+                         "token": {{"id": "x@pve!t", "secret": {{"env": "PROXOPS_T"}}}},
+                         "options": {spelled}}}}}"#
+        ))
+        .expect("test JSON");
+        ClusterFile::parse("clusters/lab.yaml", "lab", &doc)
+            .expect("a valid cluster file")
+            .options
+    }
+
+    #[test]
+    fn reads_default_to_three_per_node_unless_set() {
+        assert_eq!(options("{}").read_concurrency, None);
+        assert_eq!(
+            options(r#"{"read-concurrency": 16}"#).read_concurrency,
+            Some(16)
+        );
+        assert_eq!(options(r#"{"write-concurrency": 4}"#).write_concurrency, 4);
+        assert_eq!(READS_PER_NODE, 3);
+    }
 }

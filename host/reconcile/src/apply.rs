@@ -142,7 +142,8 @@ pub struct ApplyOptions {
     pub limits: Limits,
     /// The cluster's secrets, for kinds granted them.
     pub secrets: Option<Arc<dyn SecretSource>>,
-    pub read_concurrency: usize,
+    /// Reads at once; `None`: `proxops_core::cluster::READS_PER_NODE` per node.
+    pub read_concurrency: Option<usize>,
     pub max_passes: u32,
     /// Failed stop-required changes, remembered across runs.
     pub memory: Arc<StopMemory>,

@@ -104,7 +104,8 @@ pub fn policy_gate(policies: Arc<PolicySet>, inputs: Arc<ClusterInputs>) -> Gate
 /// The settings of a cluster's run the engine reads (its cluster file's `options`).
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
-    pub read_concurrency: usize,
+    /// Reads at once; `None`: `proxops_core::cluster::READS_PER_NODE` per node.
+    pub read_concurrency: Option<usize>,
     pub write_concurrency: usize,
     /// How long a task may run, and how long work an earlier run left in flight is waited for.
     pub task_timeout: std::time::Duration,

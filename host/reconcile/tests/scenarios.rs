@@ -143,7 +143,7 @@ impl Scene {
             client: &self.client,
             cluster: CLUSTER,
             objects,
-            read_concurrency: 4,
+            read_concurrency: Some(4),
             secrets: None,
         };
         let mut plan = proxops_reconcile::plan_cluster(&cycle, None)
@@ -173,7 +173,7 @@ impl Scene {
                 task_timeout: Duration::from_secs(30),
             },
             secrets: None,
-            read_concurrency: 4,
+            read_concurrency: Some(4),
             max_passes: 4,
             memory: self.memory.clone(),
             cancel: None,
@@ -685,7 +685,7 @@ async fn work_a_killed_run_left_in_flight_is_waited_for_not_sent_again() {
             diags: Vec::new(),
         }),
         settings: run::Settings {
-            read_concurrency: 4,
+            read_concurrency: Some(4),
             write_concurrency: 2,
             task_timeout: Duration::from_secs(30),
             max_passes: 4,

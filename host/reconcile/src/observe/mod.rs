@@ -162,8 +162,9 @@ pub struct Cycle<'a> {
     pub cluster: &'a str,
     /// The cluster's validated objects.
     pub objects: &'a [Object],
-    /// Reads in flight at once.
-    pub read_concurrency: usize,
+    /// Reads in flight at once; `None`: `proxops_core::cluster::READS_PER_NODE` for each of
+    /// the cluster's nodes (from the listing).
+    pub read_concurrency: Option<usize>,
     /// The cluster's secrets, for kinds granted them.
     pub secrets: Option<Arc<dyn SecretSource>>,
 }
@@ -218,6 +219,9 @@ pub async fn plan_cluster(
         step.elapsed()
     );
     let step = std::time::Instant::now();
+    let read_concurrency = read_concurrency
+        .unwrap_or(proxops_core::cluster::READS_PER_NODE * live_cluster.nodes.len())
+        .max(1);
     let reads = perform_reads(client, &wanted, read_concurrency).await;
     tracing::debug!(
         "{cluster}: read {} answers in {:?} ({read_concurrency} at a time)",
