@@ -77,8 +77,8 @@ pub async fn adopt_entries(
         let mut adopted = None;
         for &kind in &kinds {
             let name = registry.get(kind).info().kind.clone();
-            let values = &crate::observe::granted_secret_values(registry, &secrets)[kind];
-            let entry = crate::observe::scrubbed_text(text, values);
+            let values = &crate::observe::scrub::granted_secret_values(registry, &secrets)[kind];
+            let entry = crate::observe::scrub::scrubbed_text(text, values);
             let observation = match observe(registry, client, kind, &entry).await {
                 Ok(o) => o,
                 Err(why) => {
@@ -89,7 +89,7 @@ pub async fn adopt_entries(
             let observation = if values.is_empty() {
                 observation
             } else {
-                crate::observe::scrubbed(&observation, values)
+                crate::observe::scrub::scrubbed(&observation, values)
             };
             let secrets = secrets.clone();
             let answer = par_map(registry, &[observation], |instances, observation| {
