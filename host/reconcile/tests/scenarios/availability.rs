@@ -92,15 +92,7 @@ async fn a_final_start_that_failed_is_tried_once_more() {
         ]
     );
     assert_eq!(scene.sim.vm_status(150).as_deref(), Some("running"));
-    assert_eq!(
-        scene
-            .sim
-            .vm_config(150)
-            .expect("the VM")
-            .get("machine")
-            .map(String::as_str),
-        Some("q35")
-    );
+    assert_eq!(scene.vm_key(150, "machine").as_deref(), Some("q35"));
     assert!(report.passes >= 2, "{report:?}");
 }
 
@@ -180,13 +172,5 @@ async fn a_failed_stop_required_change_is_not_retried_blindly() {
         ..Holds::default()
     };
     assert!(scene.apply(retry).await.converged);
-    assert_eq!(
-        scene
-            .sim
-            .vm_config(150)
-            .expect("the VM")
-            .get("machine")
-            .map(String::as_str),
-        Some("q35")
-    );
+    assert_eq!(scene.vm_key(150, "machine").as_deref(), Some("q35"));
 }

@@ -209,6 +209,11 @@ impl Scene {
         .expect("the apply runs")
     }
 
+    /// The value of `key` in VM `vmid`'s config in the simulator (`None`: no such VM or key).
+    fn vm_key(&self, vmid: u32, key: &str) -> Option<String> {
+        self.sim.vm_config(vmid)?.get(key).cloned()
+    }
+
     /// How many of [`Scene::writes`] `matches` holds for.
     fn count_writes(&self, matches: impl Fn(&str) -> bool) -> usize {
         self.writes().iter().filter(|w| matches(w)).count()
