@@ -95,17 +95,6 @@ pub fn is_pci_bdf(s: &str) -> bool {
     }
 }
 
-/// Whether `s` is a PVE storage id (`[a-z][a-z0-9\-_.]*[a-z0-9]`).
-pub fn is_storage_id(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() >= 2
-        && b[0].is_ascii_lowercase()
-        && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
-        && b.iter().all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'_' | b'.')
-        })
-}
-
 /// Whether `s` matches PVE's `dns-name` format (labels of letters, digits and inner `-`).
 pub fn is_dns_name(s: &str) -> bool {
     !s.is_empty()
@@ -181,6 +170,7 @@ pub fn is_boot_device(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proxops_names::is_storage_id;
 
     fn check(f: fn(&str) -> bool, cases: &[(&str, bool)]) {
         for (input, want) in cases {

@@ -88,7 +88,7 @@ impl Adoption {
                     "efidisk0",
                     "an EFI disk without bios: ovmf is not modelled; left unowned",
                 );
-            } else if !syntax::is_storage_id(&pool) {
+            } else if !proxops_names::is_storage_id(&pool) {
                 self.gap(
                     "efidisk0",
                     format!("`{v}` is not on a PVE storage; left unowned"),
@@ -127,7 +127,9 @@ impl Adoption {
                     "tpmstate0",
                     "a TPM without bios: ovmf and machine: q35 is not modelled; left unowned",
                 );
-            } else if !syntax::is_storage_id(&pool) || !(version == "v1.2" || version == "v2.0") {
+            } else if !proxops_names::is_storage_id(&pool)
+                || !(version == "v1.2" || version == "v2.0")
+            {
                 self.gap("tpmstate0", format!("`{v}` is not modelled; left unowned"));
             } else {
                 hw.insert("tpm".into(), json!({"storage": pool, "version": version}));
@@ -156,7 +158,7 @@ impl Adoption {
             let drv = wire::drive(&v);
             if wire::is_cloudinit(&drv) {
                 let pool = wire::pool(drv.bare.as_deref().unwrap_or_default()).to_string();
-                if slot == "ide2" && syntax::is_storage_id(&pool) {
+                if slot == "ide2" && proxops_names::is_storage_id(&pool) {
                     ci_on_ide2 = true;
                     hw.insert(
                         "cloud-init".into(),
@@ -204,7 +206,7 @@ impl Adoption {
     pub(super) fn disk(&mut self, slot: &str, v: &str, drv: &PropString) -> Option<Value> {
         let vol = drv.bare.clone().unwrap_or_default();
         let pool = wire::pool(&vol).to_string();
-        if !vol.contains(':') || !syntax::is_storage_id(&pool) {
+        if !vol.contains(':') || !proxops_names::is_storage_id(&pool) {
             self.gap(slot, format!("`{v}` is not a volume on a PVE storage (a passed-through device or path); left unowned, plan reports it as undeclared"));
             return None;
         }

@@ -14,7 +14,7 @@ use crate::syntax;
 
 fn check_storage(c: &mut Checker, obj: &Obj, path: &str, key: &str) -> Option<String> {
     let s = c.string(obj, path, key, true)?;
-    if !syntax::is_storage_id(&s) {
+    if !proxops_names::is_storage_id(&s) {
         c.error(
             join(path, key),
             format!("`{s}` is not a PVE storage id (lower-case letters, digits, `-`, `_`, `.`)"),

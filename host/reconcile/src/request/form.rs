@@ -19,26 +19,7 @@ pub fn canonical_vmid(text: &str) -> Option<u64> {
     text.parse().ok()
 }
 
-/// PVE's `pve-node`: a host name label.
-pub fn is_node_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'-')
-}
-
-/// PVE's `pve-storage-id`: `[a-z][a-z0-9\-_.]*[a-z0-9]`.
-pub fn is_storage_id(s: &str) -> bool {
-    let b = s.as_bytes();
-    b.len() >= 2
-        && b[0].is_ascii_lowercase()
-        && (b[b.len() - 1].is_ascii_lowercase() || b[b.len() - 1].is_ascii_digit())
-        && b.iter().all(|c| {
-            c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'_' | b'.')
-        })
-}
+use proxops_names::{is_node_name, is_storage_id};
 
 /// One name of a volume's path (`vm-100-disk-0`, `iso`, `debian-12_amd64.tar.zst`): starts with
 /// a letter, digit or `_`, so it is never `.` or `..`.

@@ -3,7 +3,9 @@
 use proxops_core::grant::Capability;
 use proxops_runtime::kind::{Method, Param};
 
-use super::form::{canonical_vmid, is_node_name, is_volume_id, pve_view};
+use proxops_names::is_node_name;
+
+use super::form::{canonical_vmid, is_volume_id, pve_view};
 use super::{Refusal, Rule, shown};
 
 /// `qemu` or `lxc`.
