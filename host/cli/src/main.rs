@@ -328,6 +328,11 @@ enum SimCommand {
         /// With --api-workers: the least time each request holds its worker, in milliseconds.
         #[arg(long, value_name = "MS", default_value_t = 0, requires = "api_workers")]
         api_handling: u64,
+        /// With --api-workers: the time a request for another node's path holds a worker of the
+        /// node the client talks to (the first) before it is forwarded, in milliseconds, as
+        /// pveproxy routes it; by default proxying costs the entry node nothing.
+        #[arg(long, value_name = "MS", requires = "api_workers")]
+        api_proxy: Option<u64>,
         /// Seeded fault injection, rates per request:
         /// `seed=N,http503=P,http596=P,reset=P,lost=P,task-fail=P,lock-timeout=P` (README, "Fault injection").
         #[arg(long, value_name = "SPEC", value_parser = parse_faults)]
@@ -470,6 +475,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 task_duration,
                 api_workers,
                 api_handling,
+                api_proxy,
                 faults,
             } => {
                 let opts = proxops_sim::ServeOptions {
@@ -481,6 +487,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     task_duration: std::time::Duration::from_millis(task_duration),
                     api_workers,
                     api_handling: std::time::Duration::from_millis(api_handling),
+                    api_proxy: api_proxy.map(std::time::Duration::from_millis),
                     faults: faults.unwrap_or_default(),
                 };
                 runtime.block_on(proxops_sim::serve(opts))?;

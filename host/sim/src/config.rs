@@ -163,6 +163,9 @@ pub struct SimConfig {
     pub api_workers: Option<usize>,
     /// The least time a request holds its node's API worker (with `api_workers`).
     pub api_handling: Duration,
+    /// The time a request for another node's path holds a worker of the entry node (the first)
+    /// before it is forwarded, as pveproxy routes it (with `api_workers`; `None`: free).
+    pub api_proxy: Option<Duration>,
     /// PCI resource mappings (`/cluster/mapping/pci`).
     pub pci_mappings: Vec<PciMapping>,
     /// Seeds fault probabilities and generated MACs/UUIDs.
@@ -185,6 +188,7 @@ impl Default for SimConfig {
             lock_timeout: Duration::from_secs(10),
             api_workers: None,
             api_handling: Duration::ZERO,
+            api_proxy: None,
             pci_mappings: Vec::new(),
             seed: 0,
             faults: Vec::new(),
@@ -225,6 +229,8 @@ struct ClusterYaml {
     #[serde(default)]
     api_handling_ms: Option<u64>,
     #[serde(default)]
+    api_proxy_ms: Option<u64>,
+    #[serde(default)]
     pci_mappings: Vec<PciMapping>,
     #[serde(default)]
     faults: Vec<FaultRule>,
@@ -248,6 +254,7 @@ impl SimConfig {
     /// lock_timeout_ms: 10000
     /// api_workers: 3          # requests each node serves at once (off when absent)
     /// api_handling_ms: 5      # the least time each takes in its worker
+    /// api_proxy_ms: 1         # an entry-node worker's time on a request for another node
     /// pci_mappings:
     ///   - {id: gpu, map: ["node=pve01,path=0000:01:00.0,id=10de:2204"]}
     /// ```
@@ -290,6 +297,7 @@ impl SimConfig {
         if let Some(ms) = y.api_handling_ms {
             c.api_handling = Duration::from_millis(ms);
         }
+        c.api_proxy = y.api_proxy_ms.map(Duration::from_millis);
         c.pci_mappings = y.pci_mappings;
         c.faults = y.faults;
         Ok(c)

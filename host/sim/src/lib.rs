@@ -60,6 +60,7 @@ use tokio::sync::watch;
 
 pub use config::{LxcConfig, PciMapping, SimConfig, StorageConfig, VolumeSeed, default_storages};
 pub use faults::{FaultKind, FaultPlan, FaultPlanError, FaultRule, INJECTED_TASK_FAILURE};
+pub use workers::Connections;
 
 use crate::faults::FaultEngine;
 use crate::sim::Sim;
@@ -242,6 +243,18 @@ impl Simulator {
     /// The most API requests `node` served at once so far (0 unless `api_workers` is set).
     pub fn api_most_at_once(&self, node: &str) -> usize {
         self.sim.workers.most_at_once(node)
+    }
+
+    /// How many requests the entry node proxied to another node so far (0 unless
+    /// `api_workers` is set).
+    pub fn api_proxied(&self) -> usize {
+        self.sim.workers.proxied()
+    }
+
+    /// The client connections accepted so far and the most open at once: what a pveproxy
+    /// would count against its connection limit.
+    pub fn connections(&self) -> Connections {
+        self.sim.connections.counts()
     }
 
     /// `running` or `stopped`.
@@ -468,7 +481,13 @@ async fn start_here(config: SimConfig) -> Result<Simulator, SimError> {
         persister: Persister::new(config.state_file.clone()),
         fingerprint: fingerprint.clone(),
         boot_time: state::now(),
-        workers: workers::ApiWorkers::new(&config.nodes, config.api_workers, config.api_handling),
+        workers: workers::ApiWorkers::new(
+            &config.nodes,
+            config.api_workers,
+            config.api_handling,
+            config.api_proxy,
+        ),
+        connections: workers::ConnectionCount::default(),
     });
     sim.persist();
     let (stop, stop_rx) = watch::channel(false);
@@ -501,6 +520,8 @@ pub struct ServeOptions {
     pub api_workers: Option<usize>,
     /// The least time a request holds its worker.
     pub api_handling: std::time::Duration,
+    /// The time a request for another node holds an entry-node worker first (`None`: free).
+    pub api_proxy: Option<std::time::Duration>,
     /// Fault injection (`--faults`); its seed also seeds generated MACs and UUIDs.
     pub faults: FaultPlan,
 }
@@ -516,6 +537,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), SimError> {
         task_duration: opts.task_duration,
         api_workers: opts.api_workers,
         api_handling: opts.api_handling,
+        api_proxy: opts.api_proxy,
         seed: opts.faults.seed.unwrap_or_default(),
         faults: opts.faults.rules,
         ..SimConfig::default()

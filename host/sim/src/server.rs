@@ -61,6 +61,8 @@ pub(crate) async fn run(
         let tls = tls.clone();
         let stop = shutdown.clone();
         tokio::spawn(async move {
+            let _open = sim.connections.open();
+            let sim = Arc::clone(&sim);
             match tls {
                 Some(acceptor) => {
                     // A peer that never finishes the handshake does not hold a task forever.

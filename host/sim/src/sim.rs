@@ -77,6 +77,8 @@ pub(crate) struct Sim {
     pub boot_time: u64,
     /// PVE's API worker pool per node, when modelled.
     pub workers: crate::workers::ApiWorkers,
+    /// Client connections, accepted and open.
+    pub connections: crate::workers::ConnectionCount,
 }
 
 impl Sim {

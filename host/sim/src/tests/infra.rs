@@ -415,6 +415,17 @@ async fn yaml_cluster_and_lxc_ids() {
         "nodes: [a1, a2, a3]\nstorages:\n  - {name: local, type: dir, content: [iso, import]}\n  - {name: tank, type: zfspool, content: [images]}\nlxc:\n  - {vmid: 100, node: a2, name: web}\n",
     )
     .unwrap();
+    assert_eq!((config.api_workers, config.api_proxy), (None, None));
+    let pool =
+        SimConfig::from_yaml_str("api_workers: 3\napi_handling_ms: 5\napi_proxy_ms: 1\n").unwrap();
+    assert_eq!(
+        (pool.api_workers, pool.api_handling, pool.api_proxy),
+        (
+            Some(3),
+            std::time::Duration::from_millis(5),
+            Some(std::time::Duration::from_millis(1))
+        )
+    );
     let t = T::with(config).await;
     assert_eq!(t.get("/cluster/nextid", &[]).await, json!("101"));
     t.check(
@@ -512,18 +523,8 @@ async fn a_node_serves_at_most_its_api_workers_at_once() {
         ..crate::SimConfig::default()
     })
     .await;
-    let mut requests = tokio::task::JoinSet::new();
-    for path in ["/nodes/pve02/qemu", "/cluster/resources"] {
-        for _ in 0..6 {
-            let (client, url) = (t.client.clone(), t.url(path));
-            let auth = format!("PVEAPIToken={}", t.sim.token());
-            requests.spawn(async move {
-                let resp = client.get(url).header("Authorization", auth).send().await;
-                resp.expect("answered").status().as_u16()
-            });
-        }
-    }
-    let statuses: Vec<u16> = requests.join_all().await;
+    let paths = [["/nodes/pve02/qemu"; 6], ["/cluster/resources"; 6]].concat();
+    let statuses = t.gets_at_once(&paths).await;
     assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
     assert_eq!(
         t.sim.api_most_at_once("pve02"),
@@ -540,4 +541,45 @@ async fn a_node_serves_at_most_its_api_workers_at_once() {
     let free = T::new().await;
     free.get("/cluster/resources", &[]).await;
     assert_eq!(free.sim.api_most_at_once("pve01"), 0);
+}
+
+/// With `api_proxy`, a request for another node's path is routed by one of the entry node's
+/// workers before that node serves it (pveproxy's `proxy_request`); without it, proxying costs
+/// the entry node nothing. Counted either way.
+#[tokio::test]
+async fn a_request_for_another_node_takes_an_entry_worker_to_route_it() {
+    for (proxy, entry_busy) in [(Some(std::time::Duration::from_millis(20)), 1), (None, 0)] {
+        let t = T::with(crate::SimConfig {
+            api_workers: Some(1),
+            api_proxy: proxy,
+            ..crate::SimConfig::default()
+        })
+        .await;
+        let statuses = t.gets_at_once(&["/nodes/pve02/qemu"; 4]).await;
+        assert!(statuses.iter().all(|s| *s == 200), "{statuses:?}");
+        assert_eq!(t.sim.api_proxied(), 4, "proxy {proxy:?}");
+        assert_eq!(t.sim.api_most_at_once("pve02"), 1, "proxy {proxy:?}");
+        assert_eq!(
+            t.sim.api_most_at_once("pve01"),
+            entry_busy,
+            "the entry node's workers route proxied requests only with api_proxy ({proxy:?})"
+        );
+    }
+}
+
+/// The simulator counts client connections as pveproxy does: a client that reuses its
+/// connection opens one, however many requests it sends one after another.
+#[tokio::test]
+async fn connections_are_counted_and_keep_alive_reuses_one() {
+    let t = T::new().await;
+    for _ in 0..5 {
+        t.get("/cluster/resources", &[]).await;
+    }
+    assert_eq!(
+        t.sim.connections(),
+        crate::Connections {
+            accepted: 1,
+            most_open: 1
+        }
+    );
 }

@@ -72,6 +72,20 @@ impl T {
         b["data"].clone()
     }
 
+    /// GETs every path of `paths` at once; their HTTP statuses.
+    pub(crate) async fn gets_at_once(&self, paths: &[&str]) -> Vec<u16> {
+        let mut requests = tokio::task::JoinSet::new();
+        for path in paths {
+            let (client, url) = (self.client.clone(), self.url(path));
+            let auth = format!("PVEAPIToken={}", self.sim.token());
+            requests.spawn(async move {
+                let resp = client.get(url).header("Authorization", auth).send().await;
+                resp.expect("answered").status().as_u16()
+            });
+        }
+        requests.join_all().await
+    }
+
     /// Runs an async request, asserts 200 and waits for its task; returns the exit status.
     pub(crate) async fn task(&self, method: &str, path: &str, params: P<'_>) -> String {
         let (s, b) = self.req(method, path, params).await;
