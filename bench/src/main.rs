@@ -64,6 +64,7 @@ const SCENARIOS: &[&str] = &[
     "headroom",
     "pool",
     "apply",
+    "apply-floor",
     "inputs",
 ];
 
@@ -199,8 +200,11 @@ async fn child(args: &[String]) -> Value {
     let endpoint = endpoint_from_env();
     if args.first().map(String::as_str) == Some("floor") {
         // No kinds: the bare requests of the no-op plan, nothing else.
-        let (took, requests) =
-            proxops_bench::floor::fetch(&endpoint.client(), READ_CONCURRENCY).await;
+        let (took, requests) = proxops_bench::floor::fetch(
+            &endpoint.client(),
+            concurrency.unwrap_or(READ_CONCURRENCY),
+        )
+        .await;
         return json!({"floor_ms": ms(took), "requests": requests});
     }
     let (registry, load, outcomes) = load_registry(&cache, native);
@@ -624,6 +628,9 @@ async fn suite(n: usize, only: &[String]) {
     }
     if wants("apply") {
         apply_under_latency(&tmp, &cache, &mut table).await;
+    }
+    if wants("apply-floor") {
+        apply_floor(&tmp, &cache, &mut table).await;
     }
     if wants("inputs") {
         hostile_yaml(&mut table);
