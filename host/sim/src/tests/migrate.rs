@@ -1,0 +1,1 @@
+//! Guest migration over HTTP.
