@@ -333,6 +333,14 @@ enum SimCommand {
         /// pveproxy routes it; by default proxying costs the entry node nothing.
         #[arg(long, value_name = "MS", requires = "api_workers")]
         api_proxy: Option<u64>,
+        /// How long PVE's HA manager (its CRM) takes to carry out what `hastart`, `hastop` and
+        /// `hamigrate` tasks request for an HA-managed guest, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 300)]
+        ha_crm_delay: u64,
+        /// How long HA waits before it fences a node taken offline (`PUT /_sim/nodes/<node>`)
+        /// and recovers its HA-managed guests elsewhere, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 2000)]
+        ha_fence_delay: u64,
         /// Seeded fault injection, rates per request:
         /// `seed=N,http503=P,http596=P,reset=P,lost=P,task-fail=P,lock-timeout=P` (README, "Fault injection").
         #[arg(long, value_name = "SPEC", value_parser = parse_faults)]
@@ -476,6 +484,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 api_workers,
                 api_handling,
                 api_proxy,
+                ha_crm_delay,
+                ha_fence_delay,
                 faults,
             } => {
                 let opts = proxops_sim::ServeOptions {
@@ -488,6 +498,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     api_workers,
                     api_handling: std::time::Duration::from_millis(api_handling),
                     api_proxy: api_proxy.map(std::time::Duration::from_millis),
+                    ha_crm_delay: std::time::Duration::from_millis(ha_crm_delay),
+                    ha_fence_delay: std::time::Duration::from_millis(ha_fence_delay),
                     faults: faults.unwrap_or_default(),
                 };
                 runtime.block_on(proxops_sim::serve(opts))?;

@@ -57,6 +57,10 @@ impl Reply {
 pub(crate) enum ApiError {
     /// 400 "Parameter verification failed." with the errors object.
     Param(Errors),
+    /// pveproxy could not reach the node a request is for (595 `No route to host`).
+    Unreachable,
+    /// A 400 with a message of its own and per-parameter errors (a `PVE::Exception` with `errors`).
+    Invalid { message: String, errors: Errors },
     /// Any other status with a message (the reason phrase is its first line).
     Status { code: u16, message: String },
 }
@@ -89,7 +93,15 @@ impl ApiError {
                 }
                 text
             }
+            ApiError::Invalid { message, errors } => {
+                let mut text = format!("400 {message}");
+                for (key, message) in errors {
+                    text.push_str(&format!("{key}: {message}\n"));
+                }
+                text
+            }
             ApiError::Status { message, .. } => message.clone(),
+            ApiError::Unreachable => "595 No route to host".to_string(),
         };
         let text = text.strip_suffix('\n').unwrap_or(&text);
         text.replace('\n', " ")

@@ -77,6 +77,9 @@ struct VmResource<'a> {
     lock: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tags: Option<&'a str>,
+    /// The HA state, on HA-managed guests only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hastate: Option<String>,
 }
 
 fn vm_resource(vmid: u32, vm: &Vm, now: u64) -> VmResource<'_> {
@@ -108,6 +111,7 @@ fn vm_resource(vmid: u32, vm: &Vm, now: u64) -> VmResource<'_> {
         diskwrite: 0,
         lock: vm.lock(),
         tags: vm.conf.get("tags").map(String::as_str),
+        hastate: None,
     }
 }
 
@@ -119,26 +123,56 @@ pub(crate) fn resources(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     raw.push('[');
     if filter.is_none() || filter == Some("vm") {
         let now = now();
+        let ha = st.ha.active();
         for (vmid, vm) in &st.vms {
             if raw.len() > 1 {
                 raw.push(',');
             }
-            let entry = serde_json::to_string(&vm_resource(*vmid, vm, now))
-                .map_err(|e| ApiError::die(e.to_string()))?;
+            let mut entry = vm_resource(*vmid, vm, now);
+            if ha {
+                entry.hastate = crate::ha::hastate(&st, &format!("vm:{vmid}"));
+            }
+            // pmxcfs has no fresh RRD data of a guest on an offline node: `status` is `unknown`.
+            if st.offline_nodes.contains(&vm.node) {
+                entry.status = "unknown";
+                entry.uptime = 0;
+            }
+            let entry = serde_json::to_string(&entry).map_err(|e| ApiError::die(e.to_string()))?;
             raw.push_str(&entry);
         }
         for (vmid, ct) in &st.lxc {
-            out.push(crate::lxc::resource_entry(*vmid, ct));
+            let mut entry = crate::lxc::resource_entry(*vmid, ct);
+            if ha && let Some(h) = crate::ha::hastate(&st, &format!("ct:{vmid}")) {
+                entry["hastate"] = json!(h);
+            }
+            if st.offline_nodes.contains(&ct.node) {
+                entry["status"] = json!("unknown");
+                entry["uptime"] = json!(0);
+            }
+            out.push(entry);
         }
     }
     if filter.is_none() || filter == Some("node") {
         for node in &sim.nodes {
-            out.push(json!({
-                "id": format!("node/{node}"), "type": "node", "node": node, "status": "online",
-                "level": "", "cpu": 0.01, "maxcpu": 64, "mem": 8589934592u64,
-                "maxmem": 274877906944u64, "disk": 10737418240u64, "maxdisk": 107374182400u64,
-                "uptime": now().saturating_sub(sim.boot_time), "cgroup-mode": 2,
-            }));
+            let mut entry = if st.offline_nodes.contains(node) {
+                // pve-manager `extract_node_stats`: an offline member keeps its static maxima only.
+                json!({
+                    "id": format!("node/{node}"), "type": "node", "node": node, "status": "offline",
+                    "level": "", "maxcpu": 64, "maxmem": 274877906944u64,
+                    "maxdisk": 107374182400u64, "cgroup-mode": 2,
+                })
+            } else {
+                json!({
+                    "id": format!("node/{node}"), "type": "node", "node": node, "status": "online",
+                    "level": "", "cpu": 0.01, "maxcpu": 64, "mem": 8589934592u64,
+                    "maxmem": 274877906944u64, "disk": 10737418240u64, "maxdisk": 107374182400u64,
+                    "uptime": now().saturating_sub(sim.boot_time), "cgroup-mode": 2,
+                })
+            };
+            if st.ha.active() {
+                entry["hastate"] = json!(crate::ha::node_state(&st, node));
+            }
+            out.push(entry);
         }
     }
     if filter.is_none() || filter == Some("storage") {
@@ -150,9 +184,14 @@ pub(crate) fn resources(sim: &Arc<Sim>, req: &Req) -> ApiResult {
                     .filter(|v| v.storage == s.name && (v.node == *node || v.node == "*"))
                     .map(|v| v.size)
                     .sum();
+                let status = if st.offline_nodes.contains(node) {
+                    "unknown"
+                } else {
+                    "available"
+                };
                 out.push(json!({
                     "id": format!("storage/{node}/{}", s.name), "type": "storage",
-                    "storage": s.name, "node": node, "status": "available",
+                    "storage": s.name, "node": node, "status": status,
                     "plugintype": s.kind, "shared": if s.shared { 1 } else { 0 },
                     "content": s.content.join(","), "maxdisk": s.total, "disk": used,
                 }));
@@ -194,10 +233,17 @@ pub(crate) fn nextid(sim: &Arc<Sim>, req: &Req) -> ApiResult {
 
 pub(crate) fn nodes(sim: &Arc<Sim>) -> ApiResult {
     let fp = sim.fingerprint.clone().unwrap_or_default();
+    let offline = sim.read().offline_nodes.clone();
     let out: Vec<Value> = sim
         .nodes
         .iter()
         .map(|n| {
+            if offline.contains(n) {
+                return json!({
+                    "node": n, "status": "offline", "id": format!("node/{n}"), "type": "node",
+                    "level": "", "ssl_fingerprint": fp,
+                });
+            }
             json!({
                 "node": n, "status": "online", "cpu": 0.01, "maxcpu": 64,
                 "mem": 8589934592u64, "maxmem": 274877906944u64,
@@ -217,6 +263,7 @@ pub(crate) fn nodes(sim: &Arc<Sim>) -> ApiResult {
 /// 192.0.2.0/24, as the simulator has no network of its own.
 pub(crate) fn status(sim: &Arc<Sim>) -> ApiResult {
     let mut out = Vec::new();
+    let offline = sim.read().offline_nodes.clone();
     let clustered = sim.nodes.len() > 1;
     if clustered {
         out.push(json!({
@@ -228,7 +275,8 @@ pub(crate) fn status(sim: &Arc<Sim>) -> ApiResult {
         out.push(json!({
             "type": "node", "id": format!("node/{n}"), "name": n,
             "nodeid": if clustered { i + 1 } else { 0 },
-            "ip": format!("192.0.2.{}", (i % 254) + 1), "online": 1, "local": u8::from(i == 0),
+            "ip": format!("192.0.2.{}", (i % 254) + 1), "online": u8::from(!offline.contains(n)),
+            "local": u8::from(i == 0),
             "level": "",
         }));
     }

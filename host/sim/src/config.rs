@@ -168,6 +168,12 @@ pub struct SimConfig {
     pub api_proxy: Option<Duration>,
     /// PCI resource mappings (`/cluster/mapping/pci`).
     pub pci_mappings: Vec<PciMapping>,
+    /// How long the HA manager (CRM and LRM) takes to carry out a request: a start, stop, migration or
+    /// recovery lands this long after the CRM took it up (PVE: a CRM round is 10 s).
+    pub ha_crm_delay: Duration,
+    /// How long a node is offline before HA fences it and recovers its HA guests elsewhere (PVE: about two
+    /// minutes, the watchdog's 60 s after the node is seen gone).
+    pub ha_fence_delay: Duration,
     /// Seeds fault probabilities and generated MACs/UUIDs.
     pub seed: u64,
     pub faults: Vec<FaultRule>,
@@ -190,6 +196,8 @@ impl Default for SimConfig {
             api_handling: Duration::ZERO,
             api_proxy: None,
             pci_mappings: Vec::new(),
+            ha_crm_delay: Duration::from_millis(300),
+            ha_fence_delay: Duration::from_secs(2),
             seed: 0,
             faults: Vec::new(),
             state_file: None,
@@ -233,6 +241,10 @@ struct ClusterYaml {
     #[serde(default)]
     pci_mappings: Vec<PciMapping>,
     #[serde(default)]
+    ha_crm_delay_ms: Option<u64>,
+    #[serde(default)]
+    ha_fence_delay_ms: Option<u64>,
+    #[serde(default)]
     faults: Vec<FaultRule>,
 }
 
@@ -257,6 +269,8 @@ impl SimConfig {
     /// api_proxy_ms: 1         # an entry-node worker's time on a request for another node
     /// pci_mappings:
     ///   - {id: gpu, map: ["node=pve01,path=0000:01:00.0,id=10de:2204"]}
+    /// ha_crm_delay_ms: 300    # how long HA takes to carry out a request
+    /// ha_fence_delay_ms: 2000 # how long a node is offline before HA recovers its guests
     /// ```
     ///
     /// Absent keys keep the [`Default`] values.
@@ -299,6 +313,12 @@ impl SimConfig {
         }
         c.api_proxy = y.api_proxy_ms.map(Duration::from_millis);
         c.pci_mappings = y.pci_mappings;
+        if let Some(ms) = y.ha_crm_delay_ms {
+            c.ha_crm_delay = Duration::from_millis(ms);
+        }
+        if let Some(ms) = y.ha_fence_delay_ms {
+            c.ha_fence_delay = Duration::from_millis(ms);
+        }
         c.faults = y.faults;
         Ok(c)
     }

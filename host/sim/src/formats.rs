@@ -160,6 +160,13 @@ pub(crate) fn check_named(name: &str, value: &str) -> Result<(), String> {
         "pve-ipv4-config" => value == "dhcp" || cidr_v4(value),
         "pve-ipv6-config" => value == "dhcp" || value == "auto" || cidr_v6(value),
         "pve-startup-order" => startup_order(value),
+        // pve-ha-manager `PVE::HA::Tools`: `pve_verify_ha_resource_id`, `..._or_vm_id`, `pve_verify_ha_node`.
+        "pve-ha-resource-id" => matches_pattern("[a-z]+:\\S+", value),
+        "pve-ha-resource-or-vm-id" => matches_pattern("(?:[a-z]+:\\S+|\\d+)", value),
+        "pve-ha-node" => matches_pattern(
+            "(?:[a-zA-Z0-9](?:[a-zA-Z0-9\\-]*[a-zA-Z0-9])?)(?::\\d+)?",
+            value,
+        ),
         "pve-task-status-type" => ["ok", "error", "warning", "unknown"]
             .iter()
             .any(|s| value.eq_ignore_ascii_case(s)),
@@ -172,6 +179,10 @@ pub(crate) fn check_named(name: &str, value: &str) -> Result<(), String> {
         "pve-node" => "value does not look like a valid node name\n".to_string(),
         "pve-vmid" => "value does not look like a valid VM ID\n".to_string(),
         "pve-task-status-type" => format!("invalid status '{value}'\n"),
+        "pve-ha-resource-id" | "pve-ha-resource-or-vm-id" => {
+            "value does not look like a valid ha resource id\n".to_string()
+        }
+        "pve-ha-node" => "value does not look like a valid ha node\n".to_string(),
         "pve-storage-id" => format!("storage ID '{value}' contains illegal characters\n"),
         "pve-configid" => format!("invalid configuration ID '{value}'\n"),
         "pve-poolid" => format!("invalid pool ID '{value}'\n"),
@@ -206,6 +217,8 @@ fn list_item_format(item: &str) -> bool {
     matches!(
         item,
         "pve-configid"
+            | "pve-ha-resource-id"
+            | "pve-ha-node"
             | "pve-tag"
             | "pve-storage-content"
             | "address"

@@ -27,6 +27,16 @@
 //! - `GET /_sim/counters`: requests per endpoint, keyed `"METHOD /path/{template}"`.
 //! - `GET /_sim/faults` / `PUT /_sim/faults`: the fault rules, a JSON list of [`FaultRule`].
 //! - `GET /_sim/state`: the whole simulated state (VMs, containers, volumes) as persisted.
+//! - `GET /_sim/nodes`: each node's `online` and `maintenance` flags and HA state.
+//! - `PUT /_sim/nodes/<node>`: `{"online": false}` takes a node offline (`true` brings it back),
+//!   `{"maintenance": true}` puts it in HA maintenance ([`Simulator::set_node_online`],
+//!   [`Simulator::set_node_maintenance`]).
+//!
+//! The HA manager is modelled (`ha`): `/cluster/ha/{resources,rules,status}`, `hastate` in `/cluster/resources`,
+//! power and migrate requests on an HA-managed guest answered with `hastart`/`hastop`/`hamigrate` tasks, and a CRM
+//! loop that carries requests out after [`SimConfig::ha_crm_delay`], fences an offline node after
+//! [`SimConfig::ha_fence_delay`] and recovers its guests following the rules. Migration (`migrate`) moves a guest's
+//! config and its local volumes to another node.
 
 mod api;
 mod cluster;
@@ -34,8 +44,10 @@ mod config;
 mod faults;
 mod formats;
 mod grammar;
+mod ha;
 mod hashes;
 mod lxc;
+mod migrate;
 mod qemu;
 mod schema;
 mod server;
@@ -84,6 +96,8 @@ pub enum SimError {
     Io(#[from] std::io::Error),
     #[error("{file}: no VM {vmid} in the simulator state")]
     NoSuchGuest { file: String, vmid: u32 },
+    #[error("no node '{0}' in the simulated cluster")]
+    NoSuchNode(String),
 }
 
 /// One request as the simulator saw it.
@@ -264,6 +278,34 @@ impl Simulator {
             .vms
             .get(&vmid)
             .map(|vm| vm.status().to_string())
+    }
+
+    /// Takes a node offline (`false`) or brings it back (`true`), as a power or network failure would: while it is
+    /// offline, requests for `/nodes/<node>/...` fail as pveproxy's do for an unreachable node (595), and
+    /// `/cluster/resources` shows it `offline` and its guests `unknown`; after `ha_fence_delay` HA fences it and
+    /// recovers its HA-managed guests to other nodes. Non-HA guests stay on it.
+    pub fn set_node_online(&self, node: &str, online: bool) -> Result<(), SimError> {
+        self.sim.set_node_online(node, online)
+    }
+
+    /// Puts a node in HA maintenance (`ha-manager crm-command node-maintenance enable <node>`: PVE 9 has no API
+    /// endpoint for it) or takes it out: HA guests move away while it lasts and come back after (`failback`).
+    pub fn set_node_maintenance(&self, node: &str, maintenance: bool) -> Result<(), SimError> {
+        self.sim.set_node_maintenance(node, maintenance)
+    }
+
+    /// The node a guest (VM or container) is on now.
+    pub fn guest_node(&self, vmid: u32) -> Option<String> {
+        self.sim.read().vmid_owner(vmid).map(|(node, _)| node)
+    }
+
+    /// The HA manager's service entry of a sid (`vm:100`), as `manager_status` holds it.
+    pub fn ha_service(&self, sid: &str) -> Option<serde_json::Value> {
+        let st = self.sim.read();
+        st.ha
+            .services
+            .get(sid)
+            .and_then(|s| serde_json::to_value(s).ok())
     }
 
     /// The current (applied) config of a container as PVE's config file holds it, `digest` excluded.
@@ -481,6 +523,8 @@ async fn start_here(config: SimConfig) -> Result<Simulator, SimError> {
         persister: Persister::new(config.state_file.clone()),
         fingerprint: fingerprint.clone(),
         boot_time: state::now(),
+        ha_crm_delay: config.ha_crm_delay,
+        ha_fence_delay: config.ha_fence_delay,
         workers: workers::ApiWorkers::new(
             &config.nodes,
             config.api_workers,
@@ -491,6 +535,7 @@ async fn start_here(config: SimConfig) -> Result<Simulator, SimError> {
     });
     sim.persist();
     let (stop, stop_rx) = watch::channel(false);
+    tokio::spawn(ha::crm::run(Arc::clone(&sim), stop_rx.clone()));
     tokio::spawn(server::run(listener, acceptor, Arc::clone(&sim), stop_rx));
     let scheme = if config.tls { "https" } else { "http" };
     Ok(Simulator {
@@ -522,6 +567,10 @@ pub struct ServeOptions {
     pub api_handling: std::time::Duration,
     /// The time a request for another node holds an entry-node worker first (`None`: free).
     pub api_proxy: Option<std::time::Duration>,
+    /// How long HA's CRM takes to carry out a request state (`hastart`, `hastop`, `hamigrate`).
+    pub ha_crm_delay: std::time::Duration,
+    /// How long HA waits before it fences an offline node and recovers its guests.
+    pub ha_fence_delay: std::time::Duration,
     /// Fault injection (`--faults`); its seed also seeds generated MACs and UUIDs.
     pub faults: FaultPlan,
 }
@@ -538,6 +587,8 @@ pub async fn serve(opts: ServeOptions) -> Result<(), SimError> {
         api_workers: opts.api_workers,
         api_handling: opts.api_handling,
         api_proxy: opts.api_proxy,
+        ha_crm_delay: opts.ha_crm_delay,
+        ha_fence_delay: opts.ha_fence_delay,
         seed: opts.faults.seed.unwrap_or_default(),
         faults: opts.faults.rules,
         ..SimConfig::default()

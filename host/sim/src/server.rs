@@ -16,7 +16,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::faults::{Drawn, FaultRule};
 use crate::sim::Sim;
-use crate::{RequestRecord, cluster, lxc, qemu, storage, storage_cfg, tasks};
+use crate::{RequestRecord, cluster, ha, lxc, migrate, qemu, storage, storage_cfg, tasks};
 
 /// Returned by the service to make hyper drop the connection without answering (the `reset` fault).
 #[derive(Debug)]
@@ -134,6 +134,12 @@ fn error_response(err: &ApiError) -> Response<Body> {
                 Some(body.to_string()),
             )
         }
+        // AnyEvent::HTTP's connect error, passed on by pveproxy's `proxy_request` without a body.
+        ApiError::Unreachable => response(595, Some("No route to host"), None),
+        ApiError::Invalid { message, errors } => {
+            let body = json!({"data": null, "errors": errors, "message": message});
+            response(400, Some(message), Some(body.to_string()))
+        }
         ApiError::Status { code, message } => {
             let body = json!({"data": null, "message": message});
             response(*code, Some(message), Some(body.to_string()))
@@ -241,6 +247,22 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
         ["cluster", "tasks"] => ("/cluster/tasks", vec![]),
         ["cluster", "status"] => ("/cluster/status", vec![]),
         ["cluster", "mapping", "pci"] => ("/cluster/mapping/pci", vec![]),
+        ["cluster", "ha"] => ("/cluster/ha", vec![]),
+        ["cluster", "ha", "resources"] => ("/cluster/ha/resources", vec![]),
+        ["cluster", "ha", "resources", s] => ("/cluster/ha/resources/{sid}", vec![p("sid", s)]),
+        ["cluster", "ha", "resources", s, "migrate"] => {
+            ("/cluster/ha/resources/{sid}/migrate", vec![p("sid", s)])
+        }
+        ["cluster", "ha", "resources", s, "relocate"] => {
+            ("/cluster/ha/resources/{sid}/relocate", vec![p("sid", s)])
+        }
+        ["cluster", "ha", "rules"] => ("/cluster/ha/rules", vec![]),
+        ["cluster", "ha", "rules", r] => ("/cluster/ha/rules/{rule}", vec![p("rule", r)]),
+        ["cluster", "ha", "status"] => ("/cluster/ha/status", vec![]),
+        ["cluster", "ha", "status", "current"] => ("/cluster/ha/status/current", vec![]),
+        ["cluster", "ha", "status", "manager_status"] => {
+            ("/cluster/ha/status/manager_status", vec![])
+        }
         ["nodes"] => ("/nodes", vec![]),
         ["storage"] => ("/storage", vec![]),
         ["storage", s] => ("/storage/{storage}", vec![p("storage", s)]),
@@ -258,6 +280,7 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
                 "config" => "/nodes/{node}/lxc/{vmid}/config",
                 "pending" => "/nodes/{node}/lxc/{vmid}/pending",
                 "status" => "/nodes/{node}/lxc/{vmid}/status",
+                "migrate" => "/nodes/{node}/lxc/{vmid}/migrate",
                 _ => return None,
             };
             (t, vec![p("node", n), p("vmid", v)])
@@ -283,6 +306,7 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
                 "resize" => "/nodes/{node}/qemu/{vmid}/resize",
                 "unlink" => "/nodes/{node}/qemu/{vmid}/unlink",
                 "snapshot" => "/nodes/{node}/qemu/{vmid}/snapshot",
+                "migrate" => "/nodes/{node}/qemu/{vmid}/migrate",
                 _ => return None,
             };
             (t, vec![p("node", n), p("vmid", v)])
@@ -621,12 +645,18 @@ async fn call(
         .collect();
     all.extend(path_params.iter().cloned());
     let merged = crate::schema::validate(method, template, &all).map_err(ApiError::Param)?;
-    if let Some(node) = merged.get("node")
-        && !sim.has_node(node)
+    // pveproxy proxies a `/nodes/{node}/...` request to its node, resolving the name first.
+    if template.starts_with("/nodes/{node}")
+        && let Some(node) = merged.get("node")
     {
-        return Err(ApiError::die(format!(
-            "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
-        )));
+        if !sim.has_node(node) {
+            return Err(ApiError::die(format!(
+                "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
+            )));
+        }
+        if sim.is_offline(node) {
+            return Err(ApiError::Unreachable);
+        }
     }
     let req = Req {
         user: user.to_string(),
@@ -646,6 +676,29 @@ async fn call(
         ("GET", "/cluster/tasks") => tasks::cluster_list(sim),
         ("GET", "/cluster/status") => cluster::status(sim),
         ("GET", "/cluster/mapping/pci") => cluster::pci_mappings(sim, &req),
+        ("GET", "/cluster/ha") => Ok(index(template, "id")),
+        ("GET", "/cluster/ha/resources") => ha::resources::list(sim, &req),
+        ("POST", "/cluster/ha/resources") => ha::resources::create(sim, &req),
+        ("GET", "/cluster/ha/resources/{sid}") => ha::resources::read(sim, &req),
+        ("PUT", "/cluster/ha/resources/{sid}") => ha::resources::update(sim, &req),
+        ("DELETE", "/cluster/ha/resources/{sid}") => ha::resources::delete(sim, &req),
+        ("POST", "/cluster/ha/resources/{sid}/migrate") => {
+            ha::resources::motion(sim, &req, "migrate")
+        }
+        ("POST", "/cluster/ha/resources/{sid}/relocate") => {
+            ha::resources::motion(sim, &req, "relocate")
+        }
+        ("GET", "/cluster/ha/rules") => ha::rules::list(sim, &req),
+        ("POST", "/cluster/ha/rules") => ha::rules::create(sim, &req),
+        ("GET", "/cluster/ha/rules/{rule}") => ha::rules::read(sim, &req),
+        ("PUT", "/cluster/ha/rules/{rule}") => ha::rules::update(sim, &req),
+        ("DELETE", "/cluster/ha/rules/{rule}") => ha::rules::delete(sim, &req),
+        ("GET", "/cluster/ha/status") => Ok(index(template, "name")),
+        ("GET", "/cluster/ha/status/current") => ha::status::current(sim),
+        ("GET", "/cluster/ha/status/manager_status") => ha::status::manager_status(sim),
+        ("GET", "/nodes/{node}/qemu/{vmid}/migrate") => migrate::qemu_precondition(sim, &req),
+        ("POST", "/nodes/{node}/qemu/{vmid}/migrate") => migrate::qemu_migrate(sim, &req),
+        ("POST", "/nodes/{node}/lxc/{vmid}/migrate") => migrate::lxc_migrate(sim, &req),
         ("GET", "/nodes") => cluster::nodes(sim),
         ("GET", "/storage") => storage_cfg::index(sim, &req),
         ("GET", "/storage/{storage}") => storage_cfg::read(sim, &req),
@@ -789,6 +842,41 @@ fn handle_admin(
             }
             Err(e) => admin_json(400, json!({"data": null, "message": e.to_string()})),
         },
+        ("GET", "nodes") => {
+            let st = sim.read();
+            let nodes: serde_json::Map<String, Value> = sim
+                .nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.clone(),
+                        json!({
+                            "online": !st.offline_nodes.contains(n),
+                            "maintenance": st.ha.maintenance.contains(n),
+                            "hastate": ha::node_state(&st, n),
+                        }),
+                    )
+                })
+                .collect();
+            admin_json(200, json!({"data": nodes}))
+        }
+        ("PUT", p) if p.starts_with("nodes/") => {
+            let node = &p["nodes/".len()..];
+            let Ok(v) = serde_json::from_slice::<Value>(body) else {
+                return admin_json(400, json!({"data": null, "message": "body must be JSON"}));
+            };
+            let mut result = Ok(());
+            if let Some(online) = v.get("online").and_then(Value::as_bool) {
+                result = result.and_then(|()| sim.set_node_online(node, online));
+            }
+            if let Some(m) = v.get("maintenance").and_then(Value::as_bool) {
+                result = result.and_then(|()| sim.set_node_maintenance(node, m));
+            }
+            match result {
+                Ok(()) => admin_json(200, json!({"data": null})),
+                Err(e) => admin_json(404, json!({"data": null, "message": e.to_string()})),
+            }
+        }
         ("GET", "state") => {
             let st = sim.read();
             match serde_json::to_value(&*st) {

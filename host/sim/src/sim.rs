@@ -75,6 +75,10 @@ pub(crate) struct Sim {
     pub persister: Persister,
     pub fingerprint: Option<String>,
     pub boot_time: u64,
+    /// How long the HA CRM/LRM takes to carry out a decision.
+    pub ha_crm_delay: Duration,
+    /// How long a node is offline before HA fences it and recovers its services.
+    pub ha_fence_delay: Duration,
     /// PVE's API worker pool per node, when modelled.
     pub workers: crate::workers::ApiWorkers,
     /// Client connections, accepted and open.
@@ -402,4 +406,55 @@ pub(crate) fn injected_failure(req: &Req, vmid: Option<u32>) -> Option<String> {
         return Some(lock_timeout_message(id));
     }
     None
+}
+
+impl Sim {
+    /// [`crate::Simulator::set_node_online`].
+    pub(crate) fn set_node_online(&self, node: &str, online: bool) -> Result<(), crate::SimError> {
+        if !self.has_node(node) {
+            return Err(crate::SimError::NoSuchNode(node.to_string()));
+        }
+        {
+            let mut st = self.write();
+            if online {
+                st.offline_nodes.remove(node);
+                st.ha.offline_since.remove(node);
+                st.ha.fenced.remove(node);
+            } else if st.offline_nodes.insert(node.to_string()) {
+                st.ha
+                    .offline_since
+                    .insert(node.to_string(), std::time::Instant::now());
+            }
+            st.touch();
+        }
+        self.persist();
+        Ok(())
+    }
+
+    /// [`crate::Simulator::set_node_maintenance`].
+    pub(crate) fn set_node_maintenance(
+        &self,
+        node: &str,
+        maintenance: bool,
+    ) -> Result<(), crate::SimError> {
+        if !self.has_node(node) {
+            return Err(crate::SimError::NoSuchNode(node.to_string()));
+        }
+        {
+            let mut st = self.write();
+            if maintenance {
+                st.ha.maintenance.insert(node.to_string());
+            } else {
+                st.ha.maintenance.remove(node);
+            }
+            st.touch();
+        }
+        self.persist();
+        Ok(())
+    }
+
+    /// True while `node` is offline.
+    pub(crate) fn is_offline(&self, node: &str) -> bool {
+        self.read().offline_nodes.contains(node)
+    }
 }

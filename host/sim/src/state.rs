@@ -282,6 +282,12 @@ pub(crate) struct State {
     pub lxc: BTreeMap<u32, Vm>,
     /// Keyed by `node\tvolid` (`*` for shared storages).
     pub volumes: BTreeMap<String, Volume>,
+    /// The HA manager's configs and status.
+    #[serde(default)]
+    pub ha: crate::ha::HaState,
+    /// Nodes taken offline through the control API (`Simulator::set_node_online`).
+    #[serde(default)]
+    pub offline_nodes: std::collections::BTreeSet<String>,
     #[serde(default)]
     pub pid_counter: u32,
     #[serde(default)]
@@ -308,6 +314,8 @@ impl State {
             vms: BTreeMap::new(),
             lxc: BTreeMap::new(),
             volumes: BTreeMap::new(),
+            ha: crate::ha::HaState::default(),
+            offline_nodes: std::collections::BTreeSet::new(),
             pid_counter: 0,
             rng_draws: 0,
             tasks: HashMap::new(),

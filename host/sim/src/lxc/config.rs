@@ -226,7 +226,7 @@ pub(super) fn cleanup_and_apply(sim: &Sim, st: &mut State, vmid: u32) -> BTreeMa
 }
 
 /// Every pending change, as a start applies them (`vm_start` → `vmconfig_apply_pending`).
-pub(super) fn apply_all_pending(sim: &Sim, st: &mut State, vmid: u32) {
+pub(crate) fn apply_all_pending(sim: &Sim, st: &mut State, vmid: u32) {
     let running = st.lxc.get(&vmid).is_some_and(|ct| ct.running);
     if let Some(ct) = st.lxc.get_mut(&vmid) {
         ct.running = false;

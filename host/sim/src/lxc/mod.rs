@@ -356,3 +356,60 @@ fn prepare_net(st: &mut State, key: &str, value: &str) -> String {
     }
     print_value(key, &map)
 }
+
+/// The volumes of a container config: `rootfs`, `mpN` and `unusedN` volume ids (bind mounts and device mounts,
+/// which name a path, are left out).
+pub(crate) fn volumes(conf: &BTreeMap<String, String>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (key, value) in conf {
+        let volid = if is_unused_key(key) {
+            Some(value.clone())
+        } else if is_mp_key(key) {
+            parse_value(key, value).and_then(|m| m.get("volume").cloned())
+        } else {
+            None
+        };
+        if let Some(v) = volid.filter(|v| !v.starts_with('/')) {
+            out.push((key.clone(), v));
+        }
+    }
+    out
+}
+
+/// The LRM's start of an HA-managed container: every volume reachable on its node, pending values applied.
+pub(crate) fn ha_start(sim: &Sim, st: &mut State, vmid: u32) -> Result<(), String> {
+    let Some(ct) = st.lxc.get(&vmid) else {
+        return Err(format!("CT {vmid} does not exist"));
+    };
+    if ct.running {
+        return Ok(());
+    }
+    if ct.is_template() {
+        return Err("you can't start a CT if it's a template".to_string());
+    }
+    for (_, volid) in volumes(&ct.conf) {
+        if crate::storage::find_volume(sim, st, &ct.node, &volid).is_none() {
+            return Err(format!("volume '{volid}' does not exist"));
+        }
+    }
+    config::apply_all_pending(sim, st, vmid);
+    let pid = st.next_pid();
+    if let Some(ct) = st.lxc.get_mut(&vmid) {
+        ct.running = true;
+        ct.started_at = crate::state::now();
+        ct.pid = pid;
+    }
+    Ok(())
+}
+
+/// The LRM's stop of an HA-managed container.
+pub(crate) fn ha_stop(sim: &Sim, st: &mut State, vmid: u32) {
+    if let Some(ct) = st.lxc.get_mut(&vmid)
+        && ct.running
+    {
+        ct.running = false;
+        ct.started_at = 0;
+        ct.pid = 0;
+        config::apply_all_pending(sim, st, vmid);
+    }
+}

@@ -35,6 +35,17 @@ pub(crate) fn power(sim: &Arc<Sim>, req: &Req, kind: &'static str) -> ApiResult 
         }
         _ => {}
     }
+    if matches!(kind, "vzstart" | "vzstop" | "vzshutdown") && crate::ha::vm_is_ha_managed(&st, vmid)
+    {
+        if kind == "vzstop" && req.flag("overrule-shutdown") {
+            return Err(ApiError::param(
+                "overrule-shutdown",
+                "Not applicable for HA resources.",
+            ));
+        }
+        let upid = crate::qemu::ha_request(sim, &mut st, req, kind, "CT");
+        return Ok(Reply::data(json!(upid)));
+    }
     let sim2 = Arc::clone(sim);
     let upid = sim.guest_task(
         &mut st,

@@ -120,7 +120,7 @@ fn apply_delete(sim: &Sim, st: &mut State, vmid: u32, key: &str, force: bool) {
 }
 
 /// Applies every pending change (on start, stop and reboot).
-pub(super) fn apply_pending(sim: &Sim, st: &mut State, vmid: u32) {
+pub(crate) fn apply_pending(sim: &Sim, st: &mut State, vmid: u32) {
     let Some(vm) = st.vms.get(&vmid) else {
         return;
     };

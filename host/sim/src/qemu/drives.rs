@@ -21,7 +21,7 @@ pub(crate) fn is_drive_key(key: &str) -> bool {
         && crate::schema::index_max(f).is_some_and(|m| n <= m))
 }
 
-pub(super) fn is_unused_key(key: &str) -> bool {
+pub(crate) fn is_unused_key(key: &str) -> bool {
     matches!(split_indexed(key), Some(("unused", n)) if n <= 255)
 }
 
@@ -39,11 +39,11 @@ pub(super) fn print_drive(map: &BTreeMap<String, String>) -> String {
     print_property_string(Some("file"), map)
 }
 
-pub(super) fn is_cdrom(map: &BTreeMap<String, String>) -> bool {
+pub(crate) fn is_cdrom(map: &BTreeMap<String, String>) -> bool {
     map.get("media").is_some_and(|m| m == "cdrom")
 }
 
-pub(super) fn is_cloudinit_file(file: &str) -> bool {
+pub(crate) fn is_cloudinit_file(file: &str) -> bool {
     file.contains("-cloudinit")
 }
 

@@ -14,7 +14,7 @@ pub(crate) use clone::clone_vm;
 pub(crate) use config::{unlink, update_config_async, update_config_sync};
 pub(crate) use create::create;
 pub(crate) use destroy::destroy;
-pub(crate) use power::power;
+pub(crate) use power::{ha_request, power};
 pub(crate) use read::{
     get_config, index, list, pending, pending_rows, snapshot_list, status_current, status_index,
     typed_config,
@@ -446,5 +446,89 @@ fn check_lock(vm: &Vm, skiplock: bool) -> Result<(), String> {
     match vm.lock() {
         Some(l) if !skiplock => Err(format!("VM is locked ({l})")),
         _ => Ok(()),
+    }
+}
+
+/// One volume a config refers to, as qemu-server's `foreach_volid` sees it.
+#[derive(Debug, Clone)]
+pub(crate) struct GuestVolume {
+    pub key: String,
+    pub volid: String,
+    pub cdrom: bool,
+    pub cloudinit: bool,
+    pub unused: bool,
+    pub size: Option<u64>,
+}
+
+/// The volumes of a VM config (drives, then `unusedN`), `none` and `cdrom` drives left out.
+pub(crate) fn volumes(conf: &BTreeMap<String, String>) -> Vec<GuestVolume> {
+    let mut out = Vec::new();
+    for (key, value) in conf {
+        if drives::is_unused_key(key) {
+            out.push(GuestVolume {
+                key: key.clone(),
+                volid: value.clone(),
+                cdrom: false,
+                cloudinit: false,
+                unused: true,
+                size: None,
+            });
+            continue;
+        }
+        if !is_drive_key(key) {
+            continue;
+        }
+        let Some(map) = parse_drive(key, value) else {
+            continue;
+        };
+        let Some(file) = map.get("file") else {
+            continue;
+        };
+        if file == "none" || file == "cdrom" {
+            continue;
+        }
+        out.push(GuestVolume {
+            key: key.clone(),
+            volid: file.clone(),
+            cdrom: drives::is_cdrom(&map),
+            cloudinit: drives::is_cloudinit_file(file),
+            unused: false,
+            size: map.get("size").and_then(|s| crate::formats::parse_size(s)),
+        });
+    }
+    out
+}
+
+/// The LRM's start of an HA-managed VM (`PVE::HA::Resources::PVEVM::start`): the start checks, pending values
+/// applied, running.
+pub(crate) fn ha_start(sim: &Sim, st: &mut State, vmid: u32) -> Result<(), String> {
+    let Some(vm) = st.vms.get(&vmid) else {
+        return Err(format!("VM {vmid} does not exist"));
+    };
+    if vm.running {
+        return Ok(());
+    }
+    power::start_checks(sim, st, vm, vmid, false)?;
+    config::apply_pending(sim, st, vmid);
+    let pid = st.next_pid();
+    if let Some(vm) = st.vms.get_mut(&vmid) {
+        vm.running = true;
+        vm.paused = false;
+        vm.started_at = crate::state::now();
+        vm.pid = pid;
+    }
+    Ok(())
+}
+
+/// The LRM's stop of an HA-managed VM.
+pub(crate) fn ha_stop(sim: &Sim, st: &mut State, vmid: u32) {
+    if st.vms.get(&vmid).is_some_and(|vm| vm.running) {
+        config::apply_pending(sim, st, vmid);
+        if let Some(vm) = st.vms.get_mut(&vmid) {
+            vm.running = false;
+            vm.paused = false;
+            vm.started_at = 0;
+            vm.pid = 0;
+        }
     }
 }

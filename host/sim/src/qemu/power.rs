@@ -18,7 +18,7 @@ use crate::storage::{find_volume, storage_for};
 /// Start-time checks PVE makes inside the start worker (`vm_start_nolock`), in its order: template, running, lock,
 /// the cloud-init drive's storage, every volume activated (disks and ISOs; a missing one fails as the storage
 /// plugin does), then the PCI mappings `config_to_command` resolves.
-pub(super) fn start_checks(
+pub(crate) fn start_checks(
     sim: &Sim,
     st: &State,
     vm: &Vm,
@@ -132,6 +132,18 @@ pub(crate) fn power(sim: &Arc<Sim>, req: &Req, kind: &'static str) -> ApiResult 
     }
     let mut st = sim.write();
     let vm = get_vm(&st, &node, vmid)?;
+    if matches!(kind, "qmstart" | "qmstop" | "qmshutdown") && crate::ha::vm_is_ha_managed(&st, vmid)
+    {
+        if kind == "qmstop" && req.flag("overrule-shutdown") {
+            return Err(ApiError::param(
+                "overrule-shutdown",
+                "Not applicable for HA resources.",
+            ));
+        }
+        return Ok(Reply::data(json!(ha_request(
+            sim, &mut st, req, kind, "VM"
+        ))));
+    }
     // PVE checks these before forking the worker. A graceful shutdown or a reboot of a paused VM is
     // refused (qemu-server `vm_shutdown`, `vm_reboot`: `vm_is_paused`); `forceStop` stops it instead.
     let paused = vm.running && vm.paused;
@@ -222,4 +234,44 @@ pub(crate) fn power(sim: &Arc<Sim>, req: &Req, kind: &'static str) -> ApiResult 
     );
     st.touch();
     Ok(Reply::data(json!(upid)))
+}
+
+/// The task qemu-server and pve-container fork for a power request on an HA-managed guest instead of acting
+/// (`vm_is_ha_managed` in `vm_start`/`vm_stop`/`vm_shutdown`): `hastart` runs `ha-manager set <sid> --state
+/// started`, `hastop` `ha-manager crm-command stop <sid> <timeout>` (0 for a stop, the shutdown's timeout, 60 by
+/// default, for a shutdown), and ends; the CRM carries the request out. The simulator sets the requested state
+/// `stopped` for a stop at once, the effect the CRM's `stop` command has; the shutdown timeout is not modelled.
+pub(crate) fn ha_request(
+    sim: &Arc<Sim>,
+    st: &mut State,
+    req: &Req,
+    kind: &str,
+    what: &'static str,
+) -> String {
+    let vmid = req.vmid();
+    let start = kind.ends_with("start");
+    let sid = crate::ha::sid_for(st, vmid).unwrap_or_default();
+    let upid = sim.start_task(
+        st,
+        req.node(),
+        if start { "hastart" } else { "hastop" },
+        &vmid.to_string(),
+        &req.user,
+        crate::sim::injected_failure(req, Some(vmid)),
+        &[],
+        Box::new(move |st, log, injected| {
+            if let Some(m) = injected {
+                return Err(m);
+            }
+            let verb = if start { "start" } else { "stop" };
+            log.line(format!("Requesting HA {verb} for {what} {vmid}"));
+            let state = if start { "started" } else { "stopped" };
+            if let Some(opts) = st.ha.resources.get_mut(&sid) {
+                opts.insert("state".into(), state.into());
+            }
+            Ok(())
+        }),
+    );
+    st.touch();
+    upid
 }

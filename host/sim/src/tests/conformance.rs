@@ -123,6 +123,9 @@ fn format_sample(f: &str) -> &'static str {
         "pve-qemu-tdx-fmt" => "type=tdx",
         "pve-qm-ide" => "local-lvm:1",
         "pve-task-status-type-list" => "ok,error",
+        "pve-ha-resource-or-vm-id" => "vm:100",
+        "pve-ha-resource-id-list" => "vm:100,ct:200",
+        "pve-ha-node-list" => "pve01:2,pve02",
         _ => "x",
     }
 }
@@ -197,6 +200,8 @@ fn path_for(template: &str, upid: &str) -> String {
         .replace("{storage}", "local")
         .replace("{upid}", &super::enc(upid))
         .replace("{volume}", "iso/x.iso")
+        .replace("{sid}", "vm:100")
+        .replace("{rule}", "r1")
 }
 
 #[tokio::test]
@@ -441,6 +446,28 @@ async fn return_shapes_match_pve_schema() {
         "PUT",
         "/nodes/pve01/qemu/100/config",
         &[("cores", "2")],
+        200,
+        "null",
+    )
+    .await;
+    // The HA paths read resource vm:100 and rule r1.
+    t.check(
+        "POST",
+        "/cluster/ha/resources",
+        &[("sid", "vm:100"), ("comment", "shape")],
+        200,
+        "null",
+    )
+    .await;
+    t.check(
+        "POST",
+        "/cluster/ha/rules",
+        &[
+            ("rule", "r1"),
+            ("type", "node-affinity"),
+            ("resources", "vm:100"),
+            ("nodes", "pve01:2,pve02"),
+        ],
         200,
         "null",
     )

@@ -28,7 +28,7 @@ async fn indexes_list_only_what_is_served() {
         (
             "/cluster",
             "name",
-            &["resources", "nextid", "tasks", "status"],
+            &["resources", "nextid", "tasks", "status", "ha"],
         ),
         ("/nodes/pve01", "name", &["qemu", "tasks", "storage", "lxc"]),
         (
@@ -36,6 +36,7 @@ async fn indexes_list_only_what_is_served() {
             "subdir",
             &[
                 "config", "pending", "snapshot", "unlink", "clone", "template", "status", "resize",
+                "migrate",
             ],
         ),
         (

@@ -896,7 +896,7 @@ async fn indexes_list_served_children() {
     };
     assert_eq!(
         subdirs(t.get(CT, &[]).await),
-        vec!["config", "pending", "status"]
+        vec!["config", "pending", "status", "migrate"]
     );
     assert_eq!(
         subdirs(t.get(&format!("{CT}/status"), &[]).await),

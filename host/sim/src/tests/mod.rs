@@ -5,9 +5,11 @@ mod clients;
 mod conformance;
 mod endpoints;
 mod fidelity;
+mod ha;
 mod infra;
 mod locks;
 mod lxc;
+mod migrate;
 
 use std::time::Duration;
 
