@@ -81,6 +81,13 @@ fn symbol(operation: &str) -> &'static str {
 /// The lines of one object's code block: actions with their changes, drift, pending changes.
 fn object_body(o: &ObjectView) -> String {
     let mut lines = Vec::new();
+    if let Some(r) = &o.relocated {
+        lines.push(format!(
+            "i relocated by HA from {} to {}; planned where it is",
+            inline(&r.from),
+            inline(&r.to)
+        ));
+    }
     for a in &o.actions {
         let mut marks = String::new();
         if a.destructive {

@@ -80,6 +80,16 @@ impl Reporter for Progress {
                 render::who(&object.id),
                 output::inline(summary)
             ),
+            Event::Waiting {
+                object,
+                summary,
+                what,
+            } => format!(
+                "… {}: {}: PVE's HA manager carries it out; waiting for {}",
+                render::who(&object.id),
+                output::inline(summary),
+                output::inline(what)
+            ),
             Event::Blocked { object, by } => format!(
                 "✗ {}: not attempted: {} did not converge",
                 render::who(&object.id),

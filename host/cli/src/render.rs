@@ -90,6 +90,15 @@ pub fn plan(plan: &ClusterPlan) -> String {
             writeln!(out, "  ✗ {who}: cannot plan: {}", inline(&e.to_string())).unwrap();
             continue;
         }
+        if let Some(r) = &o.relocated {
+            writeln!(
+                out,
+                "  i {who}: relocated by HA from {} to {}; planned where it is",
+                inline(&r.from),
+                inline(&r.to)
+            )
+            .unwrap();
+        }
         for a in &o.proposal.actions {
             let view = action_view(a);
             let mut marks = String::new();

@@ -686,6 +686,7 @@ async fn run_finally(
             error: None,
             taking_over: false,
             sandboxed: matches!(registry.trust(*kind), crate::grant::Trust::Granted(_)),
+            relocated: None,
         });
     }
     if !plan.objects.is_empty()

@@ -80,6 +80,13 @@ pub enum CallError {
     /// Not sent: the host could not form the request (a secret reference it cannot resolve).
     #[error("{0}")]
     Unsent(String),
+    /// PVE's HA manager accepted the request but the guest did not reach the state in time.
+    #[error("{method} {path}: {error}")]
+    Unsettled {
+        method: &'static str,
+        path: String,
+        error: crate::settle::SettleError,
+    },
 }
 
 fn task_words(error: &PveError) -> String {
@@ -102,7 +109,7 @@ impl CallError {
         match self {
             CallError::Stale { .. } => true,
             CallError::Pve(e) | CallError::Task { error: e, .. } => e.is_stale_digest(),
-            CallError::Unverified(_) | CallError::Unsent(_) => false,
+            CallError::Unverified(_) | CallError::Unsent(_) | CallError::Unsettled { .. } => false,
         }
     }
 

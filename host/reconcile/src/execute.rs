@@ -54,6 +54,13 @@ pub enum Event {
         object: ObjectRef,
         summary: String,
     },
+    /// PVE handed a call to its HA manager, which carries it out later: the action waits
+    /// (bounded by the task timeout) until the guest really is where or how it asked.
+    Waiting {
+        object: ObjectRef,
+        summary: String,
+        what: String,
+    },
 }
 
 /// Receives progress events; must be cheap.
@@ -611,6 +618,12 @@ async fn run_call(
         }
     }
     let data = result.map_err(CallError::from)?;
+    let task_type = data.as_str().and_then(Upid::parse).map(|u| u.task_type);
+    let wait = crate::settle::needed(
+        &crate::request::form::pve_view(&call.path),
+        &call.params,
+        task_type.as_deref(),
+    );
     if let Some(upid) = data.as_str().filter(|s| Upid::parse(s).is_some()) {
         let ended = match shared
             .client
@@ -648,6 +661,20 @@ async fn run_call(
                 warnings,
             });
         }
+    }
+    if let Some(wait) = wait {
+        shared.reporter.event(Event::Waiting {
+            object: object.clone(),
+            summary: summary.to_string(),
+            what: wait.describe(),
+        });
+        crate::settle::until(&shared.client, &wait, shared.limits.task_timeout)
+            .await
+            .map_err(|error| CallError::Unsettled {
+                method: method_name(call.method),
+                path: call.path.clone(),
+                error,
+            })?;
     }
     Ok(())
 }

@@ -100,7 +100,10 @@ fn task_ids(call: &Call) -> Option<(String, BTreeSet<String>)> {
             ids.extend(param("newid"));
         }
         Target::NewFile { .. } => ids.extend(param("filename")),
-        Target::Guest { .. } | Target::Volume { .. } | Target::Endpoint { .. } => return None,
+        Target::Guest { .. }
+        | Target::Volume { .. }
+        | Target::Endpoint { .. }
+        | Target::HaResource { .. } => return None,
     }
     Some((target.node()?.to_string(), ids))
 }
@@ -206,6 +209,7 @@ mod tests {
             error: None,
             taking_over: false,
             sandboxed: false,
+            relocated: None,
         }
     }
 

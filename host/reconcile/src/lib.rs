@@ -19,6 +19,7 @@ pub mod policy;
 pub mod registry;
 pub mod request;
 pub mod run;
+pub mod settle;
 pub mod validate;
 pub mod wire;
 pub mod workers;

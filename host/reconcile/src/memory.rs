@@ -275,6 +275,7 @@ mod tests {
                 error: None,
                 taking_over: false,
                 sandboxed: false,
+                relocated: None,
             }],
         }
     }

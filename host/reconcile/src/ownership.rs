@@ -322,6 +322,11 @@ pub struct Scope<'a> {
     pub clone_sources: Vec<u64>,
     /// The cluster's nodes (the plan fails before this check when the listing has none).
     pub nodes: &'a HashSet<String>,
+    /// Those PVE lists as not online: nothing is sent to them.
+    pub offline: &'a HashSet<String>,
+    /// Whether guest `vmid` has an HA resource (`None`: it has none), and if so whether its
+    /// comment carries the guest's mark.
+    pub ha_marked: &'a dyn Fn(u64) -> Option<bool>,
     /// The object plans without a manifest (a prune candidate).
     pub prune: bool,
     /// The id of the object's entry in its kind's listings (a file it declared, for a kind of
@@ -376,6 +381,62 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal>
                     known.join(", ")
                 ),
             ));
+        }
+        if let Some(node) = target.node()
+            && scope.offline.contains(node)
+        {
+            return Err(Refusal::new(
+                Rule::Target,
+                format!(
+                    "{shown}: node {} is offline; nothing is sent to it",
+                    request::shown(node)
+                ),
+            ));
+        }
+        // Where a migration sends the guest: a node of the cluster that is online.
+        let destination = match &target {
+            Target::Guest { rest, .. } if rest.first().is_some_and(|r| r == "migrate") => {
+                Some("target")
+            }
+            Target::HaResource { rest, .. }
+                if rest
+                    .first()
+                    .is_some_and(|r| r == "migrate" || r == "relocate") =>
+            {
+                Some("node")
+            }
+            _ => None,
+        };
+        if let Some(name) = destination {
+            let to = param(call, name).unwrap_or_default();
+            if !scope.nodes.contains(to) || scope.offline.contains(to) {
+                return Err(Refusal::new(
+                    Rule::Target,
+                    format!(
+                        "{shown} moves the guest to {}, which is not an online node of this cluster",
+                        request::shown(to)
+                    ),
+                ));
+            }
+        }
+        if let Target::HaResource { vmid, create, rest } = &target {
+            match ((scope.ha_marked)(*vmid), create) {
+                (Some(_), true) => {
+                    return Err(Refusal::new(
+                        Rule::Ownership,
+                        format!("{shown}: guest {vmid} already has an HA resource"),
+                    ));
+                }
+                (Some(false), false) if rest.is_empty() => {
+                    return Err(Refusal::new(
+                        Rule::Ownership,
+                        format!(
+                            "{shown}: the HA resource of guest {vmid} does not carry proxops's mark (`proxops-{vmid}` in its comment); proxops changes or removes only HA resources it created"
+                        ),
+                    ));
+                }
+                _ => {}
+            }
         }
         let own = |v: u64| scope.vmid == Some(v);
         let about = scope
@@ -466,7 +527,7 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal>
                 ),
             ));
         }
-        let destroys = request::target::effect(call.method, &target).destroys;
+        let destroys = request::target::effect(call.method, &target, &call.params).destroys;
         if !scope.prune && !(scope.manageable)(&g) {
             return Err(Refusal::new(
                 Rule::Ownership,
@@ -644,10 +705,20 @@ mod tests {
         };
         let named = |v: u64| (v == 200).then(|| "VM web".to_string());
         let manageable = |g: &LiveGuest| g.tagged();
+        let offline: HashSet<String> = ["pve03".to_string()].into();
+        let nodes: HashSet<String> = nodes.union(&offline).cloned().collect();
+        // Guest 100's HA resource carries its mark; 200's does not.
+        let ha_marked = |v: u64| match v {
+            100 => Some(true),
+            102 => Some(false),
+            _ => None,
+        };
         let scope = |vmid: Option<u64>, prune: bool, resource: Option<&'static str>| Scope {
             vmid,
             clone_sources: vec![9000],
             nodes: Box::leak(Box::new(nodes.clone())),
+            offline: Box::leak(Box::new(offline.clone())),
+            ha_marked: &ha_marked,
             prune,
             resource,
             guests: &live,
@@ -661,6 +732,70 @@ mod tests {
         let own = scope(Some(100), false, None);
         for (method, path, params, expected) in [
             (Post, "/nodes/pve01/qemu/100/config", &[][..], Ok(())),
+            (Post, "/nodes/pve03/qemu/100/config", &[], Err(Rule::Target)),
+            (
+                Post,
+                "/nodes/pve01/qemu/100/migrate",
+                &[("target", "pve02")],
+                Ok(()),
+            ),
+            (
+                Post,
+                "/nodes/pve01/qemu/100/migrate",
+                &[("target", "pve03")],
+                Err(Rule::Target),
+            ),
+            (
+                Post,
+                "/nodes/pve01/qemu/100/migrate",
+                &[("target", "pve09")],
+                Err(Rule::Target),
+            ),
+            (
+                Post,
+                "/nodes/pve01/qemu/100/migrate",
+                &[],
+                Err(Rule::Target),
+            ),
+            (
+                Put,
+                "/cluster/ha/resources/vm%3A100",
+                &[("max_restart", "2")],
+                Ok(()),
+            ),
+            (Delete, "/cluster/ha/resources/vm%3A100", &[], Ok(())),
+            (Delete, "/cluster/ha/resources/100", &[], Ok(())),
+            (
+                Post,
+                "/cluster/ha/resources",
+                &[("sid", "vm:100")],
+                Err(Rule::Ownership),
+            ),
+            (
+                Post,
+                "/cluster/ha/resources/vm%3A100/migrate",
+                &[("node", "pve02")],
+                Ok(()),
+            ),
+            (
+                Post,
+                "/cluster/ha/resources/vm%3A100/migrate",
+                &[("node", "pve03")],
+                Err(Rule::Target),
+            ),
+            (
+                Delete,
+                "/cluster/ha/resources/vm%3A101",
+                &[],
+                Err(Rule::Target),
+            ),
+            (
+                Post,
+                "/cluster/ha/resources",
+                &[("sid", "vm:0100")],
+                Err(Rule::Target),
+            ),
+            (Post, "/cluster/ha/resources", &[], Err(Rule::Target)),
             (Get, "/nodes/pve09/qemu/7/config", &[], Ok(())),
             (Post, "/nodes/pve01/qemu/101/config", &[], Err(Rule::Target)),
             (Delete, "/nodes/pve01/qemu/6019", &[], Err(Rule::Target)),
@@ -782,6 +917,34 @@ mod tests {
         let unmarked = scope(Some(102), false, None);
         assert_eq!(
             check(&unmarked, Put, "/nodes/pve01/qemu/102/config", &[]),
+            Ok(())
+        );
+        // Its HA resource was made by hand: moved through HA with the guest, never changed.
+        for (method, path, params, expected) in [
+            (
+                Put,
+                "/cluster/ha/resources/vm%3A102",
+                &[("state", "stopped")][..],
+                Err(Rule::Ownership),
+            ),
+            (
+                Delete,
+                "/cluster/ha/resources/vm%3A102",
+                &[],
+                Err(Rule::Ownership),
+            ),
+            (
+                Post,
+                "/cluster/ha/resources/vm%3A102/migrate",
+                &[("node", "pve02")],
+                Ok(()),
+            ),
+        ] {
+            assert_eq!(check(&unmarked, method, path, params), expected, "{path}");
+        }
+        // A new guest's HA resource.
+        assert_eq!(
+            check(&new, Post, "/cluster/ha/resources", &[("sid", "vm:150")]),
             Ok(())
         );
         assert_eq!(

@@ -53,6 +53,8 @@ pub struct ObjectPlan {
     pub taking_over: bool,
     /// Its kind is a third-party kind: plans show every call its actions send.
     pub sandboxed: bool,
+    /// PVE's HA manager runs the guest on another node than its manifest's.
+    pub relocated: Option<Relocated>,
 }
 
 impl ObjectPlan {
@@ -166,6 +168,19 @@ pub struct ObjectView {
     /// Its kind is a third-party kind: plans show every call its actions send.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sandboxed: bool,
+    /// PVE's HA manager moved the guest away from its home node (`spec.node`): it is planned
+    /// where it is, and plan says so (the exit code does not change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub relocated: Option<Relocated>,
+}
+
+/// A guest HA put on another node than its manifest's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Relocated {
+    /// The manifest's node (the home node).
+    pub from: String,
+    /// Where PVE's HA manager runs it now.
+    pub to: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -299,6 +314,7 @@ impl ClusterPlan {
                     anomalies: o.proposal.anomalies.iter().map(anomaly_view).collect(),
                     error: o.error.as_ref().map(ToString::to_string),
                     sandboxed: o.sandboxed,
+                    relocated: o.relocated.clone(),
                 })
                 .collect(),
             policies: None,
@@ -345,6 +361,7 @@ mod tests {
             error: None,
             taking_over: false,
             sandboxed: false,
+            relocated: None,
         }
     }
 

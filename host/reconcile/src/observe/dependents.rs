@@ -115,6 +115,7 @@ mod tests {
             error: None,
             taking_over: false,
             sandboxed: false,
+            relocated: None,
         }
     }
 

@@ -185,6 +185,8 @@ pub(super) fn gate(
         vmid: item.vmid,
         clone_sources,
         nodes: &cluster.nodes,
+        offline: &cluster.offline,
+        ha_marked: &|v| cluster.ha.marked(v),
         prune: item.desired.is_none(),
         resource: item.object.resource.as_deref(),
         guests: &guests,

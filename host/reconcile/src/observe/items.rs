@@ -85,6 +85,7 @@ pub(super) fn manifest_items<'a>(
             resolved: refs.resolve(o),
             referrers: refs.referrers(o),
             refusal: None,
+            offline: None,
             adopt: o.adopt.as_ref(),
             vmid: guest_vmid(o),
             sources: o
@@ -245,6 +246,7 @@ pub(super) fn prune_items<'a>(
                 resolved: Vec::new(),
                 referrers: Vec::new(),
                 refusal,
+                offline: None,
                 adopt: None,
                 vmid: LiveGuest::from_entry(entry).map(|g| g.vmid),
                 sources: Vec::new(),

@@ -21,6 +21,7 @@ use crate::workers::par_map;
 
 mod dependents;
 mod gate;
+pub mod ha;
 mod items;
 mod reads;
 pub(crate) mod scrub;
@@ -56,6 +57,9 @@ pub(super) struct Item<'a> {
     /// A live entry no manifest names that more than one kind claimed, or whose claim
     /// trapped: nothing is planned for it, the reason is reported instead.
     refusal: Option<PlanError>,
+    /// The node it lives on (or would be created on) is offline: nothing is read or sent for
+    /// it, it is reported instead.
+    offline: Option<String>,
     /// The manifest's explicit take-over, if any.
     adopt: Option<&'a AdoptClaim>,
     /// The object's own vmid (guest id space).
@@ -69,6 +73,10 @@ pub(super) struct Item<'a> {
 /// first use (a converged plan has no write to judge).
 pub(super) struct LiveCluster<'a> {
     pub nodes: HashSet<String>,
+    /// Nodes PVE lists as not online: no request is sent to them.
+    pub offline: HashSet<String>,
+    /// The HA resources, by guest.
+    pub ha: ha::HaResources,
     live: &'a [Entry],
     objects: &'a [Object],
     guests: std::sync::OnceLock<HashMap<u64, &'a Entry>>,
@@ -76,9 +84,17 @@ pub(super) struct LiveCluster<'a> {
 }
 
 impl<'a> LiveCluster<'a> {
-    fn new(nodes: HashSet<String>, live: &'a [Entry], objects: &'a [Object]) -> Self {
+    fn new(
+        nodes: HashSet<String>,
+        ha: ha::HaResources,
+        live: &'a [Entry],
+        objects: &'a [Object],
+    ) -> Self {
+        let offline = offline_nodes(live);
         LiveCluster {
             nodes,
+            offline,
+            ha,
             live,
             objects,
             guests: std::sync::OnceLock::new(),
@@ -188,7 +204,11 @@ pub async fn plan_cluster(
         ref secrets,
     } = cycle;
     let started = std::time::Instant::now();
-    let (listings, failed_listings) = read_listings(registry, client).await?;
+    let (mut listings, failed_listings) = read_listings(registry, client).await?;
+    let ha = match listings.get_mut(CLUSTER_RESOURCES) {
+        Some(entries) => ha::merge(client, entries).await?,
+        None => ha::HaResources::default(),
+    };
     let live = &listings[CLUSTER_RESOURCES];
     tracing::debug!(
         "{cluster}: listed {} guests in {:?}",
@@ -199,7 +219,7 @@ pub async fn plan_cluster(
     );
     check_live_conflicts(objects, live)?;
     let nodes = cluster_nodes(live)?;
-    let live_cluster = LiveCluster::new(nodes, live, objects);
+    let live_cluster = LiveCluster::new(nodes, ha, live, objects);
 
     let secret_values = granted_secret_values(registry, secrets);
     let mut items = manifest_items(registry, objects, &listings, only);
@@ -213,6 +233,15 @@ pub async fn plan_cluster(
         ));
     }
     fail_listing_kinds(registry, &mut items, &failed_listings);
+    for item in &mut items {
+        let node = item
+            .live
+            .and_then(|e| e.str("node"))
+            .or(item.object.node.as_deref());
+        item.offline = node
+            .filter(|n| live_cluster.offline.contains(*n))
+            .map(str::to_string);
+    }
 
     let step = std::time::Instant::now();
     let wanted = wanted_reads(registry, &items, &secret_values);
@@ -223,8 +252,9 @@ pub async fn plan_cluster(
         step.elapsed()
     );
     let step = std::time::Instant::now();
+    let online = live_cluster.nodes.len() - live_cluster.offline.len();
     let read_concurrency = read_concurrency
-        .unwrap_or(proxops_core::cluster::READS_PER_NODE * live_cluster.nodes.len())
+        .unwrap_or(proxops_core::cluster::READS_PER_NODE * online)
         .max(1);
     let reads = perform_reads(client, &wanted, read_concurrency).await;
     tracing::debug!(
@@ -276,6 +306,7 @@ pub async fn plan_cluster(
             }
         };
         let running = item.live.and_then(|entry| entry.str("status")) == Some("running");
+        let relocated = relocated(&item);
         plan.objects.push(ObjectPlan {
             object: item.object,
             kind_index: item.kind,
@@ -286,10 +317,21 @@ pub async fn plan_cluster(
             error,
             taking_over,
             sandboxed: matches!(registry.trust(item.kind), Trust::Granted(_)),
+            relocated,
         });
     }
     block_dependents(&mut plan);
     Ok(plan)
+}
+
+/// The nodes PVE lists with a `status` other than `online` (`offline`, `unknown`): PVE cannot
+/// reach them either, so proxops sends them nothing and reports what lives on them.
+fn offline_nodes(live: &[Entry]) -> HashSet<String> {
+    live.iter()
+        .filter(|e| e.str("type") == Some("node"))
+        .filter(|e| e.str("status").is_some_and(|s| s != "online"))
+        .filter_map(|e| e.str("node").map(str::to_string))
+        .collect()
 }
 
 /// The cluster's nodes, from the same listing. Without them no write can be checked against
@@ -351,6 +393,9 @@ fn wanted_reads(
         par_map(registry, items, |instances, item| {
             if let Some(refusal) = &item.refusal {
                 return Err(refusal.clone());
+            }
+            if item.offline.is_some() {
+                return Ok(Vec::new());
             }
             let live = item
                 .live
@@ -516,6 +561,9 @@ fn plan_items(
                 Ok(o) => o,
                 Err(e) => return (empty(), Some(e.clone())),
             };
+            if let Some(node) = &item.offline {
+                return (offline_proposal(item, node), None);
+            }
             let values = &values[item.kind];
             let scrubbed_copy;
             let observation = if values.is_empty() {
@@ -556,6 +604,38 @@ fn plan_items(
     })
 }
 
+/// A guest PVE's HA manager runs on another node than its identity's (its manifest's home
+/// node): said in the plan, planned where it is.
+fn relocated(item: &Item<'_>) -> Option<crate::plan::Relocated> {
+    let entry = item.live?;
+    entry.str("hastate").filter(|s| !s.is_empty())?;
+    let (home, now) = (item.object.node.as_deref()?, entry.str("node")?);
+    (home != now).then(|| crate::plan::Relocated {
+        from: home.to_string(),
+        to: now.to_string(),
+    })
+}
+
+/// What an object on an offline node gets instead of a plan: one anomaly, no action (exit 3).
+fn offline_proposal(item: &Item<'_>, node: &str) -> Proposal {
+    let what = match item.live {
+        Some(_) => "it lives",
+        None => "it would be created",
+    };
+    Proposal {
+        actions: Vec::new(),
+        drift: Vec::new(),
+        pending: Vec::new(),
+        anomalies: vec![proxops_runtime::kind::Anomaly {
+            path: String::new(),
+            message: format!(
+                "node {node}, where {what}, is offline (PVE lists it so): nothing is read from or sent to it in this run; the other nodes converge"
+            ),
+            locked: false,
+        }],
+    }
+}
+
 /// Every call of `actions` (their restore steps included) checked and put in the form the
 /// host sends ([`crate::grant::check_call`]); for a third-party kind, each action's flags then
 /// say what its calls do, whatever the kind labelled it: a call that removes a guest makes it
@@ -575,7 +655,7 @@ pub(crate) fn checked(
             let Some(target) = crate::grant::check_call(trust, info, call)? else {
                 continue;
             };
-            let e = crate::request::target::effect(call.method, &target);
+            let e = crate::request::target::effect(call.method, &target, &call.params);
             effect.destroys |= e.destroys;
             effect.disturbs |= e.disturbs;
             deletes_guest |=

@@ -203,6 +203,7 @@ fn plan_with(actions: Vec<(&str, Option<&str>, Action, bool)>) -> ClusterPlan {
                 error: None,
                 taking_over: false,
                 sandboxed: false,
+                relocated: None,
             })
             .collect(),
     }
@@ -675,6 +676,10 @@ fn the_plan_document_reads_back_as_written() {
             anomalies: Vec::new(),
             error: None,
             sandboxed: true,
+            relocated: Some(crate::plan::Relocated {
+                from: "pve01".into(),
+                to: "pve02".into(),
+            }),
         }],
         policies: Some(json!({"denied": false})),
         errors: Vec::new(),

@@ -53,6 +53,15 @@ pub enum Target {
     /// `POST /nodes/{node}/storage/{storage}/{download-url|upload|oci-registry-pull}`: a new
     /// file (PVE refuses to overwrite an existing one).
     NewFile { node: String, storage: String },
+    /// `/cluster/ha/resources[/{sid}[/…]]`: a guest's HA resource (its sid `vm:N`, `ct:N` or
+    /// PVE's bare `N`, in the path or, for a create, in the `sid` parameter), which belongs to
+    /// the guest it names. `rest` is what follows the sid (`migrate`, `relocate`); `create` is
+    /// a write to the collection.
+    HaResource {
+        vmid: u64,
+        create: bool,
+        rest: Vec<String>,
+    },
     /// Anything else: an endpoint beyond one guest, and the capability it needs.
     Endpoint {
         node: Option<String>,
@@ -178,6 +187,29 @@ impl Target {
                     [] => endpoint(Some(node), Capability::NodeConfig),
                 }
             }
+            ["cluster", "ha", "resources", rest @ ..] => {
+                let sid = match rest {
+                    [] => params
+                        .iter()
+                        .find(|p| p.name.eq_ignore_ascii_case("sid"))
+                        .map(|p| p.value.as_str()),
+                    [sid, ..] => Some(*sid),
+                };
+                let Some(vmid) = sid.and_then(ha_sid_vmid) else {
+                    return Err(Refusal::new(
+                        Rule::Target,
+                        format!(
+                            "{} names no guest's HA resource (a sid is `vm:<vmid>` or `ct:<vmid>`, the vmid canonical)",
+                            shown(&joined())
+                        ),
+                    ));
+                };
+                Target::HaResource {
+                    vmid,
+                    create: rest.is_empty(),
+                    rest: rest.iter().skip(1).map(|t| t.to_string()).collect(),
+                }
+            }
             ["access", ..] => endpoint(None, Capability::Access),
             ["storage", ..] => endpoint(None, Capability::StorageConfig),
             ["cluster", "sdn" | "firewall", ..] => endpoint(None, Capability::NetworkConfig),
@@ -188,7 +220,9 @@ impl Target {
     /// The guest a write reaches: its own vmid, a new guest's, or a volume's owner.
     pub fn guest(&self) -> Option<u64> {
         match self {
-            Target::Guest { vmid, .. } | Target::NewGuest { vmid, .. } => Some(*vmid),
+            Target::Guest { vmid, .. }
+            | Target::NewGuest { vmid, .. }
+            | Target::HaResource { vmid, .. } => Some(*vmid),
             Target::Volume { owner, .. } => *owner,
             _ => None,
         }
@@ -201,8 +235,20 @@ impl Target {
             | Target::Volume { node, .. }
             | Target::NewFile { node, .. } => Some(node),
             Target::Endpoint { node, .. } => node.as_deref(),
+            Target::HaResource { .. } => None,
         }
     }
+}
+
+/// The vmid an HA resource id names: `vm:100`, `ct:100`, or PVE's bare `100` (canonical
+/// decimals only).
+pub fn ha_sid_vmid(sid: &str) -> Option<u64> {
+    let id = match sid.split_once(':') {
+        Some(("vm" | "ct", id)) => id,
+        Some(_) => return None,
+        None => sid,
+    };
+    canonical_vmid(id)
 }
 
 /// A guest's sub-path that runs commands inside it or gives a console: `guest-exec`.
@@ -270,7 +316,11 @@ pub struct Effect {
 }
 
 /// The effect of a mutating call with target `target`.
-pub fn effect(method: Method, target: &Target) -> Effect {
+pub fn effect(method: Method, target: &Target, params: &[Param]) -> Effect {
+    let stops = Effect {
+        destroys: false,
+        disturbs: true,
+    };
     match (method, target) {
         (Method::Delete, Target::Guest { rest, .. }) if rest.is_empty() => Effect {
             destroys: true,
@@ -289,10 +339,17 @@ pub fn effect(method: Method, target: &Target) -> Effect {
                     )
                 }) =>
         {
-            Effect {
-                destroys: false,
-                disturbs: true,
-            }
+            stops
+        }
+        // HA stops a guest whose resource it is told to keep `stopped` or `disabled`.
+        (Method::Post | Method::Put, Target::HaResource { rest, .. })
+            if rest.is_empty()
+                && params.iter().any(|p| {
+                    p.name.eq_ignore_ascii_case("state")
+                        && matches!(p.value.as_str(), "stopped" | "disabled")
+                }) =>
+        {
+            stops
         }
         _ => Effect::default(),
     }

@@ -4,6 +4,7 @@
 //! ([`Scene`]) is here; the scenarios are grouped by the part of the model they check.
 
 mod availability;
+mod ha;
 mod passes;
 mod runs;
 

@@ -110,6 +110,8 @@ fn no_accepted_request_reaches_what_the_object_does_not_own() {
         vmid: Some(150),
         clone_sources: vec![9000],
         nodes: &nodes,
+        offline: &std::collections::HashSet::new(),
+        ha_marked: &|_| None,
         prune: false,
         resource: Some("lxc/150"),
         guests: &live,

@@ -33,6 +33,40 @@ fn writes_are_judged_by_what_pve_routes() {
             }),
         ),
         ("/nodes/pve01/lxc", &[("vmid", "0150")], Err(Rule::Target)),
+        (
+            "/cluster/ha/resources",
+            &[("sid", "vm:150")],
+            Ok(Target::HaResource {
+                vmid: 150,
+                create: true,
+                rest: vec![],
+            }),
+        ),
+        (
+            "/cluster/ha/resources/ct%3A7/migrate",
+            &[("node", "pve02")],
+            Ok(Target::HaResource {
+                vmid: 7,
+                create: false,
+                rest: vec!["migrate".into()],
+            }),
+        ),
+        (
+            "/cluster/ha/resources/100",
+            &[],
+            Ok(Target::HaResource {
+                vmid: 100,
+                create: false,
+                rest: vec![],
+            }),
+        ),
+        (
+            "/cluster/ha/resources",
+            &[("sid", "vm:01")],
+            Err(Rule::Target),
+        ),
+        ("/cluster/ha/resources/fw%3A1", &[], Err(Rule::Target)),
+        ("/cluster/ha/rules", &[], Ok(endpoint(None, ClusterConfig))),
         ("/nodes/pve01/lxc", &[], Err(Rule::Target)),
         ("/nodes/pve01/lxc/0101/config", &[], Err(Rule::Path)),
         (
@@ -198,7 +232,7 @@ fn volumes_belong_to_the_guest_pve_names() {
 
 #[test]
 fn effects_come_from_the_calls() {
-    let e = |method, path: &str| effect(method, &target(path, &[]).expect("a target"));
+    let e = |method, path: &str| effect(method, &target(path, &[]).expect("a target"), &[]);
     let none = Effect::default();
     let stops = Effect {
         destroys: false,
@@ -236,6 +270,33 @@ fn effects_come_from_the_calls() {
         );
     }
     assert_eq!(e(Method::Post, "/nodes/pve01/qemu/100/status/start"), none);
+    // HA stops a guest whose resource is set to `stopped` or `disabled`.
+    let ha = |method, path: &str, params: &[(&str, &str)]| {
+        let params = super::params(params);
+        let target = Target::of(&pve_view(path), &params).expect("a target");
+        effect(method, &target, &params)
+    };
+    let create = "/cluster/ha/resources";
+    for (state, effect) in [("stopped", stops), ("disabled", stops), ("started", none)] {
+        assert_eq!(
+            ha(Method::Post, create, &[("sid", "vm:1"), ("state", state)]),
+            effect,
+            "{state}"
+        );
+        assert_eq!(
+            ha(
+                Method::Put,
+                "/cluster/ha/resources/vm%3A1",
+                &[("state", state)]
+            ),
+            effect,
+            "{state}"
+        );
+    }
+    assert_eq!(
+        ha(Method::Delete, "/cluster/ha/resources/vm%3A1", &[]),
+        none
+    );
     assert_eq!(e(Method::Put, "/nodes/pve01/lxc/101/config"), none);
     assert_eq!(e(Method::Delete, "/nodes/pve01/lxc/101/snapshot/x"), none);
 }

@@ -1,0 +1,220 @@
+//! Waiting until a guest really is in the state a request asked for. PVE's HA manager answers
+//! start, stop and shutdown of an HA-managed guest with a task (`hastart`, `hastop`) that only
+//! records the request and ends at once, and a migration through HA with no task at all; its
+//! CRM carries the request out later. Every wait for such a real state change goes through
+//! [`until`]: bounded, polled with backoff, reported once when it starts, and when its bound
+//! runs out a failure that says what was last seen (the caller then runs the action's
+//! restore step; the next call of the action is never sent).
+
+use std::time::Duration;
+
+use proxops_pve::{Client, PveError};
+use serde_json::Value;
+
+/// What the guest must reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Want {
+    /// Its `status/current` says this `status` (`running`, `stopped`).
+    Status(&'static str),
+    /// It lives on this node (its `status/current` answers there).
+    On(String),
+}
+
+impl std::fmt::Display for Want {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Want::Status(s) => write!(f, "{s}"),
+            Want::On(node) => write!(f, "on node {node}"),
+        }
+    }
+}
+
+/// One guest's wait: where it is read and what it must reach.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wait {
+    /// `qemu` or `lxc`.
+    pub kind: String,
+    pub vmid: u64,
+    /// The node its status is read on now (for [`Want::On`], the target).
+    pub node: String,
+    pub want: Want,
+}
+
+impl Wait {
+    /// What must happen, for messages: `VM 100 to be running`.
+    pub fn describe(&self) -> String {
+        let noun = if self.kind == "lxc" { "CT" } else { "VM" };
+        format!("{noun} {} to be {}", self.vmid, self.want)
+    }
+
+    fn status_path(&self) -> String {
+        format!(
+            "/nodes/{}/{}/{}/status/current",
+            self.node, self.kind, self.vmid
+        )
+    }
+}
+
+/// Why a wait ended without the state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SettleError {
+    #[error(
+        "waited {seconds} s for {what}, as PVE's HA manager was asked to do, but it is still {seen}; nothing more was sent for this action"
+    )]
+    Timeout {
+        what: String,
+        seen: String,
+        seconds: u64,
+    },
+}
+
+/// The first pause between two reads, and the longest.
+const FIRST_PAUSE: Duration = Duration::from_millis(100);
+const MOST_PAUSE: Duration = Duration::from_secs(2);
+
+/// Read the guest's state until it is what `wait` wants, or `bound` has passed. Returns how
+/// long it took. A read that fails counts as "not there yet" (a guest on its way to another
+/// node answers errors on it); the last answer is what a timeout reports.
+pub async fn until(client: &Client, wait: &Wait, bound: Duration) -> Result<Duration, SettleError> {
+    let started = tokio::time::Instant::now();
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let seen = match client.get(&wait.status_path(), &[]).await {
+            Ok(status) => match &wait.want {
+                Want::On(_) => return Ok(started.elapsed()),
+                Want::Status(want) => {
+                    let now = status.get("status").and_then(Value::as_str).unwrap_or("");
+                    if now == *want {
+                        return Ok(started.elapsed());
+                    }
+                    format!("{} ({now})", wait.node)
+                }
+            },
+            Err(e) => seen_from(&e),
+        };
+        if started.elapsed() + pause > bound {
+            return Err(SettleError::Timeout {
+                what: wait.describe(),
+                seen,
+                seconds: bound.as_secs(),
+            });
+        }
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(MOST_PAUSE);
+    }
+}
+
+fn seen_from(e: &PveError) -> String {
+    format!("not readable there ({e})")
+}
+
+/// The wait a finished request needs, if PVE handed it to its HA manager: an `hastart` or
+/// `hastop` task (`task_type`) on `…/{qemu|lxc}/{vmid}/status/{start|stop|shutdown}`, or a
+/// migration through HA (`POST /cluster/ha/resources/{sid}/migrate` with `node`).
+pub fn needed(
+    path_segments: &[String],
+    params: &[proxops_runtime::kind::Param],
+    task_type: Option<&str>,
+) -> Option<Wait> {
+    let s: Vec<&str> = path_segments.iter().map(String::as_str).collect();
+    match (s.as_slice(), task_type) {
+        (["nodes", node, kind @ ("qemu" | "lxc"), vmid, "status", op], Some(t))
+            if t == "hastart" || t == "hastop" =>
+        {
+            let want = match *op {
+                "start" => "running",
+                "stop" | "shutdown" => "stopped",
+                _ => return None,
+            };
+            Some(Wait {
+                kind: kind.to_string(),
+                vmid: vmid.parse().ok()?,
+                node: node.to_string(),
+                want: Want::Status(want),
+            })
+        }
+        (["cluster", "ha", "resources", sid, "migrate" | "relocate"], _) => {
+            let node = params
+                .iter()
+                .find(|p| p.name == "node")
+                .map(|p| p.value.clone())?;
+            let vmid = crate::request::target::ha_sid_vmid(sid)?;
+            let kind = if sid.starts_with("ct:") {
+                "lxc"
+            } else {
+                "qemu"
+            };
+            Some(Wait {
+                kind: kind.to_string(),
+                vmid,
+                node: node.clone(),
+                want: Want::On(node),
+            })
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proxops_runtime::kind::Param;
+
+    fn check(path: &str, params: &[(&str, &str)], task: Option<&str>, expected: Option<&str>) {
+        let segments = crate::request::form::pve_view(path);
+        let params: Vec<Param> = params
+            .iter()
+            .map(|(n, v)| Param {
+                name: n.to_string(),
+                value: v.to_string(),
+                sensitive: false,
+            })
+            .collect();
+        let got = needed(&segments, &params, task);
+        assert_eq!(
+            got.as_ref()
+                .map(|w| format!("{} via {}", w.describe(), w.node))
+                .as_deref(),
+            expected,
+            "{path} {task:?}"
+        );
+    }
+
+    #[test]
+    fn waits_follow_what_pve_handed_to_ha() {
+        let start = "/nodes/pve01/qemu/100/status/start";
+        check(
+            start,
+            &[],
+            Some("hastart"),
+            Some("VM 100 to be running via pve01"),
+        );
+        check(start, &[], Some("qmstart"), None);
+        check(start, &[], None, None);
+        check(
+            "/nodes/pve02/lxc/7/status/shutdown",
+            &[],
+            Some("hastop"),
+            Some("CT 7 to be stopped via pve02"),
+        );
+        check(
+            "/nodes/pve01/qemu/100/status/stop",
+            &[],
+            Some("hastop"),
+            Some("VM 100 to be stopped via pve01"),
+        );
+        check(
+            "/cluster/ha/resources/vm%3A100/migrate",
+            &[("node", "pve03")],
+            None,
+            Some("VM 100 to be on node pve03 via pve03"),
+        );
+        check("/cluster/ha/resources/vm%3A100/migrate", &[], None, None);
+        check(
+            "/cluster/ha/resources/vm%3A100",
+            &[("node", "x")],
+            None,
+            None,
+        );
+    }
+}
