@@ -300,3 +300,58 @@ async fn ansible_converges_vms_and_changes_nothing_the_second_time() {
         ["local-lvm:base-200-disk-0", "local-lvm:vm-100-disk-0"]
     );
 }
+
+/// Ansible's HA modules (`proxmox_cluster_ha_resources`, `proxmox_cluster_ha_rules`) against
+/// the simulator's HA manager: create, converge, remove, each idempotent.
+#[tokio::test(flavor = "multi_thread")]
+async fn ansible_manages_ha_resources_and_rules() {
+    if !have_ansible() {
+        return;
+    }
+    let sim = Served::start("ansible").await;
+    let temp = tempfile::tempdir().unwrap();
+    sim.client
+        .request(
+            proxops_pve::Method::Post,
+            "/nodes/pve01/qemu",
+            &[proxops_pve::Param::new("vmid", "300")],
+            false,
+        )
+        .await
+        .unwrap();
+
+    let ha = "ansible_ha.yml";
+    assert_eq!(playbook(&sim, ha, true, temp.path()).await, 2);
+    assert_eq!(playbook(&sim, ha, false, temp.path()).await, 0);
+    // The simulator's own view: the resource as the module wrote it, HA keeping the VM
+    // stopped, and the rule.
+    let resource = sim
+        .client
+        .get("/cluster/ha/resources/vm%3A300", &[])
+        .await
+        .unwrap();
+    assert_eq!(resource["state"], "stopped", "{resource}");
+    assert_eq!(resource["max_restart"], 2, "{resource}");
+    assert_eq!(resource["comment"], "managed by ansible", "{resource}");
+    let rules = sim.client.get("/cluster/ha/rules", &[]).await.unwrap();
+    let rule = &rules.as_array().unwrap()[0];
+    assert_eq!(rule["rule"], "prefer-pve02", "{rules}");
+    assert_eq!(rule["resources"], "vm:300", "{rules}");
+    let listing = sim.client.get("/cluster/resources", &[]).await.unwrap();
+    let vm = listing
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["vmid"] == 300)
+        .unwrap();
+    assert!(
+        vm["hastate"].is_string(),
+        "an HA-managed entry shows its hastate: {vm}"
+    );
+
+    let teardown = "ansible_ha_teardown.yml";
+    assert_eq!(playbook(&sim, teardown, true, temp.path()).await, 2);
+    assert_eq!(playbook(&sim, teardown, false, temp.path()).await, 0);
+    let resources = sim.client.get("/cluster/ha/resources", &[]).await.unwrap();
+    assert_eq!(resources, serde_json::json!([]));
+}
