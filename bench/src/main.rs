@@ -65,6 +65,7 @@ const SCENARIOS: &[&str] = &[
     "pool",
     "apply",
     "apply-floor",
+    "ha",
     "inputs",
 ];
 
@@ -622,6 +623,9 @@ async fn suite(n: usize, only: &[String]) {
     }
     if wants("headroom") {
         headroom(&registry, &tmp, &cache, scale, &mut table).await;
+    }
+    if wants("ha") {
+        ha_share(&registry, &tmp, &cache, n, &mut table).await;
     }
     if wants("pool") {
         worker_pool(&registry, &tmp, &cache, &mut table).await;

@@ -516,3 +516,86 @@ pub(super) async fn worker_pool(
         Some(plan / floor <= 1.3),
     );
 }
+
+/// Section 11, HA share: the no-op plan of N VMs (10 nodes) with 30% of them HA resources,
+/// beside the same plan without HA, alternated [`PLAN_RUNS`] times in one run: the requests
+/// (one more, the HA listing, whatever the share) and the time ratio (target <= 1.05x).
+pub(super) async fn ha_share(
+    registry: &KindRegistry,
+    tmp: &tempfile::TempDir,
+    cache: &Path,
+    n: usize,
+    table: &mut Table,
+) {
+    eprintln!("[11] HA share: {n} VMs over {PLAN_NODES} nodes, 30% under HA");
+    let dir = tmp.path().join("ha");
+    let nodes = fixture::nodes(PLAN_NODES);
+    let state = fixture::converged_state(registry, &dir, n, &nodes, "started").await;
+    let mut with_ha: Value =
+        serde_json::from_slice(&std::fs::read(&state).expect("read the state")).expect("JSON");
+    let managed = (0..n).filter(|i| i % 10 < 3).count();
+    for i in (0..n).filter(|i| i % 10 < 3) {
+        with_ha["ha"]["resources"][format!("vm:{}", fixture::vmid(i))] =
+            serde_json::json!({"state": "started"});
+    }
+    let ha_state = dir.join("state-ha.json");
+    std::fs::write(&ha_state, serde_json::to_vec(&with_ha).expect("JSON")).expect("write");
+    let mut runs: Vec<(Value, Value)> = Vec::new();
+    let mut requests = (0, 0);
+    let start = |file: PathBuf| {
+        proxops_sim::start(fixture::sim_config(
+            &nodes,
+            Duration::ZERO,
+            Vec::new(),
+            Some(file),
+        ))
+    };
+    let plain = start(state.clone()).await.expect("start the simulator");
+    let ha = start(ha_state).await.expect("start the HA simulator");
+    let (plain_repo, ha_repo) = (dir.join("repo-plain"), dir.join("repo-ha"));
+    fixture::write_repo(&plain_repo, n, &nodes, "started", &Endpoint::of(&plain));
+    fixture::write_repo(&ha_repo, n, &nodes, "started", &Endpoint::of(&ha));
+    for _ in 0..PLAN_RUNS {
+        let count = |sim: &Simulator| sim.counters().values().sum::<u64>();
+        let before = (count(&plain), count(&ha));
+        let (p, _) = spawn_child("plan", &Endpoint::of(&plain), &plain_repo, cache, false);
+        let (h, _) = spawn_child("plan", &Endpoint::of(&ha), &ha_repo, cache, false);
+        for r in [&p, &h] {
+            assert_eq!(r["noop"].as_bool(), Some(true), "a no-op plan: {r}");
+        }
+        requests = (count(&plain) - before.0, count(&ha) - before.1);
+        runs.push((p, h));
+    }
+    assert_eq!(
+        requests,
+        (n as u64 + 1, n as u64 + 2),
+        "one HA listing more"
+    );
+    let med = |pick: fn(&(Value, Value)) -> &Value| {
+        median(
+            runs.iter()
+                .map(|r| pick(r)["total_ms"].as_f64().unwrap_or(0.0))
+                .collect(),
+        )
+    };
+    let (without, with) = (med(|r| &r.0), med(|r| &r.1));
+    table.add(
+        "11 HA share",
+        format!(
+            "{n} VMs, {managed} of them HA resources: no-op plan requests without / with HA; full cycle without / with"
+        ),
+        format!(
+            "{} / {}; {without:.0} / {with:.0} ms",
+            requests.0, requests.1
+        ),
+        "",
+        None,
+    );
+    table.add(
+        "11 HA share",
+        "  ratio with HA / without (medians, alternated)",
+        format!("{:.3}x", with / without),
+        "<= 1.05x",
+        Some(with / without <= 1.05),
+    );
+}

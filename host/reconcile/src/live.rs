@@ -83,6 +83,24 @@ impl Entry {
         Entry::parse(&value.to_string()).expect("a printed JSON value reads back")
     }
 
+    /// The entry with one more field `key` holding `json` (a JSON text; the host reads none
+    /// of it), appended to its text without reading the rest again. `None` when the entry is
+    /// not an object or already has the field.
+    pub fn with_nested(&self, key: &str, json: &str) -> Option<Entry> {
+        if self.get(key).is_some() {
+            return None;
+        }
+        let body = self.text.trim_end().strip_suffix('}')?.trim_end();
+        let comma = if body.ends_with('{') { "" } else { "," };
+        let name = serde_json::to_string(key).ok()?;
+        let mut fields = self.fields.clone();
+        fields.push((key.into(), Field::Nested));
+        Some(Entry {
+            text: format!("{body}{comma}{name}:{json}}}").into(),
+            fields,
+        })
+    }
+
     /// The entry as PVE sent it.
     pub fn text(&self) -> &str {
         &self.text

@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 
 use proxops_pve::Client;
-use serde_json::Value;
 
 use super::{ObserveError, listing};
 use crate::live::Entry;
@@ -23,7 +22,7 @@ pub const HA_KEY: &str = "ha";
 /// The HA resources of the cluster, by the vmid of their guest.
 #[derive(Debug, Default)]
 pub(crate) struct HaResources {
-    by_vmid: HashMap<u64, Value>,
+    by_vmid: HashMap<u64, Entry>,
 }
 
 impl HaResources {
@@ -31,10 +30,7 @@ impl HaResources {
     /// guest's own ownership mark (`proxops-<vmid>`).
     pub(crate) fn marked(&self, vmid: u64) -> Option<bool> {
         let resource = self.by_vmid.get(&vmid)?;
-        let comment = resource
-            .get("comment")
-            .and_then(Value::as_str)
-            .unwrap_or("");
+        let comment = resource.str("comment").unwrap_or("");
         Some(has_mark(comment, vmid))
     }
 }
@@ -62,18 +58,19 @@ pub(crate) async fn merge(
             "some guests are managed by PVE's HA manager, but {HA_RESOURCES} could not be read ({e}); proxops needs it (Sys.Audit on /) to know whose HA resources it may change"
         ))
     })?;
-    let by_vmid: HashMap<u64, Value> = resources
-        .iter()
-        .filter_map(|r| Some((sid_vmid(r.str("sid")?)?, r.value())))
+    let by_vmid: HashMap<u64, Entry> = resources
+        .into_iter()
+        .filter_map(|r| Some((sid_vmid(r.str("sid")?)?, r)))
         .collect();
     for entry in entries.iter_mut().filter(|e| is_ha_guest(e)) {
         let Some(vmid) = entry.get("vmid").and_then(crate::live::Field::as_u64) else {
             continue;
         };
-        if let Some(resource) = by_vmid.get(&vmid) {
-            let mut value = entry.value();
-            value[HA_KEY] = resource.clone();
-            *entry = Entry::from_value(&value);
+        if let Some(merged) = by_vmid
+            .get(&vmid)
+            .and_then(|resource| entry.with_nested(HA_KEY, resource.text()))
+        {
+            *entry = merged;
         }
     }
     Ok(HaResources { by_vmid })
@@ -88,6 +85,21 @@ fn is_ha_guest(entry: &Entry) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_resource_is_merged_into_its_guests_entry() {
+        let guest = Entry::parse(r#"{"id":"qemu/100","vmid":100,"hastate":"started"}"#).unwrap();
+        let merged = guest
+            .with_nested(HA_KEY, r#"{"sid":"vm:100","comment":"x"}"#)
+            .unwrap();
+        let value: serde_json::Value = serde_json::from_str(merged.text()).unwrap();
+        assert_eq!(value["ha"]["comment"], "x");
+        assert_eq!(value["vmid"], 100);
+        assert_eq!(merged.str("hastate"), Some("started"));
+        assert!(merged.with_nested(HA_KEY, "{}").is_none(), "once only");
+        let empty = Entry::parse("{ }").unwrap().with_nested("ha", "1").unwrap();
+        assert_eq!(empty.text(), r#"{"ha":1}"#);
+    }
 
     #[test]
     fn marks_and_sids() {

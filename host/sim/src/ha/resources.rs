@@ -26,8 +26,9 @@ fn under_lock(errmsg: &str, e: String) -> ApiError {
     ApiError::die(format!("{errmsg}: {e}"))
 }
 
-/// `$api_copy_config`: the options as written plus `sid`, `type` and the file's `digest`.
-fn entry(st: &State, sid: &str) -> Result<Value, ApiError> {
+/// `$api_copy_config`: the options as written plus `sid`, `type` and the file's `digest`
+/// (computed once by the caller: it covers the whole file).
+fn entry(st: &State, sid: &str, digest: &str) -> Result<Value, ApiError> {
     let opts = st
         .ha
         .resources
@@ -37,7 +38,7 @@ fn entry(st: &State, sid: &str) -> Result<Value, ApiError> {
     let (t, _) = sid.split_once(':').unwrap_or(("vm", sid));
     m.insert("sid".into(), json!(sid));
     m.insert("type".into(), json!(t));
-    m.insert("digest".into(), json!(resources_digest(&st.ha)));
+    m.insert("digest".into(), json!(digest));
     for (k, v) in opts {
         let value = match k.as_str() {
             "max_restart" | "max_relocate" | "failback" => {
@@ -53,6 +54,7 @@ fn entry(st: &State, sid: &str) -> Result<Value, ApiError> {
 /// `GET /cluster/ha/resources`: every resource (`type` filters), sorted by sid (PVE lists them in hash order).
 pub(crate) fn list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let st = sim.read();
+    let digest = resources_digest(&st.ha);
     let mut out = Vec::new();
     for sid in st.ha.resources.keys() {
         if req
@@ -61,7 +63,7 @@ pub(crate) fn list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         {
             continue;
         }
-        out.push(entry(&st, sid)?);
+        out.push(entry(&st, sid, &digest)?);
     }
     Ok(Reply::data(Value::Array(out)))
 }
@@ -70,7 +72,7 @@ pub(crate) fn list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
 pub(crate) fn read(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let st = sim.read();
     let (sid, _, _) = parse_sid(&st, req.get("sid").unwrap_or("")).map_err(ApiError::die)?;
-    entry(&st, &sid).map(Reply::data)
+    entry(&st, &sid, &resources_digest(&st.ha)).map(Reply::data)
 }
 
 /// The plugin checks of a create: the type is known (`SectionConfig::lookup`), the name a VMID (`verify_name`)
