@@ -41,6 +41,8 @@ mod cloud_init;
 mod config;
 mod create;
 mod disks;
+mod ha;
+mod migrate;
 mod nics;
 mod pci;
 pub use pci::PCI_MAPPINGS;
@@ -49,6 +51,8 @@ mod special_drives;
 mod update;
 
 pub use create::create_params;
+pub use ha::{HA, comment as ha_comment, is_marked as ha_marked};
+pub use migrate::{MIGRATE, precondition_call};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -117,6 +121,7 @@ pub fn plan(
     let mappings = pci::mappings(obs)?;
     let ctx = Ctx {
         d,
+        node: entry.as_ref().map_or(d.node.clone(), |r| r.node.clone()),
         targets,
         ci,
         mappings,
@@ -233,6 +238,9 @@ fn power_action(d: &Desired, node: &str, start: bool) -> Action {
 pub struct Ctx<'a> {
     /// Desired state.
     pub d: &'a Desired,
+    /// The node the guest is on: the live one (an HA-managed guest may be elsewhere than
+    /// `spec.node`), else `spec.node`.
+    pub node: String,
     /// Resolved reference targets.
     pub targets: Targets,
     /// Cloud-init data with its secrets.
