@@ -9,7 +9,9 @@
 //! data with its SOPS references ([`cloudinit`], [`secrets`]), image-seeded disks
 //! (`import-from`), the CD/DVD drive (`none` or an attached ISO) and the cloud-init drive. The
 //! targets of references come from the host's `resolved` list ([`refs`]). [`adopt`] writes the
-//! manifest of a live guest.
+//! manifest of a live guest. A VM's HA resource (`spec.ha`, marked as proxops's in its comment)
+//! and the migration of a guest found elsewhere than `spec.node` (`spec.placement`) are
+//! planned too ([`mod@plan`]).
 
 pub mod adopt;
 pub mod cloudinit;

@@ -36,6 +36,12 @@
 //! * The config write carries the `digest` of the config read, except when a stop precedes it
 //!   in the same proposal on a VM with pending changes (the stop applies them and changes the
 //!   digest). Resizes follow the config write and carry no digest (they are grow-only).
+//! * The guest's HA resource (`spec.ha`) is planned last, after the power actions, as a
+//!   `step("ha")` action; its ownership, defaults and digest are decided in `ha`.
+//! * A guest on another node than `spec.node` is accepted where HA put it (every call goes
+//!   to its live node: [`Ctx::node`]), migrated (`spec.placement: migrate`, a
+//!   `step("migrate")` action pre-checked with PVE's precondition answer), or reported; see
+//!   `migrate`.
 
 mod cloud_init;
 mod config;

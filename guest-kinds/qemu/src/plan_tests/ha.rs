@@ -586,3 +586,33 @@ fn placement_migrate_brings_an_ha_guest_home_through_ha() {
         p.anomalies[0].message
     );
 }
+
+/// A clone's HA resource comes in the action that writes its own configuration (and starts
+/// it): HA must not start it with the template's identity should that write fail.
+#[test]
+fn a_clone_gets_its_ha_resource_with_its_configuring_write() {
+    let mut patches = super::create::clone_patches(&[("spec/state", json!("started"))]);
+    patches.push(("spec/ha", json!({})));
+    let p = run(Case {
+        whole_config: Some(super::create::fresh_clone()),
+        patches: &patches,
+        ..Case::default()
+    });
+    assert_eq!(p.actions.len(), 1, "{:#?}", p.actions);
+    let calls: Vec<&str> = p.actions[0].calls.iter().map(|c| c.path.as_str()).collect();
+    assert_eq!(
+        calls,
+        [
+            "/nodes/pve01/qemu/100/config",
+            "/nodes/pve01/qemu/100/status/start",
+            "/cluster/ha/resources",
+        ]
+    );
+    assert!(
+        p.actions[0]
+            .summary
+            .ends_with(", then start it, then make VM 100 an HA resource (vm:100, state started)"),
+        "{}",
+        p.actions[0].summary
+    );
+}
