@@ -101,6 +101,89 @@ pub struct Desired {
     /// `spec.cloud-init-data`: SOPS references only, never resolved values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_init_data: Option<CloudInitData>,
+    /// `spec.ha`: the guest's PVE HA resource (`vm:<vmid>`); `None`: HA membership is not
+    /// managed (a proxops-marked HA resource is removed, any other left alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<Ha>,
+    /// `spec.placement`: what plan does with a guest found on another node than `node`.
+    #[serde(default, skip_serializing_if = "Placement::is_fixed")]
+    pub placement: Placement,
+}
+
+/// `spec.ha`, with PVE's defaults applied (`max_restart` 1, `max_relocate` 1, `failback`
+/// true) and `state` defaulting to `spec.state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Ha {
+    /// The requested HA state.
+    pub state: HaState,
+    /// `max_restart`.
+    pub max_restart: u64,
+    /// `max_relocate`.
+    pub max_relocate: u64,
+    /// `failback`.
+    pub failback: bool,
+}
+
+impl Ha {
+    /// PVE's `max_restart` and `max_relocate` default.
+    pub const DEFAULT_TRIES: u64 = 1;
+}
+
+/// The requested state of an HA resource (PVE's `enabled` is an alias of `started`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HaState {
+    /// HA keeps the guest running (restarts, relocates, recovers it).
+    Started,
+    /// HA keeps the guest stopped, and still recovers it to another node.
+    Stopped,
+    /// HA keeps the guest stopped and does not recover it.
+    Disabled,
+    /// HA leaves the guest alone (power requests go straight to the guest).
+    Ignored,
+}
+
+impl HaState {
+    /// The PVE spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HaState::Started => "started",
+            HaState::Stopped => "stopped",
+            HaState::Disabled => "disabled",
+            HaState::Ignored => "ignored",
+        }
+    }
+
+    /// Read PVE's spelling (`enabled` is `started`; absent is PVE's default `started`).
+    pub fn parse(s: Option<&str>) -> Option<HaState> {
+        Some(match s {
+            None | Some("started" | "enabled") => HaState::Started,
+            Some("stopped") => HaState::Stopped,
+            Some("disabled") => HaState::Disabled,
+            Some("ignored") => HaState::Ignored,
+            Some(_) => return None,
+        })
+    }
+}
+
+/// `spec.placement`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// A guest without HA found on another node is an anomaly; an HA-managed one is accepted
+    /// where HA put it.
+    #[default]
+    Fixed,
+    /// A guest found on another node is migrated to `spec.node` (through HA when HA manages it).
+    Migrate,
+}
+
+impl Placement {
+    /// Whether it is the default.
+    pub fn is_fixed(&self) -> bool {
+        *self == Placement::Fixed
+    }
 }
 
 /// CPU model and core count.
@@ -166,6 +249,12 @@ pub struct Nic {
 }
 
 impl Desired {
+    /// The node to migrate a guest to when it is found elsewhere: `spec.node` with
+    /// `placement: migrate`, else `None`.
+    pub fn migrate_to(&self) -> Option<&str> {
+        (self.placement == Placement::Migrate).then_some(self.node.as_str())
+    }
+
     /// Whether a `hostpci` names a PCI resource mapping.
     pub fn maps_pci(&self) -> bool {
         self.hardware
@@ -183,6 +272,10 @@ impl Desired {
 pub struct ObserveView {
     #[serde(default)]
     hardware: HardwareView,
+    #[serde(default)]
+    node: Option<String>,
+    #[serde(default)]
+    placement: Placement,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -199,6 +292,14 @@ struct PciView {
 }
 
 impl ObserveView {
+    /// The node to migrate a guest to when it is found elsewhere: `spec.node` with
+    /// `placement: migrate`, else `None`.
+    pub fn migrate_to(&self) -> Option<&str> {
+        (self.placement == Placement::Migrate)
+            .then_some(self.node.as_deref())
+            .flatten()
+    }
+
     /// [`Desired::maps_pci`] of the desired state read.
     pub fn maps_pci(&self) -> bool {
         self.hardware

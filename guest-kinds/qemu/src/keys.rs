@@ -18,7 +18,15 @@ pub const SPEC_KEYS: &[&str] = &[
     "extra",
     "clone",
     "cloud-init-data",
+    "ha",
+    "placement",
 ];
+/// Keys under `spec.ha`.
+pub const HA_KEYS: &[&str] = &["state", "max-restart", "max-relocate", "failback"];
+/// `spec.ha.state` values.
+pub const HA_STATES: &[&str] = &["started", "stopped", "disabled", "ignored"];
+/// `spec.placement` values.
+pub const PLACEMENTS: &[&str] = &["fixed", "migrate"];
 /// Keys under `spec.cpu`.
 pub const CPU_KEYS: &[&str] = &["type", "cores"];
 /// Keys of a `spec.disks[]` entry.

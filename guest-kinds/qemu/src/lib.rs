@@ -9,7 +9,9 @@
 //! data with its SOPS references ([`cloudinit`], [`secrets`]), image-seeded disks
 //! (`import-from`), the CD/DVD drive (`none` or an attached ISO) and the cloud-init drive. The
 //! targets of references come from the host's `resolved` list ([`refs`]). [`adopt`] writes the
-//! manifest of a live guest.
+//! manifest of a live guest. A VM's HA resource (`spec.ha`, marked as proxops's in its comment)
+//! and the migration of a guest found elsewhere than `spec.node` (`spec.placement`) are
+//! planned too ([`mod@plan`]).
 
 pub mod adopt;
 pub mod cloudinit;
@@ -49,7 +51,9 @@ pub fn ownership_mark(vmid: u32) -> String {
 
 /// The calls the VM kinds make or ask the host to read, by method and path template (below
 /// `/api2/json`): create, clone, config read and write, pending read, resize, power, delete and
-/// the listing, and the PCI resource mappings (read only for a VM that names one). A TemplateVM
+/// the listing, the PCI resource mappings (read only for a VM that names one), the migration
+/// and its precondition check, and the guest's own HA resource (`vm:<vmid>`: create, update,
+/// remove, migrate through HA). A TemplateVM
 /// also marks a VM as a template ([`TEMPLATE_CALL`]). PVE answers the writes with tasks, which
 /// the host itself polls: the kind reads no task.
 pub const CALLS: &[(Method, &str)] = &[
@@ -65,6 +69,12 @@ pub const CALLS: &[(Method, &str)] = &[
     (Method::Post, "/nodes/{node}/qemu/{vmid}/status/start"),
     (Method::Post, "/nodes/{node}/qemu/{vmid}/status/shutdown"),
     (Method::Post, "/nodes/{node}/qemu/{vmid}/status/stop"),
+    (Method::Get, "/nodes/{node}/qemu/{vmid}/migrate"),
+    (Method::Post, "/nodes/{node}/qemu/{vmid}/migrate"),
+    (Method::Post, "/cluster/ha/resources"),
+    (Method::Put, "/cluster/ha/resources/{sid}"),
+    (Method::Delete, "/cluster/ha/resources/{sid}"),
+    (Method::Post, "/cluster/ha/resources/{sid}/migrate"),
 ];
 
 /// Marking a VM as a template: only the TemplateVM kind calls it.
@@ -171,10 +181,15 @@ pub fn claims(flavour: Flavour, entry: &Value) -> bool {
 ///   optimistic concurrency, and PVE has no bulk config endpoint. A stopped VM applies every
 ///   change at once (no pending state): the config is all a prune or adopt needs.
 ///
+/// * A guest on another node than `spec.node` with `spec.placement: migrate`: also PVE's
+///   precondition check of the migration, `GET .../migrate?target=<spec.node>`
+///   ([`mod@plan`]'s `migrate`).
+///
 /// Paths use the LIVE node (where the object is), not the desired one.
 pub fn observe(desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
     reads(
         desired.is_some_and(Desired::maps_pci),
+        desired.and_then(Desired::migrate_to),
         entry.and_then(live::Resource::from_value),
     )
 }
@@ -184,16 +199,15 @@ pub fn observe(desired: Option<&Desired>, entry: Option<&Value>) -> Vec<Call> {
 /// both was half the cost of the call, once per VM and cycle (`proxops-bench`, section 5).
 /// A text that does not read counts as absent, as in `observe`.
 pub fn observe_text(desired: Option<&str>, entry: Option<&str>) -> Vec<Call> {
-    let maps_pci = desired
-        .and_then(|d| serde_json::from_str::<desired::ObserveView>(d).ok())
-        .is_some_and(|v| v.maps_pci());
+    let view = desired.and_then(|d| serde_json::from_str::<desired::ObserveView>(d).ok());
     reads(
-        maps_pci,
+        view.as_ref().is_some_and(|v| v.maps_pci()),
+        view.as_ref().and_then(|v| v.migrate_to()),
         entry.and_then(|e| live::Resource::from_json(e).ok().flatten()),
     )
 }
 
-fn reads(maps_pci: bool, entry: Option<live::Resource>) -> Vec<Call> {
+fn reads(maps_pci: bool, migrate_to: Option<&str>, entry: Option<live::Resource>) -> Vec<Call> {
     // A PCI resource mapping that does not exist on the node is known before anything is
     // written or stopped: one read per cluster, shared by every VM that names a mapping.
     let mut calls = Vec::new();
@@ -211,6 +225,11 @@ fn reads(maps_pci: bool, entry: Option<live::Resource>) -> Vec<Call> {
     } else {
         Call::new(Method::Get, format!("{base}/config")).param("current", "1")
     });
+    // A guest elsewhere than `spec.node` with `placement: migrate`: PVE's precondition
+    // check of the migration (only then: a converged plan reads nothing more).
+    if let Some(target) = migrate_to.filter(|t| *t != e.node) {
+        calls.push(plan::precondition_call(&e.node, e.vmid, target));
+    }
     calls
 }
 

@@ -22,11 +22,13 @@ pub fn wire_string(v: &Value) -> Option<String> {
 pub struct Wire(pub Option<String>);
 
 impl Wire {
-    fn as_str(&self) -> Option<&str> {
+    /// The wire string.
+    pub fn as_str(&self) -> Option<&str> {
         self.0.as_deref()
     }
 
-    fn int(&self) -> Option<u64> {
+    /// The wire string as a non-negative integer (trimmed).
+    pub fn int(&self) -> Option<u64> {
         self.0.as_deref().and_then(|s| s.trim().parse().ok())
     }
 }
@@ -138,6 +140,53 @@ pub struct Resource {
     pub lock: Option<String>,
     /// `name`, when set.
     pub name: Option<String>,
+    /// `hastate`: the HA manager's state of the guest's HA resource; absent for a guest
+    /// without one.
+    pub hastate: Option<String>,
+    /// `ha`: the guest's `/cluster/ha/resources` entry, which the host adds to the entry of a
+    /// guest that has one; absent: the guest is no HA resource (or the host did not read it).
+    pub ha: Option<HaResource>,
+}
+
+/// A `/cluster/ha/resources` entry as PVE returns it, values as wire strings; PVE leaves out
+/// the options it was not given.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+pub struct HaResource {
+    /// `sid` (`vm:100`).
+    #[serde(default)]
+    pub sid: Wire,
+    /// `state` (absent: `started`).
+    #[serde(default)]
+    pub state: Wire,
+    /// `max_restart` (absent: 1).
+    #[serde(default)]
+    pub max_restart: Wire,
+    /// `max_relocate` (absent: 1).
+    #[serde(default)]
+    pub max_relocate: Wire,
+    /// `failback` (absent: 1).
+    #[serde(default)]
+    pub failback: Wire,
+    /// `comment`: where proxops writes its ownership mark.
+    #[serde(default)]
+    pub comment: Wire,
+    /// `digest` of the resources config.
+    #[serde(default)]
+    pub digest: Wire,
+}
+
+impl Resource {
+    /// Whether HA manages the guest: it has an HA resource whose state is not `ignored`
+    /// (PVE's `vm_is_ha_managed`; power requests then go through HA).
+    pub fn ha_managed(&self) -> bool {
+        let requested_ignored = self
+            .ha
+            .as_ref()
+            .is_some_and(|h| h.state.as_str() == Some("ignored"));
+        self.hastate
+            .as_deref()
+            .is_some_and(|s| s != "ignored" && !requested_ignored)
+    }
 }
 
 /// The fields of a `/cluster/resources` entry that [`Resource`] reads, borrowed from the
@@ -162,6 +211,10 @@ struct ResourceFields<'a> {
     lock: Str<'a>,
     #[serde(default, borrow)]
     name: Str<'a>,
+    #[serde(default, borrow)]
+    hastate: Str<'a>,
+    #[serde(default)]
+    ha: Option<HaResource>,
 }
 
 /// A JSON string, borrowed when it has no escapes; any other value reads as absent (as
@@ -279,6 +332,8 @@ impl Resource {
             tags: tags.unwrap_or_default(),
             lock: set(f.lock.0),
             name: set(f.name.0),
+            hastate: set(f.hastate.0),
+            ha: f.ha,
         })
     }
 }

@@ -181,7 +181,19 @@ pub fn spec_schema(flavour: Flavour) -> Value {
             }}
         }
     });
-    json!({
+    let ha = json!({
+        "type": "object",
+        "additionalProperties": false,
+        "description": "The VM's PVE HA resource (vm:<vmid>), its comment carrying proxops's ownership mark. Absent: HA membership is not managed (a resource proxops created is removed, any other left alone).",
+        "properties": {
+            "state": {"type": "string", "enum": HA_STATES,
+                "description": "Requested HA state; defaults to spec.state (started or stopped). `disabled` needs spec.state: stopped; `ignored` leaves the VM to proxops."},
+            "max-restart": {"type": "integer", "minimum": 0, "default": 1, "description": "Restart tries on a node after a failed start (PVE max_restart)."},
+            "max-relocate": {"type": "integer", "minimum": 0, "default": 1, "description": "Relocate tries to other nodes after failed restarts (PVE max_relocate)."},
+            "failback": boolean("Move back to the node with the highest affinity priority when it comes online (PVE default true).")
+        }
+    });
+    let mut spec = json!({
         "type": "object",
         "additionalProperties": false,
         "required": ["node", "vmid", "memory", "cpu", "networks"],
@@ -207,9 +219,19 @@ pub fn spec_schema(flavour: Flavour) -> Value {
             "extra": {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]},
                 "description": "Unmodelled PVE config keys, compared verbatim."},
             "clone": name_ref("A TemplateVM metadata.name to full-clone from (then disks must be empty)."),
-            "cloud-init-data": cloud_init_data
+            "cloud-init-data": cloud_init_data,
+            "ha": ha,
+            "placement": {"type": "string", "enum": PLACEMENTS, "default": "fixed",
+                "description": "A guest found on another node than spec.node: `fixed` reports a guest without HA as an anomaly (one HA moved is accepted where it is); `migrate` migrates it to spec.node (through HA when HA manages it)."}
         }
-    })
+    });
+    if flavour == Flavour::Template {
+        // PVE never runs a template: no HA resource.
+        if let Some(props) = spec["properties"].as_object_mut() {
+            props.remove("ha");
+        }
+    }
+    spec
 }
 
 /// The schema of a whole manifest.
@@ -259,6 +281,7 @@ mod tests {
             (&hw["properties"]["pci-devices"]["items"], PCI_KEYS),
             (&s["properties"]["options"], OPTIONS_KEYS),
             (&s["properties"]["cloud-init-data"], CI_DATA_KEYS),
+            (&s["properties"]["ha"], HA_KEYS),
             (
                 &s["properties"]["cloud-init-data"]["properties"]["ipconfigs"]["items"],
                 IPCONFIG_KEYS,

@@ -13,6 +13,10 @@
 //!   is not a config value (`unusedN`, `lock`): those are gaps.
 //! * On a running guest with pending changes the manifest carries the pending value (the
 //!   operator's last word), so the first plan reports it as pending-until-reboot, not drift.
+//! * A guest with an HA resource (the host's `ha` entry) gets `spec.ha`: its state, and the
+//!   options that differ from PVE's defaults; `spec.state` follows HA's requested state
+//!   (a gap says so when the guest is not there yet). A resource proxops did not create
+//!   (no mark in its comment) is a gap: plan leaves it alone while it matches.
 //! * The result is checked with `validate`; a guest no valid manifest describes is an error.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -23,7 +27,7 @@ use proxops_kind_sdk::model::Observation;
 use proxops_kind_sdk::propstring::{PropString, parse_bool};
 use serde_json::{Map, Value, json};
 
-use crate::desired::Flavour;
+use crate::desired::{Flavour, HaState};
 use crate::keys::HOTPLUG_FEATURES;
 use crate::live::{Config, Resource, pending_entries, pending_rows};
 use crate::secrets::Secrets;
@@ -323,7 +327,10 @@ impl Adoption {
             self.keys.remove(*k);
         }
         if flavour == Flavour::Vm {
-            let status = self.take_status(r, status);
+            let mut status = self.take_status(r, status);
+            if let Some(ha) = self.take_ha(r, &mut status) {
+                spec.insert("ha".into(), ha);
+            }
             spec.insert("state".into(), json!(status));
         }
         // For a guest without a name PVE's listing says `VM <vmid>` (qemu-server `vmstatus`):
@@ -409,6 +416,80 @@ impl Adoption {
                 "stopped"
             }
         }
+    }
+
+    /// `spec.ha` from the host's `ha` entry: the state always, the other options where they
+    /// differ from PVE's defaults. HA's requested state is the operator's intent, so a guest
+    /// on its way there (HA asked to start it, or to stop it) is adopted in that state: the
+    /// manifest must not contradict HA (validate refuses it).
+    fn take_ha(&mut self, r: &Resource, status: &mut &'static str) -> Option<Value> {
+        let Some(live) = &r.ha else {
+            if let Some(state) = &r.hastate {
+                self.gap(
+                    "ha",
+                    format!("the guest has HA state `{state}` but the host passed no HA resource entry; spec.ha not written (HA membership left unmanaged)"),
+                );
+            }
+            return None;
+        };
+        let Some(state) = HaState::parse(live.state.as_str()) else {
+            self.gap(
+                "ha.state",
+                format!("HA state `{}` is not one the manifest knows; spec.ha not written (HA membership left unmanaged)", live.state.as_str().unwrap_or_default()),
+            );
+            return None;
+        };
+        let wanted = match state {
+            HaState::Started => Some("started"),
+            HaState::Stopped | HaState::Disabled => Some("stopped"),
+            HaState::Ignored => None,
+        };
+        if let Some(w) = wanted.filter(|w| w != status) {
+            self.gap(
+                "status",
+                format!("the guest is {} but its HA resource asks for `{}`: adopted as state: {w}, which HA is bringing it to", if r.running { "running" } else { "not running" }, state.as_str()),
+            );
+            *status = w;
+        }
+        let mut ha = Map::new();
+        ha.insert("state".into(), json!(state.as_str()));
+        for (key, field) in [
+            ("max_restart", "max-restart"),
+            ("max_relocate", "max-relocate"),
+        ] {
+            let w = if key == "max_restart" {
+                &live.max_restart
+            } else {
+                &live.max_relocate
+            };
+            match w.as_str() {
+                None => {}
+                Some(v) => match v.trim().parse::<u64>() {
+                    Ok(n) if n == crate::desired::Ha::DEFAULT_TRIES => {}
+                    Ok(n) if n <= u64::from(u32::MAX) => {
+                        ha.insert(field.into(), json!(n));
+                    }
+                    _ => self.gap(format!("ha.{key}"), format!("`{v}` is not a count the manifest can state; left at PVE's default in spec.ha, so the first plan writes it")),
+                },
+            }
+        }
+        match live.failback.as_str().map(parse_bool) {
+            None | Some(Some(true)) => {}
+            Some(Some(false)) => {
+                ha.insert("failback".into(), json!(false));
+            }
+            Some(None) => self.gap(
+                "ha.failback",
+                "not a boolean; left at PVE's default in spec.ha, so the first plan writes it",
+            ),
+        }
+        if !crate::plan::ha_marked(live.comment.as_str(), r.vmid) {
+            self.gap(
+                "ha.comment",
+                format!("HA resource vm:{} was not created by proxops: plan leaves it alone while it matches spec.ha, and reports a change as an anomaly. To let proxops change it, add `{}` to its comment", r.vmid, crate::ownership_mark(r.vmid)),
+            );
+        }
+        Some(Value::Object(ha))
     }
 
     fn take_tags(&mut self, vmid: u32) -> Vec<String> {

@@ -248,5 +248,11 @@ pub(super) fn create(ctx: &Ctx<'_>) -> Proposal {
         calls.push(call);
     }
     push_create(&mut out, d, how, calls, changes);
+    // The HA resource once the guest exists (PVE refuses one for a missing guest); a clone
+    // gets its own on the pass that configures it (see `ha`).
+    if let Some(ha) = &d.ha {
+        out.drift.push(super::ha::missing_drift(d, ha));
+        out.actions.push(super::ha::create_action(d, ha));
+    }
     out
 }

@@ -36,11 +36,19 @@
 //! * The config write carries the `digest` of the config read, except when a stop precedes it
 //!   in the same proposal on a VM with pending changes (the stop applies them and changes the
 //!   digest). Resizes follow the config write and carry no digest (they are grow-only).
+//! * The guest's HA resource (`spec.ha`) is planned last, after the power actions, as a
+//!   `step("ha")` action; its ownership, defaults and digest are decided in `ha`.
+//! * A guest on another node than `spec.node` is accepted where HA put it (every call goes
+//!   to its live node: [`Ctx::node`]), migrated (`spec.placement: migrate`, a
+//!   `step("migrate")` action pre-checked with PVE's precondition answer), or reported; see
+//!   `migrate`.
 
 mod cloud_init;
 mod config;
 mod create;
 mod disks;
+mod ha;
+mod migrate;
 mod nics;
 mod pci;
 pub use pci::PCI_MAPPINGS;
@@ -49,6 +57,8 @@ mod special_drives;
 mod update;
 
 pub use create::create_params;
+pub use ha::{HA, comment as ha_comment, is_marked as ha_marked};
+pub use migrate::{MIGRATE, precondition_call};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -117,6 +127,7 @@ pub fn plan(
     let mappings = pci::mappings(obs)?;
     let ctx = Ctx {
         d,
+        node: entry.as_ref().map_or(d.node.clone(), |r| r.node.clone()),
         targets,
         ci,
         mappings,
@@ -233,6 +244,9 @@ fn power_action(d: &Desired, node: &str, start: bool) -> Action {
 pub struct Ctx<'a> {
     /// Desired state.
     pub d: &'a Desired,
+    /// The node the guest is on: the live one (an HA-managed guest may be elsewhere than
+    /// `spec.node`), else `spec.node`.
+    pub node: String,
     /// Resolved reference targets.
     pub targets: Targets,
     /// Cloud-init data with its secrets.

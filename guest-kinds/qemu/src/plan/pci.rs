@@ -165,7 +165,7 @@ pub(super) fn diff_pci(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
         let key = format!("hostpci{}", pci.slot);
         let refused = match (&pci.device, &pci.mapping) {
             (Some(_), _) => Some(raw_pci_anomaly(&path, &key)),
-            (None, Some(m)) => missing_mapping(ctx.mappings.as_ref(), &path, m, &d.node),
+            (None, Some(m)) => missing_mapping(ctx.mappings.as_ref(), &path, m, &ctx.node),
             (None, None) => None,
         };
         if let Some(anomaly) = refused {
@@ -182,7 +182,7 @@ pub(super) fn diff_pci(ctx: &Ctx<'_>, x: &mut Diff<'_>) {
                             ctx.mappings.as_ref(),
                             &path,
                             m,
-                            &d.node,
+                            &ctx.node,
                             "PVE refuses to start a guest with it (\"PCI device mapping not found\"), so proxops neither starts nor restarts this guest",
                         )
                     {

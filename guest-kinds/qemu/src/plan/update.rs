@@ -8,6 +8,8 @@ use proxops_kind_sdk::model::{
 };
 
 use super::config::diff_config;
+use super::ha::plan_ha;
+use super::migrate::{fixed_anomaly, migrate};
 use super::prune::unlock_hint;
 use super::{Ctx, Diff, MARK_TEMPLATE, base_path, config_of, power_action, power_call};
 use crate::desired::*;
@@ -31,11 +33,9 @@ pub(super) fn update(
         ));
         return Ok(out);
     }
-    if r.node != d.node {
-        out.anomalies.push(Anomaly::new(
-            "spec.node",
-            format!("VM {} lives on node {}, the manifest says {}; proxops does not migrate VMs (move it in PVE or fix the manifest)", r.vmid, r.node, d.node),
-        ));
+    let elsewhere = r.node != d.node;
+    if elsewhere && !r.ha_managed() && d.placement == Placement::Fixed {
+        out.anomalies.push(fixed_anomaly(d, r));
         return Ok(out);
     }
     if d.kind == Flavour::Vm && r.template {
@@ -55,6 +55,28 @@ pub(super) fn update(
             ),
         ));
         return Ok(out);
+    }
+    if let Some(state) = r.hastate.as_deref() {
+        if let Some(why) = ha_busy(state) {
+            out.anomalies.push(Anomaly::new(
+                "",
+                format!("{what}: HA {why} (HA state `{state}`); proxops changes nothing until HA is done"),
+            ));
+            return Ok(out);
+        }
+        if state == "error" {
+            out.anomalies.push(Anomaly::new(
+                "spec.ha",
+                format!("HA resource vm:{} is in the error state: PVE takes no request for it but `state: disabled`. Set spec.ha.state: disabled (with spec.state: stopped), fix the cause, then set it back", r.vmid),
+            ));
+            if d.ha.is_some_and(|h| h.state == HaState::Disabled) {
+                plan_ha(d, r, &mut out, false);
+            }
+            return Ok(out);
+        }
+    }
+    if elsewhere && d.placement == Placement::Migrate {
+        return Ok(migrate(d, r, obs, r.ha_managed()));
     }
     let mut diff = Diff {
         cfg: &cfg,
@@ -251,5 +273,35 @@ pub(super) fn update(
             _ => out.actions.push(start),
         }
     }
+    // The HA resource last: after the power actions (whose HA requests rewrite the resources
+    // config) and, for a clone, in its configuring write's action (HA would start the clone).
+    let power_first = out.actions.iter().any(|a| {
+        a.calls
+            .iter()
+            .any(|c| c.path.contains("/status/") && c.method == Method::Post)
+    });
+    let before = out.actions.len();
+    plan_ha(d, r, &mut out, power_first);
+    if out.actions.len() > before
+        && d.clone.is_some()
+        && before > 0
+        && out.actions[before - 1].operation == Operation::Update
+    {
+        let ha = out.actions.remove(before);
+        let update = &mut out.actions[before - 1];
+        update.summary = format!("{}, then {}", update.summary, ha.summary);
+        update.calls.extend(ha.calls);
+        update.changes.extend(ha.changes);
+    }
     Ok(out)
+}
+
+/// What HA is doing to a guest in HA state `state` that proxops must not interfere with.
+fn ha_busy(state: &str) -> Option<&'static str> {
+    Some(match state {
+        "migrate" | "relocate" => "is moving it to another node",
+        "fence" => "is fencing its node",
+        "recovery" => "is recovering it from a failed node",
+        _ => return None,
+    })
 }

@@ -113,7 +113,7 @@ scsi0=local-lvm:32 tpmstate0=local-lvm:1,version=v2.0 net0=virtio,bridge=vmbr0 s
 
 /// The config PVE prints for a fresh full clone of TemplateVM `golden` onto vmid 100: the
 /// template's values and cloud-init identity, the clone's own name, new MAC and volumes.
-fn fresh_clone() -> Value {
+pub(super) fn fresh_clone() -> Value {
     json!({
         "boot": "order=scsi0;ide2;net0", "cores": 1, "cpu": "kvm64", "digest": "c1", "memory": "1024",
         "meta": "creation-qemu=9.2.0,ctime=1767225600", "name": "web-01",
@@ -125,7 +125,7 @@ fn fresh_clone() -> Value {
     })
 }
 
-fn clone_patches(extra: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
+pub(super) fn clone_patches(extra: &[(&'static str, Value)]) -> Vec<(&'static str, Value)> {
     let mut p = vec![
         ("spec/clone", json!("golden")),
         ("spec/disks", Value::Null),

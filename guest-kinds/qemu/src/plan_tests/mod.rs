@@ -12,6 +12,7 @@ use crate::validate_tests::{base, patch, secrets};
 
 mod cloud_init;
 mod create;
+mod ha;
 mod hardware;
 mod prune;
 mod update;
@@ -190,6 +191,8 @@ struct Case<'a> {
     whole_config: Option<Value>,
     /// The answer to `GET /cluster/mapping/pci`, when it was read.
     mappings: Option<Value>,
+    /// The status and answer of PVE's migration precondition check, when it was read.
+    precondition: Option<(u16, Value)>,
 }
 
 impl Default for Case<'_> {
@@ -203,6 +206,7 @@ impl Default for Case<'_> {
             pending: None,
             whole_config: None,
             mappings: None,
+            precondition: None,
         }
     }
 }
@@ -242,6 +246,14 @@ fn run(c: Case<'_>) -> Proposal {
             call: Call::new(Method::Get, crate::plan::PCI_MAPPINGS),
             status: 200,
             body: m.to_string(),
+        });
+    }
+    if let Some((status, body)) = &c.precondition {
+        let node = c.live.as_ref().and_then(|l| l["node"].as_str()).unwrap();
+        reads.push(Read {
+            call: crate::plan::precondition_call(node, 100, "pve01"),
+            status: *status,
+            body: body.to_string(),
         });
     }
     let obs = Observation {

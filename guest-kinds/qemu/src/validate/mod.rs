@@ -116,6 +116,14 @@ fn check_spec(
     let tags = check_tags(c, spec, vmid);
     let extra = check_extra(c, spec);
     let cloud_init_data = check_cloud_init_data(c, spec, &networks);
+    let ha = check_ha(c, flavour, spec, state);
+    let placement = match c
+        .enumeration(spec, p, "placement", false, PLACEMENTS)
+        .as_deref()
+    {
+        Some("migrate") => Placement::Migrate,
+        _ => Placement::Fixed,
+    };
 
     Some(Desired {
         kind: flavour,
@@ -136,6 +144,80 @@ fn check_spec(
         extra,
         clone,
         cloud_init_data,
+        ha,
+        placement,
+    })
+}
+
+/// `spec.ha`: VM only (a template never runs), options with PVE's defaults, and a state
+/// that agrees with `spec.state` (it defaults to it): HA acts on its requested state, so a
+/// contradiction would have HA and proxops undo each other's work on every cycle.
+fn check_ha(
+    c: &mut Checker,
+    flavour: Flavour,
+    spec: &Obj,
+    power: Option<PowerState>,
+) -> Option<Ha> {
+    let p = "spec.ha";
+    if flavour == Flavour::Template && spec.get("ha").is_some_and(|v| !v.is_null()) {
+        c.error(
+            p,
+            "a TemplateVM cannot be an HA resource: PVE never runs a template; remove spec.ha (give the VMs cloned from it their own spec.ha)",
+        );
+        return None;
+    }
+    // `comment` is no unknown field but one proxops writes itself: said so, and then left
+    // out of the checks (the rare manifest with it is copied).
+    let without_comment;
+    let spec = match spec.get("ha") {
+        Some(Value::Object(ha)) if ha.contains_key("comment") => {
+            c.error(
+                join(p, "comment"),
+                "the HA resource's comment is proxops's ownership mark (`managed by proxops (proxops-<vmid>)`), written by proxops; remove it from the manifest",
+            );
+            let mut ha = ha.clone();
+            ha.remove("comment");
+            let mut copy = spec.clone();
+            copy.insert("ha".into(), Value::Object(ha));
+            without_comment = copy;
+            &without_comment
+        }
+        _ => spec,
+    };
+    let ha = c.object_field(spec, "spec", "ha", false, HA_KEYS)?;
+    let state = c.enumeration(ha, p, "state", false, HA_STATES);
+    let max_restart = c.int(ha, p, "max-restart", false, 0, i64::from(u32::MAX));
+    let max_relocate = c.int(ha, p, "max-relocate", false, 0, i64::from(u32::MAX));
+    let failback = c.boolean(ha, p, "failback", false);
+    let power = power?;
+    let state = match state.as_deref() {
+        None => match power {
+            PowerState::Started => HaState::Started,
+            PowerState::Stopped => HaState::Stopped,
+        },
+        Some(s) => HaState::parse(Some(s))?,
+    };
+    let clash = match (state, power) {
+        (HaState::Started, PowerState::Stopped) => Some(
+            "`started` has HA keep the VM running while spec.state is `stopped`: HA would start what proxops stops. Set spec.state: started, or spec.ha.state: stopped (or leave spec.ha.state out: it follows spec.state)",
+        ),
+        (HaState::Stopped, PowerState::Started) => Some(
+            "`stopped` has HA keep the VM stopped while spec.state is `started` (the default): proxops's start would turn HA's state back to `started`. Set spec.state: stopped, or spec.ha.state: started (or leave spec.ha.state out: it follows spec.state)",
+        ),
+        (HaState::Disabled, PowerState::Started) => Some(
+            "`disabled` has HA keep the VM stopped while spec.state is `started` (the default): proxops's start would turn HA's state to `started`. Set spec.state: stopped with spec.ha.state: disabled, or use spec.ha.state: started",
+        ),
+        _ => None,
+    };
+    if let Some(why) = clash {
+        c.error(join(p, "state"), why);
+        return None;
+    }
+    Some(Ha {
+        state,
+        max_restart: max_restart.map_or(Ha::DEFAULT_TRIES, |n| n as u64),
+        max_relocate: max_relocate.map_or(Ha::DEFAULT_TRIES, |n| n as u64),
+        failback: failback.unwrap_or(true),
     })
 }
 

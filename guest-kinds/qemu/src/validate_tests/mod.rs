@@ -7,6 +7,7 @@ use crate::secrets::MapSecrets;
 use crate::validate::validate;
 
 mod devices;
+mod ha;
 mod provisioning;
 
 /// A canary secret value: it must never appear outside a sensitive parameter.

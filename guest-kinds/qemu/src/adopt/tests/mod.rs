@@ -14,6 +14,7 @@ use crate::secrets::{MapSecrets, NoSecrets, Secrets};
 use crate::{TemplateVm, Vm};
 
 mod cases;
+mod ha;
 mod props;
 
 const KEY_A: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIadoptA alice@h";
