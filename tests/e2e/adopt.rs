@@ -421,3 +421,51 @@ async fn adopt_matches_sops_keys_and_imports_the_others_with_adopt_secrets() {
         "the SOPS file is not rewritten"
     );
 }
+
+/// An HA-managed guest is adopted with its `spec.ha`, and the round trip stays zero-diff: the
+/// take-over writes only the ownership tags, and the HA resource (made by hand, so not
+/// proxops's to change) is left as it is.
+#[tokio::test(flavor = "multi_thread")]
+async fn adopt_writes_spec_ha_and_the_round_trip_is_zero_diff() {
+    let lab = Lab::start().await;
+    lab.pve(
+        Method::Post,
+        "/nodes/pve01/qemu",
+        &[
+            ("vmid", "120"),
+            ("name", "ha-db"),
+            ("memory", "1024"),
+            ("scsi0", "local-lvm:4"),
+            ("net0", "virtio,bridge=vmbr0"),
+            ("start", "1"),
+        ],
+    )
+    .await;
+    lab.pve(
+        Method::Post,
+        "/cluster/ha/resources",
+        &[
+            ("sid", "vm:120"),
+            ("max_restart", "3"),
+            ("comment", "made by hand"),
+        ],
+    )
+    .await;
+    lab.clear();
+    let adopt = lab.run(&["adopt", "--cluster", "lab", "--all"]).await;
+    assert_eq!(adopt.code, 0, "{}\n{}", adopt.stdout, adopt.stderr);
+    let text = std::fs::read_to_string(lab.repo.path().join("vm/lab/ha-db.yaml")).unwrap();
+    assert!(text.contains("ha:"), "{text}");
+    assert!(text.contains("max-restart: 3"), "{text}");
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(
+        lab.mutations()
+            .iter()
+            .all(|m| m.starts_with("POST /nodes/pve01/qemu/120/config")),
+        "only the ownership tags: {:?}",
+        lab.mutations()
+    );
+    let again = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+}

@@ -15,6 +15,7 @@ mod faults;
 mod fleet;
 mod gitops;
 mod guests;
+mod ha;
 mod hostile;
 mod images;
 mod inputs;

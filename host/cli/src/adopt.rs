@@ -93,7 +93,9 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
         .await
         .with_context(|| format!("connecting to cluster {}", o.cluster))?;
     let listing = proxops_reconcile::observe::CLUSTER_RESOURCES;
-    let live = proxops_reconcile::observe::listing(&conn.client, listing).await?;
+    let mut live = proxops_reconcile::observe::listing(&conn.client, listing).await?;
+    // An HA-managed guest's manifest carries `spec.ha`, from its HA resource.
+    proxops_reconcile::observe::ha::merge_into(&conn.client, &mut live).await?;
     let guests: Vec<&Entry> = live
         .iter()
         .filter(|e| matches!(e.str("type"), Some("qemu" | "lxc")))

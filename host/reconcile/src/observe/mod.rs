@@ -75,6 +75,9 @@ pub(super) struct LiveCluster<'a> {
     pub nodes: HashSet<String>,
     /// Nodes PVE lists as not online: no request is sent to them.
     pub offline: HashSet<String>,
+    /// Nodes PVE's HA manager has in maintenance: nothing is created, started or migrated
+    /// onto them.
+    pub maintenance: HashSet<String>,
     /// The HA resources, by guest.
     pub ha: ha::HaResources,
     live: &'a [Entry],
@@ -91,9 +94,15 @@ impl<'a> LiveCluster<'a> {
         objects: &'a [Object],
     ) -> Self {
         let offline = offline_nodes(live);
+        let maintenance = live
+            .iter()
+            .filter(|e| e.str("type") == Some("node") && e.str("hastate") == Some("maintenance"))
+            .filter_map(|e| e.str("node").map(str::to_string))
+            .collect();
         LiveCluster {
             nodes,
             offline,
+            maintenance,
             ha,
             live,
             objects,
@@ -300,8 +309,11 @@ pub async fn plan_cluster(
             (Some(e), None) => (proposal, Some(e), false),
             (None, None) => {
                 let kind = &registry.get(item.kind).info().kind;
-                let (proposal, error) =
+                let (mut proposal, error) =
                     gate(&item, kind, proposal, observed.as_ref().ok(), &live_cluster);
+                if error.is_none() {
+                    hold_for_maintenance(&mut proposal, &live_cluster.maintenance);
+                }
                 (proposal, error, gate::takes_over(&item))
             }
         };
@@ -614,6 +626,61 @@ fn relocated(item: &Item<'_>) -> Option<crate::plan::Relocated> {
         from: home.to_string(),
         to: now.to_string(),
     })
+}
+
+/// A proposal that would create, start or migrate a guest onto a node PVE's HA manager has in
+/// maintenance keeps none of its actions; one anomaly says why (exit 3). Everything else of
+/// a node in maintenance (a config write, a stop) is planned as usual.
+fn hold_for_maintenance(proposal: &mut Proposal, maintenance: &HashSet<String>) {
+    use crate::request::target::Target;
+    if maintenance.is_empty() {
+        return;
+    }
+    let param = |call: &Call, name: &str| {
+        call.params
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.value.clone())
+    };
+    let onto = |call: &Call| -> Option<(&'static str, String)> {
+        if call.method != Method::Post {
+            return None;
+        }
+        let target = Target::of(&crate::request::form::pve_view(&call.path), &call.params).ok()?;
+        match &target {
+            Target::NewGuest { node, .. } => Some(("create a guest on", node.clone())),
+            Target::Guest { node, rest, .. } if rest == &["status", "start"] => {
+                Some(("start a guest on", node.clone()))
+            }
+            Target::Guest { rest, .. } if rest == &["migrate"] => {
+                Some(("migrate a guest to", param(call, "target")?))
+            }
+            Target::HaResource { rest, .. }
+                if rest
+                    .first()
+                    .is_some_and(|r| r == "migrate" || r == "relocate") =>
+            {
+                Some(("migrate a guest to", param(call, "node")?))
+            }
+            _ => None,
+        }
+    };
+    let held = proposal
+        .actions
+        .iter()
+        .flat_map(|a| &a.calls)
+        .filter_map(onto)
+        .find(|(_, node)| maintenance.contains(node));
+    if let Some((what, node)) = held {
+        proposal.actions.clear();
+        proposal.anomalies.push(proxops_runtime::kind::Anomaly {
+            path: String::new(),
+            message: format!(
+                "node {node} is in maintenance (PVE's HA manager): proxops does not {what} it; nothing of this object is changed until the maintenance ends"
+            ),
+            locked: false,
+        });
+    }
 }
 
 /// What an object on an offline node gets instead of a plan: one anomaly, no action (exit 3).

@@ -4,6 +4,16 @@
 use super::*;
 use proxops_pve::{Method as PveMethod, Param};
 
+/// A POST straight to PVE (as a human or another tool would), which must succeed.
+async fn post(scene: &Scene, path: &str, params: &[(&str, &str)]) {
+    let params: Vec<Param> = params.iter().map(|(k, v)| Param::new(*k, *v)).collect();
+    scene
+        .client
+        .request(PveMethod::Post, path, &params, false)
+        .await
+        .unwrap_or_else(|e| panic!("POST {path}: {e}"));
+}
+
 /// A scene whose VM `app` (150 on pve01, running) is an HA resource, its manifest then given
 /// `extra`; HA's CRM carries requests out after `crm_delay`.
 async fn ha_managed_then(extra: &str, crm_delay: Duration) -> Scene {
@@ -14,16 +24,7 @@ async fn ha_managed_then(extra: &str, crm_delay: Duration) -> Scene {
     .await;
     scene.write("vm/lab/app.yaml", &vm("app", 150, ""));
     assert!(scene.apply(Holds::default()).await.converged);
-    scene
-        .client
-        .request(
-            PveMethod::Post,
-            "/cluster/ha/resources",
-            &[Param::new("sid", "vm:150")],
-            false,
-        )
-        .await
-        .expect("the HA resource is created");
+    post(&scene, "/cluster/ha/resources", &[("sid", "vm:150")]).await;
     scene.write("vm/lab/app.yaml", &vm("app", 150, extra));
     scene
 }
@@ -194,5 +195,345 @@ impl Reporter for Recorder {
         if let Event::Waiting { what, .. } = event {
             self.0.lock().unwrap().push(what);
         }
+    }
+}
+
+/// A simulator with a shared storage `ceph` (HA can recover guests whose disks are on it) and
+/// a quick HA manager: requests carried out after 100 ms, a lost node fenced after 300 ms.
+async fn shared_cluster() -> Scene {
+    let mut storages = proxops_sim::default_storages();
+    let mut ceph = proxops_sim::StorageConfig::new("ceph", "rbd", &["images", "rootdir"]);
+    ceph.shared = true;
+    storages.push(ceph);
+    Scene::with(proxops_sim::SimConfig {
+        nodes: vec!["pve01".into(), "pve02".into(), "pve03".into()],
+        storages,
+        ha_crm_delay: Duration::from_millis(100),
+        ha_fence_delay: Duration::from_millis(300),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await
+}
+
+/// VM `name` (vmid) on `node`, its disk on the shared storage, with `extra`.
+fn shared_vm(name: &str, vmid: u32, node: &str, extra: &str) -> String {
+    vm(name, vmid, extra)
+        .replace("node: pve01", &format!("node: {node}"))
+        .replace("storage: local-lvm", "storage: ceph")
+}
+
+/// Polls `done` for up to 10 s.
+async fn eventually(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{what} did not happen within 10 s");
+}
+
+/// `spec.ha` declares the HA resource: created with proxops's mark, updated when the
+/// manifest changes, removed when the manifest drops it; each apply converges.
+#[tokio::test(flavor = "multi_thread")]
+async fn spec_ha_creates_updates_and_removes_the_ha_resource() {
+    let scene = shared_cluster().await;
+    scene.write(
+        "vm/lab/db.yaml",
+        &shared_vm("db", 160, "pve01", "  ha: {max-restart: 2}\n"),
+    );
+    let report = scene.apply(Holds::default()).await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    let resource = scene
+        .client
+        .get("/cluster/ha/resources/vm%3A160", &[])
+        .await
+        .expect("the HA resource exists");
+    assert_eq!(resource["max_restart"], 2, "{resource}");
+    assert_eq!(resource["state"], "started", "{resource}");
+    assert!(
+        resource["comment"]
+            .as_str()
+            .unwrap_or("")
+            .contains("proxops-160"),
+        "{resource}"
+    );
+    assert_eq!(scene.sim.vm_status(160).as_deref(), Some("running"));
+
+    scene.write(
+        "vm/lab/db.yaml",
+        &shared_vm("db", 160, "pve01", "  ha: {max-restart: 3}\n"),
+    );
+    scene.sim.clear_requests();
+    assert!(scene.apply(Holds::default()).await.converged);
+    assert_eq!(scene.writes(), ["PUT /cluster/ha/resources/vm:160"]);
+    let resource = scene
+        .client
+        .get("/cluster/ha/resources/vm%3A160", &[])
+        .await
+        .unwrap();
+    assert_eq!(resource["max_restart"], 3, "{resource}");
+
+    scene.write("vm/lab/db.yaml", &shared_vm("db", 160, "pve01", ""));
+    scene.sim.clear_requests();
+    assert!(scene.apply(Holds::default()).await.converged);
+    assert_eq!(scene.writes(), ["DELETE /cluster/ha/resources/vm:160"]);
+    assert_eq!(
+        scene
+            .client
+            .get("/cluster/ha/resources", &[])
+            .await
+            .unwrap(),
+        serde_json::json!([])
+    );
+    assert_eq!(scene.sim.vm_status(160).as_deref(), Some("running"));
+}
+
+/// A node fails mid-fleet: HA recovers its HA guests elsewhere. The next plan says where HA
+/// put each one, repairs their drift with calls to the node they are on, and reports the
+/// guest left on the offline node; nothing is sent to it.
+#[tokio::test(flavor = "multi_thread")]
+async fn after_a_failover_relocated_guests_converge_where_they_are() {
+    let scene = shared_cluster().await;
+    scene.write("vm/lab/a.yaml", &shared_vm("a", 170, "pve02", "  ha: {}\n"));
+    scene.write("vm/lab/b.yaml", &shared_vm("b", 171, "pve02", ""));
+    scene.write("vm/lab/c.yaml", &shared_vm("c", 172, "pve01", "  ha: {}\n"));
+    assert!(scene.apply(Holds::default()).await.converged);
+    scene.sim.set_node_online("pve02", false).expect("pve02");
+    eventually("HA recovers VM 170", || {
+        scene.sim.guest_node(170).is_some_and(|n| n != "pve02")
+            && scene.sim.vm_status(170).as_deref() == Some("running")
+    })
+    .await;
+    let home = scene.sim.guest_node(170).unwrap();
+    // Drift on the relocated guest.
+    scene.write(
+        "vm/lab/a.yaml",
+        &shared_vm("a", 170, "pve02", "  ha: {}\n").replace("1GiB", "2GiB"),
+    );
+    let objects = scene.objects();
+    let plan = scene.plan(&objects, Holds::default()).await;
+    let a = plan
+        .objects
+        .iter()
+        .find(|o| o.object.id.name == "a")
+        .unwrap();
+    assert_eq!(
+        a.relocated,
+        Some(proxops_reconcile::plan::Relocated {
+            from: "pve02".into(),
+            to: home.clone()
+        })
+    );
+    assert!(
+        a.proposal.anomalies.is_empty(),
+        "{:?}",
+        a.proposal.anomalies
+    );
+    let b = plan
+        .objects
+        .iter()
+        .find(|o| o.object.id.name == "b")
+        .unwrap();
+    assert!(
+        b.proposal.anomalies[0].message.contains("offline"),
+        "{:?}",
+        b.proposal
+    );
+    scene.sim.clear_requests();
+    let report = scene.apply(Holds::default()).await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    assert_eq!(
+        scene.writes(),
+        [format!("POST /nodes/{home}/qemu/170/config")],
+        "the drift is repaired on the node the guest is on"
+    );
+    assert!(
+        scene
+            .sim
+            .requests()
+            .iter()
+            .all(|r| !r.path.starts_with("/nodes/pve02/")),
+        "nothing sent to the offline node"
+    );
+    assert_eq!(
+        run::Outcome::of(&report.last, &Default::default(), Some(&report)),
+        Outcome::NeedsHuman,
+        "the guest on the offline node needs a human"
+    );
+}
+
+/// A changed `spec.node` with `placement: migrate` is one online migration: the VM runs
+/// throughout and ends on its new node; the verifying pass plans nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_change_migrates_the_vm_online() {
+    let scene = shared_cluster().await;
+    scene.write("vm/lab/web.yaml", &vm("web", 180, ""));
+    assert!(scene.apply(Holds::default()).await.converged);
+    scene.write(
+        "vm/lab/web.yaml",
+        &vm("web", 180, "  placement: migrate\n").replace("node: pve01", "node: pve03"),
+    );
+    scene.sim.clear_requests();
+    let report = scene.apply(Holds::default()).await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    assert_eq!(scene.writes(), ["POST /nodes/pve01/qemu/180/migrate"]);
+    let migrate = scene
+        .sim
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "POST")
+        .unwrap();
+    let param = |k: &str| {
+        migrate
+            .params
+            .iter()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(param("target").as_deref(), Some("pve03"));
+    assert_eq!(param("online").as_deref(), Some("1"));
+    assert_eq!(param("with-local-disks").as_deref(), Some("1"));
+    assert_eq!(scene.sim.guest_node(180).as_deref(), Some("pve03"));
+    assert_eq!(scene.sim.vm_status(180).as_deref(), Some("running"));
+    assert!(
+        !scene
+            .sim
+            .requests()
+            .iter()
+            .any(|r| r.path.contains("/status/"))
+    );
+}
+
+/// A migration PVE would refuse (the target lacks the VM's storage) is refused in the plan,
+/// with nothing sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_migration_pve_would_refuse_is_refused_in_the_plan() {
+    let mut storages = proxops_sim::default_storages();
+    let mut only_here = proxops_sim::StorageConfig::new("fast", "lvmthin", &["images"]);
+    only_here.nodes = Some(vec!["pve01".into()]);
+    storages.push(only_here);
+    let scene = Scene::with(proxops_sim::SimConfig {
+        storages,
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    let fast = |extra: &str| vm("web", 181, extra).replace("storage: local-lvm", "storage: fast");
+    scene.write("vm/lab/web.yaml", &fast(""));
+    assert!(scene.apply(Holds::default()).await.converged);
+    scene.write(
+        "vm/lab/web.yaml",
+        &fast("  placement: migrate\n").replace("node: pve01", "node: pve02"),
+    );
+    scene.sim.clear_requests();
+    let objects = scene.objects();
+    let plan = scene.plan(&objects, Holds::default()).await;
+    let web = &plan.objects[0];
+    assert!(
+        web.proposal.actions.is_empty(),
+        "{:?}",
+        web.proposal.actions
+    );
+    let message = &web.proposal.anomalies[0].message;
+    assert!(message.contains("fast"), "names the storage: {message}");
+    assert!(scene.writes().is_empty());
+}
+
+/// An HA guest HA moved away stays where it is with `placement: fixed` (the default); with
+/// `placement: migrate` proxops brings it home through HA's migrate and waits until it is
+/// there.
+#[tokio::test(flavor = "multi_thread")]
+async fn placement_migrate_brings_an_ha_guest_home_through_ha() {
+    let scene = shared_cluster().await;
+    scene.write(
+        "vm/lab/db.yaml",
+        &shared_vm("db", 190, "pve01", "  ha: {}\n"),
+    );
+    assert!(scene.apply(Holds::default()).await.converged);
+    post(
+        &scene,
+        "/cluster/ha/resources/vm:190/migrate",
+        &[("node", "pve03")],
+    )
+    .await;
+    eventually("HA moves VM 190", || {
+        scene.sim.guest_node(190).as_deref() == Some("pve03")
+    })
+    .await;
+    eventually("HA settles", || {
+        scene
+            .sim
+            .ha_service("vm:190")
+            .is_some_and(|s| s["state"] == "started")
+    })
+    .await;
+    scene.sim.clear_requests();
+    let report = scene.apply(Holds::default()).await;
+    assert!(
+        report.converged && scene.writes().is_empty(),
+        "{:?}",
+        scene.writes()
+    );
+
+    scene.write(
+        "vm/lab/db.yaml",
+        &shared_vm("db", 190, "pve01", "  ha: {}\n  placement: migrate\n"),
+    );
+    let waits = Arc::new(Recorder::default());
+    let report = scene
+        .apply_with(Holds::default(), |_| {}, waits.clone())
+        .await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    assert_eq!(
+        scene.writes(),
+        ["POST /cluster/ha/resources/vm:190/migrate"]
+    );
+    assert_eq!(scene.sim.guest_node(190).as_deref(), Some("pve01"));
+    assert_eq!(waits.waited(), ["VM 190 to be on node pve01"]);
+}
+
+/// Nothing is created, started or migrated onto a node in maintenance; the plan says why, and
+/// the other nodes' work goes on.
+#[tokio::test(flavor = "multi_thread")]
+async fn nothing_is_created_or_migrated_onto_a_node_in_maintenance() {
+    let scene = shared_cluster().await;
+    scene.write(
+        "vm/lab/db.yaml",
+        &shared_vm("db", 195, "pve01", "  ha: {}\n"),
+    );
+    scene.write("vm/lab/web.yaml", &shared_vm("web", 196, "pve01", ""));
+    assert!(scene.apply(Holds::default()).await.converged);
+    scene
+        .sim
+        .set_node_maintenance("pve03", true)
+        .expect("pve03");
+    scene.write("vm/lab/new.yaml", &shared_vm("new", 197, "pve03", ""));
+    scene.write(
+        "vm/lab/web.yaml",
+        &shared_vm("web", 196, "pve03", "  placement: migrate\n"),
+    );
+    scene.write("vm/lab/other.yaml", &shared_vm("other", 198, "pve02", ""));
+    scene.sim.clear_requests();
+    let report = scene.apply(Holds::default()).await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    assert_eq!(
+        scene.writes(),
+        ["POST /nodes/pve02/qemu"],
+        "only the other node's create"
+    );
+    for name in ["new", "web"] {
+        let o = report
+            .last
+            .objects
+            .iter()
+            .find(|o| o.object.id.name == name)
+            .unwrap();
+        assert!(
+            o.proposal.anomalies[0]
+                .message
+                .contains("node pve03 is in maintenance"),
+            "{name}: {:?}",
+            o.proposal
+        );
     }
 }

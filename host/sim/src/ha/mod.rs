@@ -164,7 +164,8 @@ pub(crate) fn vm_is_ha_managed(st: &State, vmid: u32) -> bool {
 }
 
 /// The `hastate` `/cluster/resources` shows for a guest (pve-manager `PVE::API2::Cluster` `resources`): the
-/// CRM's service state, else the configured state; `None` for a guest without an HA resource.
+/// CRM's service state, else the configured state (PVE's default `started` when none was
+/// written); `None` for a guest without an HA resource.
 pub(crate) fn hastate(st: &State, sid: &str) -> Option<String> {
     if let Some(s) = st.ha.services.get(sid) {
         return Some(s.state.clone());
@@ -172,8 +173,7 @@ pub(crate) fn hastate(st: &State, sid: &str) -> Option<String> {
     st.ha
         .resources
         .get(sid)
-        .map(|opts| opts.get("state").cloned().unwrap_or_default())
-        .filter(|s| !s.is_empty())
+        .map(|opts| requested_state(opts).to_string())
 }
 
 /// The HA state of a node (`PVE::HA::NodeStatus`): `online`, `maintenance`, `unknown` (offline, not yet fenced)
