@@ -62,3 +62,45 @@ mod tests {
         );
     }
 }
+
+/// proxops's mark on a named PVE object it created (a pool, an HA rule, a backup job): the
+/// token `proxops:<id>` in the object's `comment`, bound to the object's own id so that a
+/// comment copied to another object does not carry ownership with it.
+pub fn named_mark(id: &str) -> String {
+    format!("proxops:{id}")
+}
+
+/// Whether `comment` carries [`named_mark`] of `id` as a token of its own: not inside a
+/// longer id (`proxops:web` does not mark `web-2`, nor does `proxops:web-2` mark `web`).
+pub fn has_named_mark(comment: &str, id: &str) -> bool {
+    let mark = named_mark(id);
+    let is_id_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
+    comment.match_indices(&mark).any(|(at, _)| {
+        let before = comment[..at].chars().next_back();
+        let after = comment[at + mark.len()..].chars().next();
+        !before.is_some_and(is_id_char) && !after.is_some_and(is_id_char)
+    })
+}
+
+#[cfg(test)]
+mod mark_tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_names_its_object_only() {
+        for (comment, id, marked) in [
+            ("proxops:web", "web", true),
+            ("web pool (proxops:web)", "web", true),
+            ("proxops:web; more", "web", true),
+            ("proxops:web-2", "web", false),
+            ("proxops:web", "web-2", false),
+            ("xproxops:web", "web", false),
+            ("proxops:prefer-pve02", "prefer-pve02", true),
+            ("", "web", false),
+            ("proxops", "web", false),
+        ] {
+            assert_eq!(has_named_mark(comment, id), marked, "{comment:?} for {id}");
+        }
+        assert!(has_named_mark(&named_mark("a.b_c"), "a.b_c"));
+    }
+}
