@@ -170,9 +170,33 @@ pub fn check_call(
     if call.method == Method::Get {
         return Ok(None);
     }
-    let target = Target::of(&request::form::pve_view(&call.path), &call.params)?;
+    let segments = request::form::pve_view(&call.path);
+    let listings: Vec<(String, String)> = info
+        .listings
+        .iter()
+        .map(|l| (l.path.clone(), l.id_field.clone()))
+        .collect();
+    let target = Target::of(&segments, &call.params)?.named_in(
+        call.method,
+        &segments,
+        &call.params,
+        &listings,
+    )?;
     let shown = request::describe_call(call);
     match (trust, &target) {
+        // A named object under /access (users, tokens, ACLs) is still access control.
+        (Trust::Granted(grant), Target::Named { listing, .. })
+            if listing.starts_with("/access")
+                && !grant.capabilities.contains(&Capability::Access) =>
+        {
+            return Err(Refusal::new(
+                Rule::Endpoint,
+                format!(
+                    "{shown} writes access control and needs the capability `access`, which proxops.yaml does not grant the {} kind. Grant it under `grant.capabilities` only if you trust the kind with it",
+                    info.kind
+                ),
+            ));
+        }
         (Trust::Bundled, Target::Endpoint { .. }) => {
             return Err(Refusal::new(
                 Rule::Endpoint,
@@ -261,6 +285,75 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// A kind's own listings are where its named objects live: a write to one of them is a
+    /// named-object write (judged by its mark, not refused as an endpoint), for a bundled kind
+    /// too; `/access` ones still need the `access` capability from a third-party kind.
+    #[test]
+    fn writes_into_a_kinds_own_listings_are_named_objects() {
+        use proxops_runtime::kind::Listing;
+        let pattern = |method, path: &str| CallPattern {
+            method,
+            path: path.into(),
+        };
+        let info = KindInfo {
+            kind: "HARule".into(),
+            api_version: "proxops/v1alpha1".into(),
+            folder: "harule".into(),
+            schema: "{}".into(),
+            calls: vec![
+                pattern(Method::Post, "/cluster/ha/rules"),
+                pattern(Method::Put, "/cluster/ha/rules/{rule}"),
+                pattern(Method::Post, "/cluster/ha/groups"),
+                pattern(Method::Post, "/access/users"),
+            ],
+            listings: vec![
+                Listing {
+                    path: "/cluster/ha/rules".into(),
+                    id_field: "rule".into(),
+                },
+                Listing {
+                    path: "/access/users".into(),
+                    id_field: "userid".into(),
+                },
+            ],
+            references_kinds: Vec::new(),
+            secrets: false,
+            capabilities: Vec::new(),
+        };
+        let check = |trust: &Trust, c: Call| check_call(trust, &info, &mut c.clone());
+        let named = |listing: &str, id: &str, create| {
+            Some(Target::Named {
+                listing: listing.into(),
+                id: id.into(),
+                create,
+            })
+        };
+        let create = call(Method::Post, "/cluster/ha/rules", &[("rule", "r1")]);
+        assert_eq!(
+            check(&Trust::Bundled, create),
+            Ok(named("/cluster/ha/rules", "r1", true))
+        );
+        let update = call(Method::Put, "/cluster/ha/rules/r1", &[]);
+        assert_eq!(
+            check(&Trust::Bundled, update),
+            Ok(named("/cluster/ha/rules", "r1", false))
+        );
+        let groups = call(Method::Post, "/cluster/ha/groups", &[("group", "g")]);
+        assert!(check(&Trust::Bundled, groups).is_err(), "not its listing");
+        let user = call(Method::Post, "/access/users", &[("userid", "a@pve")]);
+        let none = Trust::Granted(Grant::default());
+        let e = check(&none, user.clone()).unwrap_err().to_string();
+        assert!(e.contains("capability `access`"), "{e}");
+        let access = Trust::Granted(Grant {
+            capabilities: vec![Capability::Access],
+            ..Grant::default()
+        });
+        assert_eq!(
+            check(&access, user),
+            Ok(named("/access/users", "a@pve", true))
+        );
     }
 
     #[test]

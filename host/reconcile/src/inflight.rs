@@ -103,7 +103,8 @@ fn task_ids(call: &Call) -> Option<(String, BTreeSet<String>)> {
         Target::Guest { .. }
         | Target::Volume { .. }
         | Target::Endpoint { .. }
-        | Target::HaResource { .. } => return None,
+        | Target::HaResource { .. }
+        | Target::Named { .. } => return None,
     }
     Some((target.node()?.to_string(), ids))
 }

@@ -327,6 +327,10 @@ pub struct Scope<'a> {
     /// Whether guest `vmid` has an HA resource (`None`: it has none), and if so whether its
     /// comment carries the guest's mark.
     pub ha_marked: &'a dyn Fn(u64) -> Option<bool>,
+    /// The object's kind's listings (path, id field): where its named objects live.
+    pub listings: &'a [(String, String)],
+    /// What this cycle's read of listing `path` says about object `id`.
+    pub named: &'a dyn Fn(&str, &str) -> NamedLive,
     /// The object plans without a manifest (a prune candidate).
     pub prune: bool,
     /// The id of the object's entry in its kind's listings (a file it declared, for a kind of
@@ -353,6 +357,68 @@ fn param<'c>(call: &'c Call, name: &str) -> Option<&'c str> {
         .map(|p| p.value.as_str())
 }
 
+/// A named object (an entry of a kind's listing) as this cycle read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamedLive {
+    /// The listing was not read (or failed): nothing is known, nothing is written.
+    Unread,
+    /// The listing has no entry with that id.
+    Absent,
+    /// The entry, with its `comment` (empty when it has none).
+    Present { comment: String },
+}
+
+/// The rules of a write to a named object (`Target::Named`), judged by the request: it reaches
+/// only the object's own id; a create needs the id absent and carries proxops's mark
+/// (`proxops:<id>` in `comment`); any other write needs the mark on the live object and keeps
+/// it.
+fn check_named(
+    call: &Call,
+    shown: &str,
+    (listing, id, create): (&str, &str, bool),
+    scope: &Scope<'_>,
+) -> Result<(), Refusal> {
+    let what = format!("{} object {}", request::shown(listing), request::shown(id));
+    if scope.resource != Some(id) {
+        return Err(Refusal::new(
+            Rule::Target,
+            format!("{shown} reaches the {what}, which is not this object"),
+        ));
+    }
+    let mark = proxops_names::named_mark(id);
+    let comment = param(call, "comment");
+    let keeps_mark = comment.is_none_or(|c| proxops_names::has_named_mark(c, id))
+        && !param(call, "delete").is_some_and(|d| d.split([',', ';', ' ']).any(|k| k == "comment"));
+    let refusal = match ((scope.named)(listing, id), create) {
+        (NamedLive::Unread, _) => Some(format!(
+            "{shown}: the listing {} was not read in this cycle, so proxops cannot tell whose the {what} is",
+            request::shown(listing)
+        )),
+        (NamedLive::Present { .. }, true) => Some(format!("{shown}: the {what} already exists")),
+        (NamedLive::Absent, true)
+            if !comment.is_some_and(|c| proxops_names::has_named_mark(c, id)) =>
+        {
+            Some(format!(
+                "{shown} creates the {what} without proxops's mark (`{mark}` in its comment)"
+            ))
+        }
+        (NamedLive::Absent, false) => Some(format!("{shown}: the {what} does not exist")),
+        (NamedLive::Present { comment }, false) if !proxops_names::has_named_mark(&comment, id) => {
+            Some(format!(
+                "{shown}: the {what} does not carry proxops's mark (`{mark}` in its comment); proxops changes or deletes only objects it created"
+            ))
+        }
+        (NamedLive::Present { .. }, false) if !keeps_mark => Some(format!(
+            "{shown} would remove proxops's mark (`{mark}`) from the {what}'s comment"
+        )),
+        _ => None,
+    };
+    match refusal {
+        Some(why) => Err(Refusal::new(Rule::Ownership, why)),
+        None => Ok(()),
+    }
+}
+
 /// Check every mutating call of `actions` against `scope`, by what each request touches
 /// (never by the action's label or the kind's identity): its node exists; a guest it reaches
 /// (by path, by a create's `vmid`, by a volume's owner) is the object's own, or for
@@ -365,8 +431,22 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal>
         if call.method == Method::Get {
             continue;
         }
-        let target = path_target(call)?;
+        let target = path_target(call)?.named_in(
+            call.method,
+            &request::form::pve_view(&call.path),
+            &call.params,
+            scope.listings,
+        )?;
         let shown = request::describe_call(call);
+        if let Target::Named {
+            listing,
+            id,
+            create,
+        } = &target
+        {
+            check_named(call, &shown, (listing, id, *create), scope)?;
+            continue;
+        }
         if let Some(node) = target.node()
             && !scope.nodes.is_empty()
             && !scope.nodes.contains(node)
@@ -691,6 +771,136 @@ mod tests {
         }
     }
 
+    /// Named objects (entries of the kind's own listings): an object reaches its own id only;
+    /// a create needs the id absent and carries the mark; anything else needs the mark on
+    /// the live object and keeps it.
+    #[test]
+    fn named_objects_need_their_mark() {
+        use Method::*;
+        let nodes: HashSet<String> = ["pve01".to_string()].into();
+        let listings = [("/cluster/ha/rules".to_string(), "rule".to_string())];
+        let live = |path: &str, id: &str| match (path, id) {
+            ("/cluster/ha/rules", "mine") => NamedLive::Present {
+                comment: "keep on pve01 (proxops:mine)".into(),
+            },
+            ("/cluster/ha/rules", "theirs") => NamedLive::Present {
+                comment: "made by hand".into(),
+            },
+            ("/cluster/ha/rules", _) => NamedLive::Absent,
+            _ => NamedLive::Unread,
+        };
+        let no_ha = |_: u64| None;
+        let no_guest = |_: u64| None;
+        let no_name = |_: u64| None;
+        let any = |_: &LiveGuest| true;
+        let offline = HashSet::new();
+        let scope = |resource: &'static str| Scope {
+            vmid: None,
+            clone_sources: Vec::new(),
+            nodes: Box::leak(Box::new(nodes.clone())),
+            offline: Box::leak(Box::new(offline.clone())),
+            ha_marked: &no_ha,
+            listings: &listings,
+            named: &live,
+            prune: false,
+            resource: Some(resource),
+            guests: &no_guest,
+            named_elsewhere: &no_name,
+            manageable: &any,
+        };
+        let check = |resource: &'static str, method, path: &str, params: &[(&str, &str)]| {
+            check_calls(&[call(method, path, params)], &scope(resource)).map_err(|r| r.rule)
+        };
+        for (resource, method, path, params, expected) in [
+            (
+                "mine",
+                Put,
+                "/cluster/ha/rules/mine",
+                &[("strict", "1")][..],
+                Ok(()),
+            ),
+            ("mine", Delete, "/cluster/ha/rules/mine", &[], Ok(())),
+            (
+                "mine",
+                Put,
+                "/cluster/ha/rules/mine",
+                &[("comment", "no mark")],
+                Err(Rule::Ownership),
+            ),
+            (
+                "mine",
+                Put,
+                "/cluster/ha/rules/mine",
+                &[("delete", "comment")],
+                Err(Rule::Ownership),
+            ),
+            (
+                "mine",
+                Put,
+                "/cluster/ha/rules/theirs",
+                &[],
+                Err(Rule::Target),
+            ),
+            (
+                "theirs",
+                Put,
+                "/cluster/ha/rules/theirs",
+                &[],
+                Err(Rule::Ownership),
+            ),
+            (
+                "theirs",
+                Delete,
+                "/cluster/ha/rules/theirs",
+                &[],
+                Err(Rule::Ownership),
+            ),
+            (
+                "new",
+                Post,
+                "/cluster/ha/rules",
+                &[("rule", "new"), ("comment", "proxops:new")],
+                Ok(()),
+            ),
+            (
+                "new",
+                Post,
+                "/cluster/ha/rules",
+                &[("rule", "new")],
+                Err(Rule::Ownership),
+            ),
+            (
+                "mine",
+                Post,
+                "/cluster/ha/rules",
+                &[("rule", "mine"), ("comment", "proxops:mine")],
+                Err(Rule::Ownership),
+            ),
+            (
+                "new",
+                Delete,
+                "/cluster/ha/rules/new",
+                &[],
+                Err(Rule::Ownership),
+            ),
+            ("new", Post, "/cluster/ha/rules", &[], Err(Rule::Target)),
+            // Not one of the kind's listings: an endpoint, judged as before (no guest).
+            (
+                "new",
+                Post,
+                "/cluster/ha/groups",
+                &[("group", "new")],
+                Ok(()),
+            ),
+        ] {
+            assert_eq!(
+                check(resource, method, path, params),
+                expected,
+                "{resource}: {method:?} {path} {params:?}"
+            );
+        }
+    }
+
     #[test]
     fn calls_stay_on_their_object() {
         let nodes: HashSet<String> = ["pve01".to_string(), "pve02".to_string()].into();
@@ -719,6 +929,8 @@ mod tests {
             nodes: Box::leak(Box::new(nodes.clone())),
             offline: Box::leak(Box::new(offline.clone())),
             ha_marked: &ha_marked,
+            listings: &[],
+            named: &|_, _| NamedLive::Unread,
             prune,
             resource,
             guests: &live,

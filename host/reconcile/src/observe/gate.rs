@@ -187,6 +187,16 @@ pub(super) fn gate(
         nodes: &cluster.nodes,
         offline: &cluster.offline,
         ha_marked: &|v| cluster.ha.marked(v),
+        listings: &item.object.listings,
+        named: &|path, id| {
+            let field = item
+                .object
+                .listings
+                .iter()
+                .find(|(p, _)| p == path)
+                .map_or("", |(_, f)| f.as_str());
+            cluster.named_object(path, field, id)
+        },
         prune: item.desired.is_none(),
         resource: item.object.resource.as_deref(),
         guests: &guests,

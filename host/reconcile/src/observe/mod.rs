@@ -73,6 +73,8 @@ pub(super) struct Item<'a> {
 /// first use (a converged plan has no write to judge).
 pub(super) struct LiveCluster<'a> {
     pub nodes: HashSet<String>,
+    /// Every listing read this cycle, by path (named objects are judged against them).
+    listings: &'a HashMap<String, Vec<Entry>>,
     /// Nodes PVE lists as not online: no request is sent to them.
     pub offline: HashSet<String>,
     /// Nodes PVE's HA manager has in maintenance: nothing is created, started or migrated
@@ -90,9 +92,13 @@ impl<'a> LiveCluster<'a> {
     fn new(
         nodes: HashSet<String>,
         ha: ha::HaResources,
-        live: &'a [Entry],
+        listings: &'a HashMap<String, Vec<Entry>>,
         objects: &'a [Object],
     ) -> Self {
+        let live = listings
+            .get(CLUSTER_RESOURCES)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
         let offline = offline_nodes(live);
         let maintenance = live
             .iter()
@@ -101,6 +107,7 @@ impl<'a> LiveCluster<'a> {
             .collect();
         LiveCluster {
             nodes,
+            listings,
             offline,
             maintenance,
             ha,
@@ -121,6 +128,28 @@ impl<'a> LiveCluster<'a> {
                 .collect()
         });
         index.get(&vmid).and_then(|e| LiveGuest::from_entry(e))
+    }
+
+    /// Object `id` of listing `path` (its id in field `id_field`), as this cycle read it.
+    pub fn named_object(
+        &self,
+        path: &str,
+        id_field: &str,
+        id: &str,
+    ) -> crate::ownership::NamedLive {
+        use crate::ownership::NamedLive;
+        let Some(entries) = self.listings.get(path) else {
+            return NamedLive::Unread;
+        };
+        match entries
+            .iter()
+            .find(|e| e.get(id_field).and_then(crate::live::Field::id).as_deref() == Some(id))
+        {
+            Some(e) => NamedLive::Present {
+                comment: e.str("comment").unwrap_or_default().to_string(),
+            },
+            None => NamedLive::Absent,
+        }
     }
 
     /// The manifest object whose identity is guest `vmid` (any kind).
@@ -213,11 +242,12 @@ pub async fn plan_cluster(
         ref secrets,
     } = cycle;
     let started = std::time::Instant::now();
-    let (mut listings, failed_listings) = read_listings(registry, client).await?;
+    let (mut listings, failed_listings) = read_listings(registry, client, objects).await?;
     let ha = match listings.get_mut(CLUSTER_RESOURCES) {
         Some(entries) => ha::merge(client, entries).await?,
         None => ha::HaResources::default(),
     };
+    let listings = listings;
     let live = &listings[CLUSTER_RESOURCES];
     tracing::debug!(
         "{cluster}: listed {} guests in {:?}",
@@ -228,7 +258,7 @@ pub async fn plan_cluster(
     );
     check_live_conflicts(objects, live)?;
     let nodes = cluster_nodes(live)?;
-    let live_cluster = LiveCluster::new(nodes, ha, live, objects);
+    let live_cluster = LiveCluster::new(nodes, ha, &listings, objects);
 
     let secret_values = granted_secret_values(registry, secrets);
     let mut items = manifest_items(registry, objects, &listings, only);
@@ -365,12 +395,22 @@ fn cluster_nodes(live: &[Entry]) -> Result<HashSet<String>, ObserveError> {
 /// Every listing a kind declared (and `/cluster/resources`, which the node list comes from),
 /// each read once. `/cluster/resources` failing fails the cluster; another listing failing
 /// fails the objects of the kinds that declared it (`fail_listing_kinds`), with its error.
+///
+/// A bundled kind's own listings are read only when the cycle has objects of that kind: a
+/// repository that does not use a bundled kind pays no request for it (a third-party kind is
+/// configured on purpose, and its listings are read every cycle, for its prunes).
 async fn read_listings(
     registry: &KindRegistry,
     client: &Client,
+    objects: &[Object],
 ) -> Result<(HashMap<String, Vec<Entry>>, HashMap<String, String>), ObserveError> {
     let mut paths = vec![CLUSTER_RESOURCES.to_string()];
-    for (kind, _) in registry.iter() {
+    for (k, (kind, _)) in registry.iter().enumerate() {
+        let in_use =
+            !matches!(registry.trust(k), Trust::Bundled) || objects.iter().any(|o| o.kind == k);
+        if !in_use {
+            continue;
+        }
         for l in &kind.info().listings {
             if !paths.contains(&l.path) {
                 paths.push(l.path.clone());

@@ -62,6 +62,15 @@ pub enum Target {
         create: bool,
         rest: Vec<String>,
     },
+    /// A named object of one of the writing kind's listings ([`Target::named_in`]): the
+    /// collection (`POST <listing>` with the id in the listing's id parameter, a create) or an
+    /// item (`<listing>/<id>[/…]`, or the collection with the id parameter for PVE's
+    /// collection-level updates). Owned by the mark in its `comment` (`proxops:<id>`).
+    Named {
+        listing: String,
+        id: String,
+        create: bool,
+    },
     /// Anything else: an endpoint beyond one guest, and the capability it needs.
     Endpoint {
         node: Option<String>,
@@ -235,8 +244,58 @@ impl Target {
             | Target::Volume { node, .. }
             | Target::NewFile { node, .. } => Some(node),
             Target::Endpoint { node, .. } => node.as_deref(),
-            Target::HaResource { .. } => None,
+            Target::HaResource { .. } | Target::Named { .. } => None,
         }
+    }
+
+    /// An endpoint write re-read against the writing kind's `listings` (path, id field): one
+    /// that reaches an object of a listing becomes [`Target::Named`]. `segments` is the
+    /// call's path as PVE routes it. A write to a listing's collection that names no id is
+    /// refused. Any other target is returned unchanged.
+    pub fn named_in(
+        self,
+        method: Method,
+        segments: &[String],
+        params: &[Param],
+        listings: &[(String, String)],
+    ) -> Result<Target, Refusal> {
+        let Target::Endpoint { .. } = self else {
+            return Ok(self);
+        };
+        for (path, id_field) in listings {
+            let listing: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+            if segments.len() < listing.len()
+                || segments.iter().zip(&listing).any(|(s, l)| s != l)
+                || listing.first().is_some_and(|l| *l == "nodes")
+            {
+                continue;
+            }
+            let rest = &segments[listing.len()..];
+            let param = params
+                .iter()
+                .find(|p| p.name == *id_field)
+                .map(|p| p.value.clone())
+                .filter(|v| !v.is_empty());
+            let (id, create) = match (rest.first(), param) {
+                (Some(id), _) => (id.clone(), false),
+                (None, Some(id)) => (id, method == Method::Post),
+                (None, None) => {
+                    return Err(Refusal::new(
+                        Rule::Target,
+                        format!(
+                            "a write to the collection {} names no object (no `{id_field}` parameter)",
+                            shown(path)
+                        ),
+                    ));
+                }
+            };
+            return Ok(Target::Named {
+                listing: path.clone(),
+                id,
+                create,
+            });
+        }
+        Ok(self)
     }
 }
 
@@ -326,7 +385,7 @@ pub fn effect(method: Method, target: &Target, params: &[Param]) -> Effect {
             destroys: true,
             disturbs: true,
         },
-        (Method::Delete, Target::Volume { .. }) => Effect {
+        (Method::Delete, Target::Volume { .. } | Target::Named { .. }) => Effect {
             destroys: true,
             disturbs: false,
         },

@@ -112,6 +112,8 @@ fn no_accepted_request_reaches_what_the_object_does_not_own() {
         nodes: &nodes,
         offline: &std::collections::HashSet::new(),
         ha_marked: &|_| None,
+        listings: &[],
+        named: &|_, _| crate::ownership::NamedLive::Unread,
         prune: false,
         resource: Some("lxc/150"),
         guests: &live,
