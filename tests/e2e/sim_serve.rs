@@ -149,3 +149,65 @@ async fn sim_unlock_clears_the_lock_of_a_task_cut_short() {
     assert_eq!(code, 1);
     assert!(err.contains("holds VM 200"), "{err}");
 }
+
+/// `--ha-crm-delay`: PVE's HA manager in `proxops sim serve` carries out a request state after
+/// the delay (an HA resource asked to keep a running VM stopped stops it), and
+/// `/cluster/resources` shows the guest's `hastate`.
+#[tokio::test(flavor = "multi_thread")]
+async fn sim_serve_runs_the_ha_manager_with_its_delay() {
+    use proxops_pve::{Method, Param};
+    let mut served = serve(&["--ha-crm-delay", "50", "--ha-fence-delay", "200"]).await;
+    let client = &served.client;
+    client
+        .request(
+            Method::Post,
+            "/nodes/pve01/qemu",
+            &[Param::new("vmid", "100"), Param::new("start", "1")],
+            false,
+        )
+        .await
+        .unwrap();
+    let status = async || {
+        let s = client
+            .get("/nodes/pve01/qemu/100/status/current", &[])
+            .await
+            .unwrap();
+        s["status"].as_str().unwrap_or_default().to_string()
+    };
+    for _ in 0..100 {
+        if status().await == "running" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    client
+        .request(
+            Method::Post,
+            "/cluster/ha/resources",
+            &[Param::new("sid", "vm:100"), Param::new("state", "stopped")],
+            false,
+        )
+        .await
+        .unwrap();
+    let mut seen = String::new();
+    for _ in 0..100 {
+        seen = status().await;
+        if seen == "stopped" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        seen, "stopped",
+        "HA stopped the VM it was told to keep stopped"
+    );
+    let listing = client.get("/cluster/resources", &[]).await.unwrap();
+    let vm = listing
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["vmid"] == 100)
+        .unwrap();
+    assert_eq!(vm["hastate"], "stopped", "{vm}");
+    served.child.kill().await.unwrap();
+}
