@@ -341,6 +341,10 @@ enum SimCommand {
         /// and recovers its HA-managed guests elsewhere, in milliseconds.
         #[arg(long, value_name = "MS", default_value_t = 2000)]
         ha_fence_delay: u64,
+        /// How long after a VM starts its QEMU guest agent answers `agent/ping` (a VM with
+        /// `agent` on), in milliseconds: the guest's boot.
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        agent_boot: u64,
         /// Seeded fault injection, rates per request:
         /// `seed=N,http503=P,http596=P,reset=P,lost=P,task-fail=P,lock-timeout=P` (README, "Fault injection").
         #[arg(long, value_name = "SPEC", value_parser = parse_faults)]
@@ -486,6 +490,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 api_proxy,
                 ha_crm_delay,
                 ha_fence_delay,
+                agent_boot,
                 faults,
             } => {
                 let opts = proxops_sim::ServeOptions {
@@ -500,6 +505,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     api_proxy: api_proxy.map(std::time::Duration::from_millis),
                     ha_crm_delay: std::time::Duration::from_millis(ha_crm_delay),
                     ha_fence_delay: std::time::Duration::from_millis(ha_fence_delay),
+                    agent_boot: std::time::Duration::from_millis(agent_boot),
                     faults: faults.unwrap_or_default(),
                 };
                 runtime.block_on(proxops_sim::serve(opts))?;

@@ -166,6 +166,9 @@ pub struct SimConfig {
     /// The time a request for another node's path holds a worker of the entry node (the first)
     /// before it is forwarded, as pveproxy routes it (with `api_workers`; `None`: free).
     pub api_proxy: Option<Duration>,
+    /// How long after a VM starts its guest agent answers (`agent/ping`); rounded up to
+    /// whole seconds (PVE keeps a guest's start time in seconds).
+    pub agent_boot: Duration,
     /// PCI resource mappings (`/cluster/mapping/pci`).
     pub pci_mappings: Vec<PciMapping>,
     /// How long the HA manager (CRM and LRM) takes to carry out a request: a start, stop, migration or
@@ -195,6 +198,7 @@ impl Default for SimConfig {
             api_workers: None,
             api_handling: Duration::ZERO,
             api_proxy: None,
+            agent_boot: Duration::ZERO,
             pci_mappings: Vec::new(),
             ha_crm_delay: Duration::from_millis(300),
             ha_fence_delay: Duration::from_secs(2),
@@ -239,6 +243,8 @@ struct ClusterYaml {
     #[serde(default)]
     api_proxy_ms: Option<u64>,
     #[serde(default)]
+    agent_boot_ms: Option<u64>,
+    #[serde(default)]
     pci_mappings: Vec<PciMapping>,
     #[serde(default)]
     ha_crm_delay_ms: Option<u64>,
@@ -267,6 +273,7 @@ impl SimConfig {
     /// api_workers: 3          # requests each node serves at once (off when absent)
     /// api_handling_ms: 5      # the least time each takes in its worker
     /// api_proxy_ms: 1         # an entry-node worker's time on a request for another node
+    /// agent_boot_ms: 2000     # a started VM's guest agent answers after this long
     /// pci_mappings:
     ///   - {id: gpu, map: ["node=pve01,path=0000:01:00.0,id=10de:2204"]}
     /// ha_crm_delay_ms: 300    # how long HA takes to carry out a request
@@ -312,6 +319,9 @@ impl SimConfig {
             c.api_handling = Duration::from_millis(ms);
         }
         c.api_proxy = y.api_proxy_ms.map(Duration::from_millis);
+        if let Some(ms) = y.agent_boot_ms {
+            c.agent_boot = Duration::from_millis(ms);
+        }
         c.pci_mappings = y.pci_mappings;
         if let Some(ms) = y.ha_crm_delay_ms {
             c.ha_crm_delay = Duration::from_millis(ms);

@@ -532,6 +532,7 @@ async fn start_here(config: SimConfig) -> Result<Simulator, SimError> {
             config.api_proxy,
         ),
         connections: workers::ConnectionCount::default(),
+        agent_boot: config.agent_boot,
     });
     sim.persist();
     let (stop, stop_rx) = watch::channel(false);
@@ -571,6 +572,8 @@ pub struct ServeOptions {
     pub ha_crm_delay: std::time::Duration,
     /// How long HA waits before it fences an offline node and recovers its guests.
     pub ha_fence_delay: std::time::Duration,
+    /// How long after a start a VM's guest agent answers `agent/ping`.
+    pub agent_boot: std::time::Duration,
     /// Fault injection (`--faults`); its seed also seeds generated MACs and UUIDs.
     pub faults: FaultPlan,
 }
@@ -589,6 +592,7 @@ pub async fn serve(opts: ServeOptions) -> Result<(), SimError> {
         api_proxy: opts.api_proxy,
         ha_crm_delay: opts.ha_crm_delay,
         ha_fence_delay: opts.ha_fence_delay,
+        agent_boot: opts.agent_boot,
         seed: opts.faults.seed.unwrap_or_default(),
         faults: opts.faults.rules,
         ..SimConfig::default()

@@ -311,6 +311,10 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
             };
             (t, vec![p("node", n), p("vmid", v)])
         }
+        ["nodes", n, "qemu", v, "agent", "ping"] => (
+            "/nodes/{node}/qemu/{vmid}/agent/ping",
+            vec![p("node", n), p("vmid", v)],
+        ),
         ["nodes", n, "qemu", v, "status", action] => {
             let t = match *action {
                 "current" => "/nodes/{node}/qemu/{vmid}/status/current",
@@ -731,6 +735,7 @@ async fn call(
         ("POST", "/nodes/{node}/qemu/{vmid}/template") => qemu::template(sim, &req),
         ("GET", "/nodes/{node}/qemu/{vmid}/status") => qemu::status_index(sim, &req),
         ("GET", "/nodes/{node}/qemu/{vmid}/status/current") => qemu::status_current(sim, &req),
+        ("POST", "/nodes/{node}/qemu/{vmid}/agent/ping") => qemu::agent_ping(sim, &req),
         ("POST", "/nodes/{node}/qemu/{vmid}/status/start") => qemu::power(sim, &req, "qmstart"),
         ("POST", "/nodes/{node}/qemu/{vmid}/status/stop") => qemu::power(sim, &req, "qmstop"),
         ("POST", "/nodes/{node}/qemu/{vmid}/status/shutdown") => {

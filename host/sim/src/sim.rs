@@ -83,6 +83,8 @@ pub(crate) struct Sim {
     pub workers: crate::workers::ApiWorkers,
     /// Client connections, accepted and open.
     pub connections: crate::workers::ConnectionCount,
+    /// How long after a start a VM's guest agent answers.
+    pub agent_boot: Duration,
 }
 
 impl Sim {

@@ -16,8 +16,8 @@ pub(crate) use create::create;
 pub(crate) use destroy::destroy;
 pub(crate) use power::{ha_request, power};
 pub(crate) use read::{
-    get_config, index, list, pending, pending_rows, snapshot_list, status_current, status_index,
-    typed_config,
+    agent_ping, get_config, index, list, pending, pending_rows, snapshot_list, status_current,
+    status_index, typed_config,
 };
 pub(crate) use resize::resize;
 pub(crate) use template::template;

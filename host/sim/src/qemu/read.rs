@@ -203,6 +203,40 @@ pub(crate) fn status_current(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     Ok(Reply::data(Value::Object(status_fields(vmid, vm, true))))
 }
 
+/// `POST …/agent/ping` (qemu-server `PVE::API2::Qemu::Agent`, `PVE::QemuServer::Agent`
+/// `assert_agent_available`): the VM must run and have `agent` enabled in its config, and its
+/// agent answers once the guest booted (`SimConfig::agent_boot` after the start; the guest
+/// OS starting it is not modelled otherwise). The answer is the agent's, wrapped as PVE does:
+/// `{"result": {}}`.
+pub(crate) fn agent_ping(sim: &Arc<Sim>, req: &Req) -> ApiResult {
+    let st = sim.read();
+    let vmid = req.vmid();
+    let vm = get_vm(&st, req.node(), vmid)?;
+    if !vm.running {
+        return Err(ApiError::die(format!("VM {vmid} is not running")));
+    }
+    if !agent_enabled(vm.conf.get("agent").map(String::as_str)) {
+        return Err(ApiError::die("No QEMU guest agent configured"));
+    }
+    let up = crate::state::now().saturating_sub(vm.started_at);
+    if up < sim.agent_boot.as_secs_f64().ceil() as u64 {
+        return Err(ApiError::die("QEMU guest agent is not running"));
+    }
+    Ok(Reply::data(json!({"result": {}})))
+}
+
+/// A VM config's `agent` property (`1`, `enabled=1,fstrim_cloned_disks=1`, `0`) says the
+/// agent is on.
+fn agent_enabled(value: Option<&str>) -> bool {
+    value.is_some_and(|v| {
+        v.split(',').any(|part| match part.split_once('=') {
+            Some(("enabled", flag)) => flag == "1",
+            Some(_) => false,
+            None => part == "1",
+        })
+    })
+}
+
 pub(crate) fn list(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let st = sim.read();
     let out: Vec<Value> = st

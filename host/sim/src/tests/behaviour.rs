@@ -1075,3 +1075,50 @@ async fn failed_start_after_create_is_a_warning() {
     )
     .await;
 }
+
+/// The guest agent (`agent/ping`), as qemu-server's `assert_agent_available` answers: the VM
+/// must run and have `agent` on, and the agent answers once the guest booted
+/// (`agent_boot`, whole seconds after the start).
+#[tokio::test]
+async fn the_guest_agent_answers_a_running_vm_with_agent_on_after_its_boot() {
+    let t = T::with(crate::SimConfig {
+        agent_boot: std::time::Duration::from_millis(1500),
+        ..crate::SimConfig::default()
+    })
+    .await;
+    let ping = "/nodes/pve01/qemu/100/agent/ping";
+    t.task("POST", "/nodes/pve01/qemu", &[("vmid", "100")])
+        .await;
+    t.task(
+        "POST",
+        "/nodes/pve01/qemu",
+        &[
+            ("vmid", "101"),
+            ("agent", "enabled=1,fstrim_cloned_disks=1"),
+        ],
+    )
+    .await;
+    t.check("POST", ping, &[], 500, "VM 100 is not running")
+        .await;
+    t.task("POST", "/nodes/pve01/qemu/100/status/start", &[])
+        .await;
+    t.check("POST", ping, &[], 500, "No QEMU guest agent configured")
+        .await;
+    // Turned on while it runs, the agent waits for the next start (its device is added then).
+    t.req("PUT", "/nodes/pve01/qemu/100/config", &[("agent", "1")])
+        .await;
+    t.check("POST", ping, &[], 500, "No QEMU guest agent configured")
+        .await;
+    let ping = "/nodes/pve01/qemu/101/agent/ping";
+    t.task("POST", "/nodes/pve01/qemu/101/status/start", &[])
+        .await;
+    t.check("POST", ping, &[], 500, "QEMU guest agent is not running")
+        .await;
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let (status, body) = t.req("POST", ping, &[]).await;
+    assert_eq!(
+        (status, &body["data"]),
+        (200, &json!({"result": {}})),
+        "{body}"
+    );
+}
