@@ -7,7 +7,8 @@
 //!
 //! Served endpoints (everything else answers 501 `Method '<M> <path>' not implemented`) are listed in
 //! `schema/served.txt`: `/` and the indexes below it (each listing only served children), `/version`,
-//! `/cluster/{resources,nextid,tasks,status}`, `/cluster/mapping/pci`, `/nodes`, `/nodes/{node}/qemu` (GET,
+//! `/cluster/{resources,nextid,tasks,status}`, `/cluster/mapping` with `pci[/{id}]` and `usb[/{id}]` (`mapping`:
+//! full CRUD), `/pools` and `/pools/{poolid}` (`pools`: full CRUD), `/nodes`, `/nodes/{node}/qemu` (GET,
 //! POST), `/nodes/{node}/qemu/{vmid}` (GET, DELETE), `.../config` (GET, POST, PUT), `.../pending`,
 //! `.../snapshot` (GET: the `current` entry alone), `.../unlink`,
 //! `.../clone`, `.../template`, `.../status/{current,start,stop,shutdown,reboot,reset,suspend,resume}`,
@@ -37,6 +38,12 @@
 //! loop that carries requests out after [`SimConfig::ha_crm_delay`], fences an offline node after
 //! [`SimConfig::ha_fence_delay`] and recovers its guests following the rules. Migration (`migrate`) moves a guest's
 //! config and its local volumes to another node.
+//!
+//! Resource pools (`pools`) hold guests and storages: a guest created or cloned with `pool=` joins its pool, a
+//! destroyed one leaves it, and `/cluster/resources` lists the pools first and the `pool` of member guests.
+//! PCI and USB resource mappings (`mapping`) are seeded from [`SimConfig::pci_mappings`] and
+//! [`SimConfig::usb_mappings`] and managed through the API; `hostpciN`/`usbN` `mapping=` names resolve against
+//! them at start and in the migration checks.
 
 mod api;
 mod cluster;
