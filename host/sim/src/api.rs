@@ -20,6 +20,14 @@ impl Req {
         self.params.get(key).map(String::as_str)
     }
 
+    /// The items of an `array` parameter (`map=...&map=...`), none when it is absent.
+    pub(crate) fn list(&self, key: &str) -> Vec<&str> {
+        match self.get(key) {
+            Some(v) => v.split(crate::schema::ARRAY_SEPARATOR).collect(),
+            None => Vec::new(),
+        }
+    }
+
     pub(crate) fn flag(&self, key: &str) -> bool {
         self.get(key) == Some("1")
     }

@@ -1,4 +1,4 @@
-//! Cluster-wide read endpoints: /version, /cluster/resources, /cluster/nextid, /cluster/mapping/pci and /nodes.
+//! Cluster-wide read endpoints: /version, /cluster/resources, /cluster/nextid, /cluster/status and /nodes.
 
 use std::sync::Arc;
 
@@ -80,6 +80,9 @@ struct VmResource<'a> {
     /// The HA state, on HA-managed guests only.
     #[serde(skip_serializing_if = "Option::is_none")]
     hastate: Option<String>,
+    /// The pool, on pool members only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pool: Option<&'a str>,
 }
 
 fn vm_resource(vmid: u32, vm: &Vm, now: u64) -> VmResource<'_> {
@@ -112,7 +115,56 @@ fn vm_resource(vmid: u32, vm: &Vm, now: u64) -> VmResource<'_> {
         lock: vm.lock(),
         tags: vm.conf.get("tags").map(String::as_str),
         hastate: None,
+        pool: None,
     }
+}
+
+/// A guest's `extract_vm_stats` entry (a pool's member listing): the `/cluster/resources` entry without the
+/// config properties (`lock`, `tags`), HA state and pool; `None` for a VMID no guest has.
+pub(crate) fn guest_stats(st: &crate::state::State, vmid: u32) -> Option<Value> {
+    let (mut entry, node) = if let Some(vm) = st.vms.get(&vmid) {
+        let mut e = vm_resource(vmid, vm, now());
+        (e.lock, e.tags) = (None, None);
+        (serde_json::to_value(&e).ok()?, vm.node.as_str())
+    } else {
+        let ct = st.lxc.get(&vmid)?;
+        let mut e = crate::lxc::resource_entry(vmid, ct);
+        if let Some(m) = e.as_object_mut() {
+            m.remove("lock");
+            m.remove("tags");
+        }
+        (e, ct.node.as_str())
+    };
+    if st.offline_nodes.contains(node) {
+        entry["status"] = json!("unknown");
+        entry["uptime"] = json!(0);
+    }
+    Some(entry)
+}
+
+/// A storage's entry on one node (`extract_storage_stats`), as `/cluster/resources` and a pool's members list it.
+pub(crate) fn storage_entry(
+    st: &crate::state::State,
+    node: &str,
+    s: &crate::config::StorageConfig,
+) -> Value {
+    let used: u64 = st
+        .volumes
+        .values()
+        .filter(|v| v.storage == s.name && (v.node == *node || v.node == "*"))
+        .map(|v| v.size)
+        .sum();
+    let status = if st.offline_nodes.contains(node) {
+        "unknown"
+    } else {
+        "available"
+    };
+    json!({
+        "id": format!("storage/{node}/{}", s.name), "type": "storage",
+        "storage": s.name, "node": node, "status": status,
+        "plugintype": s.kind, "shared": if s.shared { 1 } else { 0 },
+        "content": s.content.join(","), "maxdisk": s.total, "disk": used,
+    })
 }
 
 pub(crate) fn resources(sim: &Arc<Sim>, req: &Req) -> ApiResult {
@@ -121,6 +173,14 @@ pub(crate) fn resources(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let mut out = Vec::with_capacity(st.lxc.len() + 16);
     let mut raw = String::with_capacity(st.vms.len() * 300 + 2);
     raw.push('[');
+    // Pool entries and the member guests' `pool` only when there are pools: a cluster without any answers as
+    // before, byte for byte.
+    let guest_pools = crate::pools::guest_pools(&st);
+    let mut pool_stats: std::collections::BTreeMap<&str, crate::pools::PoolResource> = st
+        .pools
+        .keys()
+        .map(|p| (p.as_str(), crate::pools::PoolResource::default()))
+        .collect();
     if filter.is_none() || filter == Some("vm") {
         let now = now();
         let ha = st.ha.active();
@@ -137,6 +197,17 @@ pub(crate) fn resources(sim: &Arc<Sim>, req: &Req) -> ApiResult {
                 entry.status = "unknown";
                 entry.uptime = 0;
             }
+            if let Some(pool) = guest_pools.get(vmid) {
+                entry.pool = Some(pool);
+                if let Some(p) = pool_stats.get_mut(pool) {
+                    p.add(
+                        entry.status,
+                        (entry.uptime, u64::from(entry.mem), entry.maxmem),
+                        f64::from(entry.cpu),
+                        entry.maxcpu,
+                    );
+                }
+            }
             let entry = serde_json::to_string(&entry).map_err(|e| ApiError::die(e.to_string()))?;
             raw.push_str(&entry);
         }
@@ -148,6 +219,20 @@ pub(crate) fn resources(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             if st.offline_nodes.contains(&ct.node) {
                 entry["status"] = json!("unknown");
                 entry["uptime"] = json!(0);
+            }
+            if let Some(pool) = guest_pools.get(vmid) {
+                entry["pool"] = json!(pool);
+                if let Some(p) = pool_stats.get_mut(pool) {
+                    let n = |k: &str| entry[k].as_u64().unwrap_or(0);
+                    let cpu = entry["cpu"].as_f64().unwrap_or(0.0);
+                    let status = entry["status"].as_str().unwrap_or("");
+                    p.add(
+                        status,
+                        (n("uptime"), n("mem"), n("maxmem")),
+                        cpu,
+                        n("maxcpu"),
+                    );
+                }
             }
             out.push(entry);
         }
@@ -178,23 +263,7 @@ pub(crate) fn resources(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     if filter.is_none() || filter == Some("storage") {
         for node in &sim.nodes {
             for s in sim.storages.iter().filter(|s| s.on_node(node)) {
-                let used: u64 = st
-                    .volumes
-                    .values()
-                    .filter(|v| v.storage == s.name && (v.node == *node || v.node == "*"))
-                    .map(|v| v.size)
-                    .sum();
-                let status = if st.offline_nodes.contains(node) {
-                    "unknown"
-                } else {
-                    "available"
-                };
-                out.push(json!({
-                    "id": format!("storage/{node}/{}", s.name), "type": "storage",
-                    "storage": s.name, "node": node, "status": status,
-                    "plugintype": s.kind, "shared": if s.shared { 1 } else { 0 },
-                    "content": s.content.join(","), "maxdisk": s.total, "disk": used,
-                }));
+                out.push(storage_entry(&st, node, s));
             }
         }
     }
@@ -205,6 +274,18 @@ pub(crate) fn resources(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         raw.push_str(&v.to_string());
     }
     raw.push(']');
+    // pve-manager lists the pools first (`type` cannot ask for them: its enum has no `pool`).
+    if filter.is_none() && !pool_stats.is_empty() {
+        let mut head = String::new();
+        for (pool, stats) in &pool_stats {
+            head.push_str(&stats.entry(pool).to_string());
+            head.push(',');
+        }
+        if raw.len() == 2 {
+            head.pop();
+        }
+        raw.insert_str(1, &head);
+    }
     Ok(Reply {
         data: Value::Null,
         total: None,
@@ -285,41 +366,3 @@ pub(crate) fn status(sim: &Arc<Sim>) -> ApiResult {
 
 /// The name `GET /cluster/status` gives the simulated cluster.
 const CLUSTER_NAME: &str = "sim";
-
-/// `GET /cluster/mapping/pci`: the configured mappings (`id`, `description`, `map`, the config's `digest`);
-/// with `check-node`, each gets `checks` (a warning when it has no entry for that node).
-pub(crate) fn pci_mappings(sim: &Arc<Sim>, req: &Req) -> ApiResult {
-    let check_node = req.get("check-node");
-    if let Some(node) = check_node
-        && !sim.has_node(node)
-    {
-        return Err(ApiError::die(format!(
-            "hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"
-        )));
-    }
-    let digest = crate::hashes::sha1_hex(
-        serde_json::to_string(&sim.pci_mappings)
-            .unwrap_or_default()
-            .as_bytes(),
-    );
-    let mut mappings: Vec<&crate::config::PciMapping> = sim.pci_mappings.iter().collect();
-    mappings.sort_by(|a, b| a.id.cmp(&b.id));
-    let out: Vec<Value> = mappings
-        .into_iter()
-        .map(|m| {
-            let mut v = json!({
-                "id": m.id, "description": m.description, "map": m.map, "digest": digest,
-            });
-            if let Some(node) = check_node {
-                let checks = if m.on_node(node) {
-                    json!([])
-                } else {
-                    json!([{"severity": "warning", "message": format!("No mapping for node {node}.")}])
-                };
-                v["checks"] = checks;
-            }
-            v
-        })
-        .collect();
-    Ok(Reply::data(Value::Array(out)))
-}

@@ -1,4 +1,4 @@
-//! Simulator configuration: the cluster (nodes, storages, pre-populated LXC ids, PCI mappings), auth token, TLS, task
+//! Simulator configuration: the cluster (nodes, storages, pre-populated LXC ids, PCI and USB mappings), auth token, TLS, task
 //! and lock timing, faults and persistence.
 
 use std::net::SocketAddr;
@@ -120,7 +120,7 @@ impl VolumeSeed {
     }
 }
 
-/// A PCI resource mapping as `/etc/pve/mapping/pci.cfg` holds it, served by `GET /cluster/mapping/pci`.
+/// A PCI resource mapping as `/etc/pve/mapping/pci.cfg` holds it, served by `/cluster/mapping/pci`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct PciMapping {
@@ -132,13 +132,16 @@ pub struct PciMapping {
     pub map: Vec<String>,
 }
 
-impl PciMapping {
-    /// True when one of the mapping's entries is for `node`.
-    pub(crate) fn on_node(&self, node: &str) -> bool {
-        self.map
-            .iter()
-            .any(|m| m.split(',').any(|p| p.strip_prefix("node=") == Some(node)))
-    }
+/// A USB resource mapping as `/etc/pve/mapping/usb.cfg` holds it, served by `/cluster/mapping/usb`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct UsbMapping {
+    /// The mapping's name, what `usbN: mapping=<id>` refers to.
+    pub id: String,
+    #[serde(default)]
+    pub description: String,
+    /// One property string per node: `node=pve01,id=0781:5583[,path=1-2]`.
+    pub map: Vec<String>,
 }
 
 /// Everything needed to start a simulator.
@@ -169,8 +172,10 @@ pub struct SimConfig {
     /// How long after a VM starts its guest agent answers (`agent/ping`); rounded up to
     /// whole seconds (PVE keeps a guest's start time in seconds).
     pub agent_boot: Duration,
-    /// PCI resource mappings (`/cluster/mapping/pci`).
+    /// PCI resource mappings (`/cluster/mapping/pci`), seeded into the state where it has none of that id.
     pub pci_mappings: Vec<PciMapping>,
+    /// USB resource mappings (`/cluster/mapping/usb`), seeded the same way.
+    pub usb_mappings: Vec<UsbMapping>,
     /// How long the HA manager (CRM and LRM) takes to carry out a request: a start, stop, migration or
     /// recovery lands this long after the CRM took it up (PVE: a CRM round is 10 s).
     pub ha_crm_delay: Duration,
@@ -200,6 +205,7 @@ impl Default for SimConfig {
             api_proxy: None,
             agent_boot: Duration::ZERO,
             pci_mappings: Vec::new(),
+            usb_mappings: Vec::new(),
             ha_crm_delay: Duration::from_millis(300),
             ha_fence_delay: Duration::from_secs(2),
             seed: 0,
@@ -247,6 +253,8 @@ struct ClusterYaml {
     #[serde(default)]
     pci_mappings: Vec<PciMapping>,
     #[serde(default)]
+    usb_mappings: Vec<UsbMapping>,
+    #[serde(default)]
     ha_crm_delay_ms: Option<u64>,
     #[serde(default)]
     ha_fence_delay_ms: Option<u64>,
@@ -276,6 +284,8 @@ impl SimConfig {
     /// agent_boot_ms: 2000     # a started VM's guest agent answers after this long
     /// pci_mappings:
     ///   - {id: gpu, map: ["node=pve01,path=0000:01:00.0,id=10de:2204"]}
+    /// usb_mappings:
+    ///   - {id: stick, map: ["node=pve01,id=0781:5583"]}
     /// ha_crm_delay_ms: 300    # how long HA takes to carry out a request
     /// ha_fence_delay_ms: 2000 # how long a node is offline before HA recovers its guests
     /// ```
@@ -323,6 +333,7 @@ impl SimConfig {
             c.agent_boot = Duration::from_millis(ms);
         }
         c.pci_mappings = y.pci_mappings;
+        c.usb_mappings = y.usb_mappings;
         if let Some(ms) = y.ha_crm_delay_ms {
             c.ha_crm_delay = Duration::from_millis(ms);
         }

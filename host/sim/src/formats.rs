@@ -127,7 +127,7 @@ pub(crate) fn check_named(name: &str, value: &str) -> Result<(), String> {
         "pve-vmid" => matches_pattern("[1-9][0-9]{2,8}", value),
         "pve-storage-id" => matches_pattern("[a-z][a-z0-9\\-_.]*[a-z0-9]", value),
         "pve-configid" => matches_pattern("[a-z][a-z0-9_-]+", value),
-        "pve-poolid" => matches_pattern("[A-Za-z0-9_\\-]+", value),
+        "pve-poolid" => return verify_poolname(value),
         "urlencoded" => matches_pattern("[-%a-zA-Z0-9_.!~*'()]*", value),
         "mac-addr" => matches_pattern("[a-fA-F0-9][02468aceACE](?::[a-fA-F0-9]{2}){5}", value),
         "dns-name" => matches_pattern(
@@ -185,7 +185,6 @@ pub(crate) fn check_named(name: &str, value: &str) -> Result<(), String> {
         "pve-ha-node" => "value does not look like a valid ha node\n".to_string(),
         "pve-storage-id" => format!("storage ID '{value}' contains illegal characters\n"),
         "pve-configid" => format!("invalid configuration ID '{value}'\n"),
-        "pve-poolid" => format!("invalid pool ID '{value}'\n"),
         "urlencoded" => format!("invalid urlencoded string: {value}\n"),
         "mac-addr" => "value does not look like a valid unicast MAC address\n".to_string(),
         "dns-name" => "value does not look like a valid DNS name\n".to_string(),
@@ -211,6 +210,24 @@ pub(crate) fn check_named(name: &str, value: &str) -> Result<(), String> {
         }
         other => format!("value does not match format '{other}'\n"),
     })
+}
+
+/// pve-access-control `PVE::AccessControl::verify_poolname`: at most three `/`-separated levels (Perl's `split`
+/// drops trailing empty fields), each of letters, digits, `.`, `-` and `_`.
+pub(crate) fn verify_poolname(value: &str) -> Result<(), String> {
+    let mut fields: Vec<&str> = value.split('/').collect();
+    while fields.last().is_some_and(|f| f.is_empty()) {
+        fields.pop();
+    }
+    if fields.len() > 3 {
+        return Err(format!(
+            "pool name '{value}' nested too deeply (max levels = 3)\n"
+        ));
+    }
+    if !matches_pattern("[A-Za-z0-9\\.\\-_]+(?:/[A-Za-z0-9\\.\\-_]+){0,2}", value) {
+        return Err(format!("pool name '{value}' contains invalid characters\n"));
+    }
+    Ok(())
 }
 
 fn list_item_format(item: &str) -> bool {

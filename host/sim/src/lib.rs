@@ -7,7 +7,8 @@
 //!
 //! Served endpoints (everything else answers 501 `Method '<M> <path>' not implemented`) are listed in
 //! `schema/served.txt`: `/` and the indexes below it (each listing only served children), `/version`,
-//! `/cluster/{resources,nextid,tasks,status}`, `/cluster/mapping/pci`, `/nodes`, `/nodes/{node}/qemu` (GET,
+//! `/cluster/{resources,nextid,tasks,status}`, `/cluster/mapping` with `pci[/{id}]` and `usb[/{id}]` (`mapping`:
+//! full CRUD), `/pools` and `/pools/{poolid}` (`pools`: full CRUD), `/nodes`, `/nodes/{node}/qemu` (GET,
 //! POST), `/nodes/{node}/qemu/{vmid}` (GET, DELETE), `.../config` (GET, POST, PUT), `.../pending`,
 //! `.../snapshot` (GET: the `current` entry alone), `.../unlink`,
 //! `.../clone`, `.../template`, `.../status/{current,start,stop,shutdown,reboot,reset,suspend,resume}`,
@@ -37,6 +38,12 @@
 //! loop that carries requests out after [`SimConfig::ha_crm_delay`], fences an offline node after
 //! [`SimConfig::ha_fence_delay`] and recovers its guests following the rules. Migration (`migrate`) moves a guest's
 //! config and its local volumes to another node.
+//!
+//! Resource pools (`pools`) hold guests and storages: a guest created or cloned with `pool=` joins its pool, a
+//! destroyed one leaves it, and `/cluster/resources` lists the pools first and the `pool` of member guests.
+//! PCI and USB resource mappings (`mapping`) are seeded from [`SimConfig::pci_mappings`] and
+//! [`SimConfig::usb_mappings`] and managed through the API; `hostpciN`/`usbN` `mapping=` names resolve against
+//! them at start and in the migration checks.
 
 mod api;
 mod cluster;
@@ -47,7 +54,9 @@ mod grammar;
 mod ha;
 mod hashes;
 mod lxc;
+mod mapping;
 mod migrate;
+mod pools;
 mod qemu;
 mod schema;
 mod server;
@@ -70,7 +79,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-pub use config::{LxcConfig, PciMapping, SimConfig, StorageConfig, VolumeSeed, default_storages};
+pub use config::{
+    LxcConfig, PciMapping, SimConfig, StorageConfig, UsbMapping, VolumeSeed, default_storages,
+};
 pub use faults::{FaultKind, FaultPlan, FaultPlanError, FaultRule, INJECTED_TASK_FAILURE};
 pub use workers::Connections;
 
@@ -308,6 +319,26 @@ impl Simulator {
             .and_then(|s| serde_json::to_value(s).ok())
     }
 
+    /// The pool guest `vmid` belongs to (`user.cfg`'s record), if any.
+    pub fn guest_pool(&self, vmid: u32) -> Option<String> {
+        crate::pools::pool_of(&self.sim.read(), vmid).map(str::to_string)
+    }
+
+    /// The ids of the resource pools, sorted.
+    pub fn pools(&self) -> Vec<String> {
+        self.sim.read().pools.keys().cloned().collect()
+    }
+
+    /// The `map` entries of PCI mapping `id`, `None` when there is no such mapping.
+    pub fn pci_mapping(&self, id: &str) -> Option<Vec<String>> {
+        self.sim.read().mappings.pci.get(id).map(|m| m.map.clone())
+    }
+
+    /// The `map` entries of USB mapping `id`, `None` when there is no such mapping.
+    pub fn usb_mapping(&self, id: &str) -> Option<Vec<String>> {
+        self.sim.read().mappings.usb.get(id).map(|m| m.map.clone())
+    }
+
     /// The current (applied) config of a container as PVE's config file holds it, `digest` excluded.
     pub fn ct_config(&self, vmid: u32) -> Option<BTreeMap<String, String>> {
         self.sim.read().lxc.get(&vmid).map(|ct| ct.conf.clone())
@@ -492,6 +523,20 @@ async fn start_here(config: SimConfig) -> Result<Simulator, SimError> {
             state.add_lxc(std::slice::from_ref(ct), &config.storages);
         }
     }
+    // Declared mappings are seeded where the state has none of that id (as declared containers are): one
+    // changed or deleted through the API stays so across restarts on the same state file.
+    for m in &config.pci_mappings {
+        if !state.mappings.pci.contains_key(&m.id) {
+            let seeded = mapping::Mapping::seeded(&m.description, &m.map);
+            state.mappings.pci.insert(m.id.clone(), seeded);
+        }
+    }
+    for m in &config.usb_mappings {
+        if !state.mappings.usb.contains_key(&m.id) {
+            let seeded = mapping::Mapping::seeded(&m.description, &m.map);
+            state.mappings.usb.insert(m.id.clone(), seeded);
+        }
+    }
     let (acceptor, fingerprint) = if config.tls {
         let (a, f) = tls_acceptor()?;
         (Some(a), Some(f))
@@ -515,7 +560,6 @@ async fn start_here(config: SimConfig) -> Result<Simulator, SimError> {
         lock_timeout: config.lock_timeout,
         flocks: Mutex::new(std::collections::HashMap::new()),
         flock_waiters: std::sync::atomic::AtomicUsize::new(0),
-        pci_mappings: config.pci_mappings.clone(),
         faults: Mutex::new(FaultEngine::new(config.faults.clone(), config.seed)),
         log: Mutex::new(Vec::new()),
         seq: AtomicU64::new(0),

@@ -210,6 +210,7 @@ pub(crate) fn move_guest(
 #[allow(clippy::type_complexity)]
 fn local_resources(
     sim: &Sim,
+    st: &State,
     conf: &BTreeMap<String, String>,
     running: bool,
 ) -> (
@@ -230,10 +231,11 @@ fn local_resources(
                 .and_then(|m| m.get("mapping").cloned());
             if let Some(name) = name {
                 for node in &sim.nodes {
-                    let has = sim
-                        .pci_mappings
-                        .iter()
-                        .any(|m| m.id == name && m.on_node(node));
+                    let has = st
+                        .mappings
+                        .pci
+                        .get(&name)
+                        .is_some_and(|m| !m.on_node(node).is_empty());
                     if !has {
                         missing.entry(node.clone()).or_default().push(k.clone());
                     }
@@ -246,6 +248,22 @@ fn local_resources(
         }
         if family == Some("usb") && v.split(',').any(|p| p.eq_ignore_ascii_case("host=spice")) {
             continue;
+        }
+        // A mapped USB device is mapped on the nodes that have an entry for it, and still local.
+        if family == Some("usb")
+            && let Some(name) = v.split(',').find_map(|p| p.strip_prefix("mapping="))
+        {
+            for node in &sim.nodes {
+                let has = st
+                    .mappings
+                    .usb
+                    .get(name)
+                    .is_some_and(|m| !m.on_node(node).is_empty());
+                if !has {
+                    missing.entry(node.clone()).or_default().push(k.clone());
+                }
+            }
+            mapped.insert(k.clone(), name.to_string());
         }
         if family == Some("serial") && v == "socket" {
             continue;
@@ -265,14 +283,14 @@ fn local_resources(
 /// types that cannot be copied.
 fn check_vm_task(
     sim: &Sim,
-    _st: &State,
+    st: &State,
     vm: &Vm,
     target: &str,
     running: bool,
     with_local_disks: bool,
 ) -> Result<Vec<String>, String> {
     let mut log = Vec::new();
-    let (local, mapped, missing) = local_resources(sim, &vm.conf, running);
+    let (local, mapped, missing) = local_resources(sim, st, &vm.conf, running);
     let blocking: Vec<&str> = local
         .iter()
         .filter(|k| !mapped.contains_key(*k))
@@ -600,7 +618,7 @@ pub(crate) fn qemu_precondition(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         return Err(ApiError::die(format!("VM is locked ({l})")));
     }
     let running = vm.running;
-    let (local, mapped, missing) = local_resources(sim, &vm.conf, running);
+    let (local, mapped, missing) = local_resources(sim, &st, &vm.conf, running);
     let volumes = crate::qemu::volumes(&vm.conf);
     let mut blocking: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut out = json!({});

@@ -295,6 +295,18 @@ fn check_object(
                 if s.get("alias").is_some() {
                     continue;
                 }
+                if s.get("type").and_then(Value::as_str) == Some("array") {
+                    // JSONSchema.pm `check_prop` on an array: each item against `items`, keyed `key[i]`.
+                    if let Some(items) = s.get("items") {
+                        for (i, item) in v.split(ARRAY_SEPARATOR).enumerate() {
+                            let item_path = format!("{}[{i}]", key_path(k));
+                            if let Err(e) = check_prop(&item_path, items, item) {
+                                errors.insert(item_path, e);
+                            }
+                        }
+                    }
+                    continue;
+                }
                 if let Err(e) = check_prop(&key_path(k), s, v) {
                     errors.insert(key_path(k), e);
                 }
@@ -429,6 +441,15 @@ pub(crate) fn parse_named(name: &str, value: &str, path: &str) -> Option<BTreeMa
     parse_property_string(formats::named_dict(name)?, value, path).ok()
 }
 
+/// Joins the values of an `array` parameter in the merged parameter map (`Req::list` splits them again): a
+/// character no form value PVE takes can hold.
+pub(crate) const ARRAY_SEPARATOR: char = '\0';
+
+/// True for an `array` parameter (PVE's RESTHandler makes a single value a one-item array, repeated keys many).
+fn is_array(schema: &Value) -> bool {
+    schema.get("type").and_then(Value::as_str) == Some("array")
+}
+
 /// True when the property's format is a `-list` format whose repeated values are joined with `,`.
 fn is_list_format(schema: &Value) -> bool {
     schema
@@ -438,7 +459,8 @@ fn is_list_format(schema: &Value) -> bool {
 }
 
 /// Validates request parameters (path parameters included) for one endpoint, as RESTHandler + JSONSchema do.
-/// Returns the merged parameter map: repeated keys are joined with `,` for `-list` formats, the last value wins otherwise.
+/// Returns the merged parameter map: repeated keys are joined with `,` for `-list` formats and with
+/// [`ARRAY_SEPARATOR`] for `array` parameters, the last value wins otherwise.
 pub(crate) fn validate(
     method: &str,
     template: &str,
@@ -449,9 +471,14 @@ pub(crate) fn validate(
     let mut merged: BTreeMap<String, String> = BTreeMap::new();
     for (k, v) in params {
         let list = find_property(props, k).is_some_and(is_list_format);
+        let array = find_property(props, k).is_some_and(is_array);
         match merged.get_mut(k) {
             Some(existing) if list => {
                 existing.push(',');
+                existing.push_str(v);
+            }
+            Some(existing) if array => {
+                existing.push(ARRAY_SEPARATOR);
                 existing.push_str(v);
             }
             _ => {

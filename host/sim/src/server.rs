@@ -15,8 +15,11 @@ use tokio_rustls::TlsAcceptor;
 
 use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::faults::{Drawn, FaultRule};
+use crate::mapping::Kind;
 use crate::sim::Sim;
-use crate::{RequestRecord, cluster, ha, lxc, migrate, qemu, storage, storage_cfg, tasks};
+use crate::{
+    RequestRecord, cluster, ha, lxc, mapping, migrate, pools, qemu, storage, storage_cfg, tasks,
+};
 
 /// Returned by the service to make hyper drop the connection without answering (the `reset` fault).
 #[derive(Debug)]
@@ -246,7 +249,13 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
         ["cluster", "nextid"] => ("/cluster/nextid", vec![]),
         ["cluster", "tasks"] => ("/cluster/tasks", vec![]),
         ["cluster", "status"] => ("/cluster/status", vec![]),
+        ["cluster", "mapping"] => ("/cluster/mapping", vec![]),
         ["cluster", "mapping", "pci"] => ("/cluster/mapping/pci", vec![]),
+        ["cluster", "mapping", "pci", id] => ("/cluster/mapping/pci/{id}", vec![p("id", id)]),
+        ["cluster", "mapping", "usb"] => ("/cluster/mapping/usb", vec![]),
+        ["cluster", "mapping", "usb", id] => ("/cluster/mapping/usb/{id}", vec![p("id", id)]),
+        ["pools"] => ("/pools", vec![]),
+        ["pools", id] => ("/pools/{poolid}", vec![p("poolid", id)]),
         ["cluster", "ha"] => ("/cluster/ha", vec![]),
         ["cluster", "ha", "resources"] => ("/cluster/ha/resources", vec![]),
         ["cluster", "ha", "resources", s] => ("/cluster/ha/resources/{sid}", vec![p("sid", s)]),
@@ -679,7 +688,22 @@ async fn call(
         ("GET", "/cluster/nextid") => cluster::nextid(sim, &req),
         ("GET", "/cluster/tasks") => tasks::cluster_list(sim),
         ("GET", "/cluster/status") => cluster::status(sim),
-        ("GET", "/cluster/mapping/pci") => cluster::pci_mappings(sim, &req),
+        ("GET", "/cluster/mapping") => Ok(index(template, "name")),
+        ("GET", "/cluster/mapping/pci") => mapping::list(sim, &req, Kind::Pci),
+        ("POST", "/cluster/mapping/pci") => mapping::create(sim, &req, Kind::Pci),
+        ("GET", "/cluster/mapping/pci/{id}") => mapping::read(sim, &req, Kind::Pci),
+        ("PUT", "/cluster/mapping/pci/{id}") => mapping::update(sim, &req, Kind::Pci),
+        ("DELETE", "/cluster/mapping/pci/{id}") => mapping::delete(sim, &req, Kind::Pci),
+        ("GET", "/cluster/mapping/usb") => mapping::list(sim, &req, Kind::Usb),
+        ("POST", "/cluster/mapping/usb") => mapping::create(sim, &req, Kind::Usb),
+        ("GET", "/cluster/mapping/usb/{id}") => mapping::read(sim, &req, Kind::Usb),
+        ("PUT", "/cluster/mapping/usb/{id}") => mapping::update(sim, &req, Kind::Usb),
+        ("DELETE", "/cluster/mapping/usb/{id}") => mapping::delete(sim, &req, Kind::Usb),
+        ("GET", "/pools") => pools::list(sim, &req),
+        ("POST", "/pools") => pools::create(sim, &req),
+        ("PUT", "/pools") | ("PUT", "/pools/{poolid}") => pools::update(sim, &req),
+        ("DELETE", "/pools") | ("DELETE", "/pools/{poolid}") => pools::delete(sim, &req),
+        ("GET", "/pools/{poolid}") => pools::read(sim, &req),
         ("GET", "/cluster/ha") => Ok(index(template, "id")),
         ("GET", "/cluster/ha/resources") => ha::resources::list(sim, &req),
         ("POST", "/cluster/ha/resources") => ha::resources::create(sim, &req),

@@ -10,7 +10,7 @@ use tokio::sync::{OwnedRwLockReadGuard, OwnedRwLockWriteGuard};
 
 use crate::RequestRecord;
 use crate::api::Req;
-use crate::config::{PciMapping, StorageConfig};
+use crate::config::StorageConfig;
 use crate::faults::FaultEngine;
 use crate::state::{Persister, State, Task, now};
 
@@ -67,7 +67,6 @@ pub(crate) struct Sim {
     pub flocks: Mutex<HashMap<u32, Arc<tokio::sync::RwLock<()>>>>,
     /// Requests and tasks waiting for a config flock now.
     pub flock_waiters: AtomicUsize,
-    pub pci_mappings: Vec<PciMapping>,
     pub faults: Mutex<FaultEngine>,
     pub log: Mutex<Vec<RequestRecord>>,
     pub seq: AtomicU64,

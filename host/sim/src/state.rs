@@ -285,6 +285,12 @@ pub(crate) struct State {
     /// The HA manager's configs and status.
     #[serde(default)]
     pub ha: crate::ha::HaState,
+    /// Resource pools (`user.cfg`'s `pool:` lines) by id; absent from the state file while there are none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pools: BTreeMap<String, crate::pools::Pool>,
+    /// PCI and USB resource mappings (`mapping/{pci,usb}.cfg`); absent from the state file while there are none.
+    #[serde(default, skip_serializing_if = "crate::mapping::Mappings::is_empty")]
+    pub mappings: crate::mapping::Mappings,
     /// Nodes taken offline through the control API (`Simulator::set_node_online`).
     #[serde(default)]
     pub offline_nodes: std::collections::BTreeSet<String>,
@@ -315,6 +321,8 @@ impl State {
             lxc: BTreeMap::new(),
             volumes: BTreeMap::new(),
             ha: crate::ha::HaState::default(),
+            pools: BTreeMap::new(),
+            mappings: crate::mapping::Mappings::default(),
             offline_nodes: std::collections::BTreeSet::new(),
             pid_counter: 0,
             rng_draws: 0,

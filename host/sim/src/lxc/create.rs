@@ -90,7 +90,9 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
                 "{what} {vmid} already exists on node '{owner}'"
             )));
         }
+        crate::pools::check_exists(&st, req.get("pool"))?;
     }
+    let pool = req.get("pool").map(str::to_string);
     let ostemplate = req.get("ostemplate").unwrap_or("").to_string();
     let storage = req.get("storage").unwrap_or("local").to_string();
     let mut params: BTreeMap<String, String> = req
@@ -259,6 +261,9 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
                 if let Some(ct) = st.lxc.get_mut(&vmid) {
                     ct.pid = pid;
                 }
+            }
+            if let Some(pool) = &pool {
+                crate::pools::add_guest(st, vmid, pool);
             }
             Ok(())
         }),

@@ -49,6 +49,8 @@ impl CloneParams {
 pub(crate) fn clone_vm(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let p = CloneParams::of(req);
     let mut st = sim.write();
+    crate::pools::check_exists(&st, req.get("pool"))?;
+    let pool = req.get("pool").map(str::to_string);
     let src = get_vm(&st, &p.node, p.vmid)?;
     let full = check_clone(sim, &st, src, req, &p)?;
     let src_conf = src.conf.clone();
@@ -77,6 +79,9 @@ pub(crate) fn clone_vm(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             clone_drives(&sim2, st, log, &mut conf, &p, full)?;
             if let Some(vm) = st.vms.get_mut(&newid) {
                 vm.conf = conf;
+            }
+            if let Some(pool) = &pool {
+                crate::pools::add_guest(st, newid, pool);
             }
             Ok(())
         }),

@@ -47,6 +47,8 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     }
     let raw = config_params(req, CREATE_ONLY);
     sshkeys_check(&raw)?;
+    crate::pools::check_exists(&sim.read(), req.get("pool"))?;
+    let pool = req.get("pool").map(str::to_string);
     for (k, v) in &raw {
         if is_drive_key(k) {
             check_drive(sim, &node, k, v)?;
@@ -152,6 +154,10 @@ pub(crate) fn create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
                 return Err(format!("VM {vmid} vanished during create"));
             };
             vm.conf = final_conf;
+            // `add_vm_to_pool` once the guest exists, before it starts.
+            if let Some(pool) = &pool {
+                crate::pools::add_guest(st, vmid, pool);
+            }
             if start {
                 let checked = match (st.vms.get(&vmid), start_fault) {
                     (_, Some(injected)) => Err(injected),

@@ -108,6 +108,8 @@ pub(crate) fn destroy(sim: &Arc<Sim>, req: &Req) -> ApiResult {
                 }
             }
             st.vms.remove(&vmid);
+            // `remove_vm_access`: the guest leaves its pool.
+            crate::pools::remove_guest(st, vmid);
             Ok(())
         }),
     );

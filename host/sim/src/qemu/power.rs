@@ -17,7 +17,7 @@ use crate::storage::{find_volume, storage_for};
 
 /// Start-time checks PVE makes inside the start worker (`vm_start_nolock`), in its order: template, running, lock,
 /// the cloud-init drive's storage, every volume activated (disks and ISOs; a missing one fails as the storage
-/// plugin does), then the PCI mappings `config_to_command` resolves.
+/// plugin does), then the PCI and USB mappings `config_to_command` resolves.
 pub(crate) fn start_checks(
     sim: &Sim,
     st: &State,
@@ -79,12 +79,35 @@ pub(crate) fn start_checks(
             continue;
         }
         if let Some(name) = hostpci_mapping(key, value)
-            && !sim
-                .pci_mappings
-                .iter()
-                .any(|m| m.id == name && m.on_node(&vm.node))
+            && st
+                .mappings
+                .pci
+                .get(&name)
+                .is_none_or(|m| m.on_node(&vm.node).is_empty())
         {
             return Err(format!("PCI device mapping not found for '{name}'"));
+        }
+    }
+    // qemu-server `USB::parse_usb_device` (in `config_to_command`, after the PCI devices): a mapped device needs
+    // exactly one entry for the node.
+    for (key, value) in &conf {
+        if split_indexed(key).is_none_or(|(f, _)| f != "usb") {
+            continue;
+        }
+        let Some(name) = value.split(',').find_map(|p| p.strip_prefix("mapping=")) else {
+            continue;
+        };
+        let entries = st
+            .mappings
+            .usb
+            .get(name)
+            .map(|m| m.on_node(&vm.node).len())
+            .unwrap_or(0);
+        if entries == 0 {
+            return Err(format!("USB device mapping not found for '{name}'"));
+        }
+        if entries > 1 {
+            return Err("More than one USB mapping per host not supported".to_string());
         }
     }
     Ok(())

@@ -24,12 +24,18 @@ async fn indexes_list_only_what_is_served() {
     let t = T::new().await;
     t.create(100, &[]).await;
     let cases: &[(&str, &str, &[&str])] = &[
-        ("/", "subdir", &["version", "cluster", "nodes", "storage"]),
+        (
+            "/",
+            "subdir",
+            &["version", "cluster", "nodes", "storage", "pools"],
+        ),
         (
             "/cluster",
             "name",
-            &["resources", "nextid", "tasks", "status", "ha"],
+            &["resources", "nextid", "tasks", "status", "mapping", "ha"],
         ),
+        // PVE lists `dir` too, which the simulator does not serve.
+        ("/cluster/mapping", "name", &["pci", "usb"]),
         ("/nodes/pve01", "name", &["qemu", "tasks", "storage", "lxc"]),
         (
             VM,

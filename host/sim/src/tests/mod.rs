@@ -9,7 +9,9 @@ mod ha;
 mod infra;
 mod locks;
 mod lxc;
+mod mappings;
 mod migrate;
+mod pools;
 
 use std::time::Duration;
 
