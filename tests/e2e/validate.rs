@@ -57,7 +57,7 @@ fn a_fresh_process_loads_the_bundled_kinds_precompiled() {
         .iter()
         .map(|k| k["kind"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["DiskImage", "ISO", "TemplateVM", "VM"]);
+    assert_eq!(names, ["DiskImage", "HARule", "ISO", "TemplateVM", "VM"]);
 }
 
 #[test]

@@ -231,7 +231,7 @@ fn every_bundled_kind_loads_and_describes_itself() {
         })
         .map(|k| k.info().kind.clone())
         .collect();
-    for expected in ["VM", "TemplateVM", "DiskImage", "ISO"] {
+    for expected in ["VM", "TemplateVM", "DiskImage", "ISO", "HARule"] {
         assert!(
             kinds.iter().any(|k| k == expected),
             "{expected} missing from {kinds:?}"
