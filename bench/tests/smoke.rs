@@ -45,11 +45,8 @@ async fn no_op_plan_of_500_vms_makes_one_list_and_the_per_vm_reads() {
 
     // Every VM runs: one /pending read each (its rows carry the applied values, the pending
     // ones and the digest writes are guarded with); one cluster-wide list finds them all.
-    // The HARule kind's listing is read once too, with or without rule manifests: it is how
-    // a rule whose manifest was removed is found and pruned.
     let expected: BTreeMap<String, u64> = [
         ("GET /cluster/resources", 1),
-        ("GET /cluster/ha/rules", 1),
         ("GET /nodes/{node}/qemu/{vmid}/pending", N as u64),
     ]
     .into_iter()
@@ -93,7 +90,7 @@ async fn no_op_plan_of_500_vms_makes_one_list_and_the_per_vm_reads() {
     // The I/O floor the bench measures the cycle against makes exactly the plan's requests.
     let before = sim.counters();
     let (_, requests) = proxops_bench::floor::fetch(&client, 16).await;
-    assert_eq!(requests, N + 2);
+    assert_eq!(requests, N + 1);
     assert_eq!(
         counter_delta(&before, &sim.counters()),
         expected,
