@@ -537,3 +537,102 @@ async fn nothing_is_created_or_migrated_onto_a_node_in_maintenance() {
         );
     }
 }
+
+/// `HARule` manifests through the named-object gate: created with proxops's mark, repaired
+/// with one PUT, pruned when their manifest goes (while the kind still has objects), and a
+/// hand-made rule with a managed id is reported and never written.
+#[tokio::test(flavor = "multi_thread")]
+async fn ha_rules_are_created_updated_pruned_and_hand_made_ones_left_alone() {
+    let scene = shared_cluster().await;
+    // PVE allows one node-affinity rule per HA resource: one VM per rule.
+    let rule = |id: &str, vm: &str, nodes: &str| {
+        format!(
+            "apiVersion: proxops/v1alpha1\nkind: HARule\nmetadata: {{name: {id}}}\nspec:\n  type: node-affinity\n  resources: [{vm}]\n  nodes: {nodes}\n  comment: placed by git\n"
+        )
+    };
+    scene.write(
+        "vm/lab/db.yaml",
+        &shared_vm("db", 220, "pve01", "  ha: {}\n"),
+    );
+    scene.write(
+        "vm/lab/cache.yaml",
+        &shared_vm("cache", 221, "pve01", "  ha: {}\n"),
+    );
+    scene.write("harule/lab/keep-db.yaml", &rule("keep-db", "db", "[pve01]"));
+    scene.write("harule/lab/spare.yaml", &rule("spare", "cache", "[pve02]"));
+    let report = scene.apply(Holds::default()).await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    let rules = scene.client.get("/cluster/ha/rules", &[]).await.unwrap();
+    let comment = |id: &str| {
+        rules
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["rule"] == id)
+            .map(|r| r["comment"].as_str().unwrap_or_default().to_string())
+    };
+    assert_eq!(
+        comment("keep-db").as_deref(),
+        Some("placed by git (proxops:keep-db)")
+    );
+    assert!(comment("spare").is_some(), "{rules}");
+
+    // Drift: one PUT. The manifest gone: its rule is pruned.
+    scene.write(
+        "harule/lab/keep-db.yaml",
+        &rule("keep-db", "db", "[{node: pve01, priority: 2}, pve03]"),
+    );
+    scene.remove("harule/lab/spare.yaml");
+    scene.sim.clear_requests();
+    let report = scene.apply(Holds::default()).await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    // One PUT lands. PVE's digest covers the whole rules file, so a PUT sent after the prune
+    // in the same pass is refused as stale (nothing changes) and sent again next pass.
+    let landed: Vec<String> = scene
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.method != "GET" && r.status == 200)
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect();
+    let mut landed = landed;
+    landed.sort();
+    assert_eq!(
+        landed,
+        [
+            "DELETE /cluster/ha/rules/spare",
+            "PUT /cluster/ha/rules/keep-db"
+        ]
+    );
+
+    // A rule made by hand under a managed id: reported, untouched.
+    post(
+        &scene,
+        "/cluster/ha/rules",
+        &[
+            ("rule", "by-hand"),
+            ("type", "node-affinity"),
+            ("resources", "vm:221"),
+            ("nodes", "pve02"),
+        ],
+    )
+    .await;
+    scene.write(
+        "harule/lab/by-hand.yaml",
+        &rule("by-hand", "cache", "[pve03]"),
+    );
+    scene.sim.clear_requests();
+    let report = scene.apply(Holds::default()).await;
+    assert!(scene.writes().is_empty(), "{:?}", scene.writes());
+    let by_hand = report
+        .last
+        .objects
+        .iter()
+        .find(|o| o.object.id.name == "by-hand")
+        .unwrap();
+    assert!(
+        !by_hand.proposal.anomalies.is_empty(),
+        "{:?}",
+        by_hand.proposal
+    );
+}
