@@ -243,3 +243,72 @@ async fn a_container_write_whose_answer_was_lost_is_planned_again_not_failed() {
     );
     assert_eq!(ct_config(&lab, 201).await.unwrap()["memory"], 512);
 }
+
+/// `spec.ha` on a container: the kind's HA resource `ct:<vmid>` is created with the
+/// ownership mark (through the example's grant), left alone when converged, changed in
+/// place, and removed (the container kept) when the manifest drops `spec.ha`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_with_spec_ha_gets_its_marked_ha_resource() {
+    let config = proxops_sim::SimConfig::from_yaml_str(&format!(
+        "nodes: [pve01, pve02]\nvolumes:\n  - {{volid: \"{TEMPLATE}\"}}\nha_crm_delay_ms: 50\n"
+    ))
+    .expect("sim config");
+    let lab = Lab::with(config).await;
+    install(&lab, |y| y);
+    lab.write(
+        "container/lab/web.yaml",
+        &container("web", 201, "  ha: {}\n"),
+    );
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let resource = |all: Value| {
+        all.as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["sid"] == "ct:201")
+            .cloned()
+    };
+    let ha = resource(lab.client.get("/cluster/ha/resources", &[]).await.unwrap())
+        .expect("the HA resource ct:201");
+    assert_eq!(ha["comment"], "managed by proxops (proxops-201)", "{ha}");
+    assert_eq!(ha["state"], "started", "{ha}");
+    let status = lab
+        .client
+        .get("/nodes/pve01/lxc/201/status/current", &[])
+        .await
+        .unwrap();
+    assert_eq!(status["status"], "running");
+
+    // Converged: nothing to write.
+    lab.clear();
+    let again = lab.run(&["apply"]).await;
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "{}", again.stdout);
+
+    // An option changes: one write to the HA resource.
+    lab.write(
+        "container/lab/web.yaml",
+        &container("web", 201, "  ha: {max-restart: 3}\n"),
+    );
+    lab.clear();
+    let change = lab.run(&["apply"]).await;
+    assert_eq!(change.code, 0, "{}\n{}", change.stdout, change.stderr);
+    let writes = lab.mutations();
+    assert!(
+        writes.len() == 1 && writes[0].starts_with("PUT /cluster/ha/resources/"),
+        "{writes:?}"
+    );
+    let ha = resource(lab.client.get("/cluster/ha/resources", &[]).await.unwrap()).unwrap();
+    assert_eq!(ha["max_restart"].to_string().trim_matches('"'), "3", "{ha}");
+
+    // spec.ha dropped: the resource goes, the container stays.
+    lab.write("container/lab/web.yaml", &container("web", 201, ""));
+    let drop = lab.run(&["apply"]).await;
+    assert_eq!(drop.code, 0, "{}\n{}", drop.stdout, drop.stderr);
+    assert!(
+        resource(lab.client.get("/cluster/ha/resources", &[]).await.unwrap()).is_none(),
+        "{}",
+        drop.stdout
+    );
+    assert!(listed(&lab, "lxc/201").await);
+}

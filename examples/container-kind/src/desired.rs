@@ -42,6 +42,10 @@ pub struct Container {
     pub description: Option<String>,
     /// Power state.
     pub state: PowerState,
+    /// `spec.ha`: the container's PVE HA resource (`ct:<vmid>`); none = HA membership is not
+    /// managed (an HA resource proxops marked is removed, any other left alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<Ha>,
 }
 
 /// The container's root volume.
@@ -143,4 +147,64 @@ pub enum PowerState {
     Running,
     /// `stopped`.
     Stopped,
+}
+
+/// `spec.ha`, with PVE's defaults applied (`max_restart` 1, `max_relocate` 1, `failback`
+/// true) and `state` following `spec.state` unless the manifest sets it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Ha {
+    /// The requested HA state.
+    pub state: HaState,
+    /// `max_restart`.
+    pub max_restart: u64,
+    /// `max_relocate`.
+    pub max_relocate: u64,
+    /// `failback`.
+    pub failback: bool,
+}
+
+impl Ha {
+    /// PVE's default of `max_restart` and `max_relocate`.
+    pub const DEFAULT_TRIES: u64 = 1;
+}
+
+/// The requested state of an HA resource (PVE's `enabled` is an alias of `started`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HaState {
+    /// HA keeps the container running (restarts, relocates, recovers it).
+    Started,
+    /// HA keeps the container stopped, and still recovers it to another node.
+    Stopped,
+    /// HA keeps the container stopped and does not recover it.
+    Disabled,
+    /// HA leaves the container alone (power requests go straight to it).
+    Ignored,
+}
+
+impl HaState {
+    /// The values `spec.ha.state` takes.
+    pub const ALL: &[&str] = &["started", "stopped", "disabled", "ignored"];
+
+    /// PVE's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HaState::Started => "started",
+            HaState::Stopped => "stopped",
+            HaState::Disabled => "disabled",
+            HaState::Ignored => "ignored",
+        }
+    }
+
+    /// Read PVE's spelling (`enabled` is `started`; absent is PVE's default, `started`).
+    pub fn parse(s: Option<&str>) -> Option<HaState> {
+        Some(match s {
+            None | Some("started" | "enabled") => HaState::Started,
+            Some("stopped") => HaState::Stopped,
+            Some("disabled") => HaState::Disabled,
+            Some("ignored") => HaState::Ignored,
+            Some(_) => return None,
+        })
+    }
 }

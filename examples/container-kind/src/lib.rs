@@ -6,8 +6,8 @@
 //! Manifests live in `container/<cluster>/<name>.yaml`. The kind validates them
 //! ([`validate`]), names their place in PVE's vmid pool ([`identity`]), asks for the config and
 //! status of a live container ([`observe`]), plans create, update, power and prune
-//! ([`mod@plan`]) and claims the `/cluster/resources` entries of type `lxc` that carry the
-//! `proxops` tag ([`claims`]). It declares exactly the calls it proposes ([`CALLS`]), no
+//! ([`mod@plan`]) and the container's HA resource (`spec.ha`, [`mod@ha`]), and claims the
+//! `/cluster/resources` entries of type `lxc` that carry the `proxops` tag ([`claims`]). It declares exactly the calls it proposes ([`CALLS`]), no
 //! secrets and no capabilities: a privileged container or a bind mount is proposed as written
 //! and the host checks it against the operator's grant.
 //!
@@ -39,6 +39,7 @@
 //! ```
 
 pub mod desired;
+pub mod ha;
 pub mod live;
 pub mod plan;
 pub mod schema;
@@ -86,6 +87,9 @@ pub const CALLS: &[(Method, &str)] = &[
     (Method::Post, "/nodes/{node}/lxc/{vmid}/status/shutdown"),
     (Method::Post, "/nodes/{node}/lxc/{vmid}/status/stop"),
     (Method::Delete, "/nodes/{node}/lxc/{vmid}"),
+    (Method::Post, "/cluster/ha/resources"),
+    (Method::Put, "/cluster/ha/resources/{sid}"),
+    (Method::Delete, "/cluster/ha/resources/{sid}"),
 ];
 
 /// Static facts about the kind.

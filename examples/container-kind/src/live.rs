@@ -33,6 +33,49 @@ pub struct Entry {
     pub lock: Option<String>,
     /// Tags, split.
     pub tags: Vec<String>,
+    /// `hastate`: the HA manager's state of the container's HA resource; absent for a
+    /// container without one.
+    pub hastate: Option<String>,
+    /// `ha`: the container's `/cluster/ha/resources` entry, which the host adds to the entry
+    /// of an HA-managed guest; absent: no HA resource (or the host did not read it).
+    pub ha: Option<HaResource>,
+}
+
+/// A `/cluster/ha/resources` entry as PVE returns it, values as text; PVE leaves out the
+/// options it was not given (then its defaults apply).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HaResource {
+    /// `sid` (`ct:101`).
+    pub sid: Option<String>,
+    /// `state` (absent: `started`).
+    pub state: Option<String>,
+    /// `max_restart` (absent: 1).
+    pub max_restart: Option<String>,
+    /// `max_relocate` (absent: 1).
+    pub max_relocate: Option<String>,
+    /// `failback` (absent: 1).
+    pub failback: Option<String>,
+    /// `comment`: where proxops writes its ownership mark.
+    pub comment: Option<String>,
+    /// `digest` of the HA resources config.
+    pub digest: Option<String>,
+}
+
+impl HaResource {
+    /// Read the host's `ha` object; `None` when it is not an object.
+    pub fn from_value(v: &Value) -> Option<HaResource> {
+        v.as_object()?;
+        let field = |k: &str| v.get(k).and_then(text);
+        Some(HaResource {
+            sid: field("sid"),
+            state: field("state"),
+            max_restart: field("max_restart"),
+            max_relocate: field("max_relocate"),
+            failback: field("failback"),
+            comment: field("comment"),
+            digest: field("digest"),
+        })
+    }
 }
 
 /// A JSON scalar as the text PVE would print (numbers and strings alike).
@@ -61,7 +104,22 @@ impl Entry {
             tags: field("tags")
                 .map(|t| split_list(&t, TAG_SEPARATORS))
                 .unwrap_or_default(),
+            hastate: field("hastate"),
+            ha: v.get("ha").and_then(HaResource::from_value),
         })
+    }
+
+    /// Whether HA manages the container: it has an HA resource whose state is not `ignored`
+    /// (PVE's `vm_is_ha_managed`; power requests then go through HA, and HA may have moved
+    /// it to another node).
+    pub fn ha_managed(&self) -> bool {
+        let requested_ignored = self
+            .ha
+            .as_ref()
+            .is_some_and(|h| h.state.as_deref() == Some("ignored"));
+        self.hastate
+            .as_deref()
+            .is_some_and(|s| s != "ignored" && !requested_ignored)
     }
 
     /// Whether the entry carries the `proxops` tag.

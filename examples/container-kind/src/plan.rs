@@ -21,6 +21,12 @@
 //!   delete fails. A protected container is not pruned.
 //! * A lock (in the config, the status or the listing entry) is an `Anomaly::locked` and no
 //!   action: the host waits for the task that holds it.
+//! * HA (`spec.ha`, decided in [`crate::ha`]): the HA resource is planned last, after the
+//!   power actions. A container HA manages that is on another node than `spec.node` was put
+//!   there by HA: it is planned where it is, every call addressed to its live node (no
+//!   anomaly, no drift for the node; proxops does not migrate containers). While HA moves,
+//!   fences or recovers it, an anomaly and no action; an HA resource in the `error` state
+//!   takes only `state: disabled`.
 //! * Changes PVE keeps pending on a running container appear in the config read (PVE's
 //!   default view merges them), so they are not written again; they are not reported as
 //!   pending either (a known gap, see `docs/kinds.md`).
@@ -35,6 +41,7 @@ use proxops_kind_sdk::size;
 use serde_json::Value;
 
 use crate::desired::*;
+use crate::ha;
 use crate::live::{Config, Entry, TAG_SEPARATORS, observed};
 use crate::wire;
 
@@ -117,7 +124,8 @@ fn power_action(node: &str, vmid: u32, start: bool) -> Action {
     }
 }
 
-/// The create action (and nothing else: a fresh container has no drift to report).
+/// The create action, then the HA resource when `spec.ha` asks for one (PVE needs the
+/// container first).
 pub fn create(d: &Container) -> Proposal {
     let mut params: Vec<(String, String)> = Vec::new();
     let mut put = |k: &str, v: String| params.push((k.to_string(), v));
@@ -166,7 +174,7 @@ pub fn create(d: &Container) -> Proposal {
         call = call.param(k, v);
     }
     let what = format!("CT {} `{}` on {}", d.vmid, d.hostname, d.node);
-    Proposal {
+    let mut out = Proposal {
         actions: vec![Action {
             operation: Operation::Create,
             summary: format!(
@@ -182,7 +190,9 @@ pub fn create(d: &Container) -> Proposal {
         }],
         drift: vec![Drift::new("", None, Some(what))],
         ..Proposal::default()
-    }
+    };
+    ha::plan_new(d, &mut out);
+    out
 }
 
 /// Accumulates the config changes of one update.
@@ -635,7 +645,9 @@ fn update(d: &Container, e: &Entry, obs: &Observation) -> Result<Proposal, Vec<D
         ));
         return Ok(out);
     }
-    if e.node != d.node {
+    // A container HA manages was put on another node by HA: planned where it is (the host
+    // says so in the plan). One without HA elsewhere was moved by hand.
+    if e.node != d.node && !e.ha_managed() {
         out.anomalies.push(Anomaly::new(
             "spec.node",
             format!(
@@ -662,6 +674,25 @@ fn update(d: &Container, e: &Entry, obs: &Observation) -> Result<Proposal, Vec<D
             ),
         ));
         return Ok(out);
+    }
+    if let Some(state) = e.hastate.as_deref() {
+        if let Some(why) = ha::busy(state) {
+            out.anomalies.push(Anomaly::new(
+                "",
+                format!("{what}: HA {why} (HA state `{state}`); proxops changes nothing until HA is done"),
+            ));
+            return Ok(out);
+        }
+        if state == "error" {
+            out.anomalies.push(Anomaly::new(
+                "spec.ha",
+                format!("HA resource {} is in the error state: PVE takes no request for it but `state: disabled`. Set spec.ha.state: disabled (with spec.state: stopped), fix the cause, then set it back", ha::sid(e.vmid)),
+            ));
+            if d.ha.is_some_and(|h| h.state == HaState::Disabled) {
+                ha::plan(d, e, &mut out, false);
+            }
+            return Ok(out);
+        }
     }
     let mut x = Diff {
         cfg: &o.config,
@@ -757,6 +788,10 @@ fn update(d: &Container, e: &Entry, obs: &Observation) -> Result<Proposal, Vec<D
     if !o.running && want_running {
         out.actions.push(power_action(&e.node, e.vmid, true));
     }
+    // The HA resource last, after the power actions (whose HA requests rewrite the resources
+    // config, so a write after one carries no digest).
+    let power_first = out.actions.iter().any(|a| a.operation.is_step("power"));
+    ha::plan(d, e, &mut out, power_first);
     Ok(out)
 }
 

@@ -5,6 +5,7 @@ use proxops_kind_sdk::manifest::manifest_schema;
 use serde_json::{Value, json};
 
 use crate::KIND;
+use crate::desired::HaState;
 
 /// The whole manifest's schema.
 pub fn schema() -> Value {
@@ -88,7 +89,21 @@ pub fn schema() -> Value {
             "tags": {"type": "array", "items": {"type": "string", "pattern": "^[A-Za-z0-9_][A-Za-z0-9_+.-]*$"},
                      "description": "PVE user tags; proxops adds `proxops` and `proxops-<vmid>`."},
             "description": {"type": "string"},
-            "state": {"enum": ["running", "stopped"], "default": "running"}
+            "state": {"enum": ["running", "stopped"], "default": "running"},
+            "ha": {
+                "type": "object", "additionalProperties": false,
+                "description": "The container's PVE HA resource (ct:<vmid>), its comment carrying proxops's ownership mark. Absent: HA membership is not managed (a resource proxops created is removed, any other left alone).",
+                "properties": {
+                    "state": {"enum": HaState::ALL,
+                              "description": "Requested HA state; defaults to spec.state (running: started, stopped: stopped). `disabled` needs spec.state: stopped; `ignored` leaves the container to proxops."},
+                    "max-restart": {"type": "integer", "minimum": 0, "maximum": 4294967295u64, "default": 1,
+                                    "description": "Restart tries on a node after a failed start (PVE max_restart)."},
+                    "max-relocate": {"type": "integer", "minimum": 0, "maximum": 4294967295u64, "default": 1,
+                                     "description": "Relocate tries to other nodes after failed restarts (PVE max_relocate)."},
+                    "failback": {"type": "boolean", "default": true,
+                                 "description": "Move back to the node with the highest affinity priority when it comes online (PVE failback)."}
+                }
+            }
         }
     });
     manifest_schema(KIND, "proxops Container (PVE LXC)", spec)

@@ -37,6 +37,7 @@ pub const SPEC_KEYS: &[&str] = &[
     "tags",
     "description",
     "state",
+    "ha",
 ];
 /// Keys of `spec.rootfs`.
 pub const ROOTFS_KEYS: &[&str] = &["storage", "size"];
@@ -54,6 +55,8 @@ pub const MP_KEYS: &[&str] = &[
 pub const NIC_KEYS: &[&str] = &["name", "bridge", "ip", "gw", "firewall", "vlan", "mac"];
 /// Keys of `spec.features`.
 pub const FEATURE_KEYS: &[&str] = &["nesting", "keyctl", "fuse"];
+/// Keys of `spec.ha`.
+pub const HA_KEYS: &[&str] = &["state", "max-restart", "max-relocate", "failback"];
 
 /// Check a manifest and normalise it; warnings come back with the desired state.
 pub fn validate(doc: &Value) -> Result<(Container, Vec<Diag>), Vec<Diag>> {
@@ -110,9 +113,13 @@ pub fn validate(doc: &Value) -> Result<(Container, Vec<Diag>), Vec<Diag>> {
         .enumeration(spec, "spec", "state", false, &["running", "stopped"])
         .as_deref()
     {
-        Some("stopped") => PowerState::Stopped,
-        _ => PowerState::Running,
+        Some("stopped") => Some(PowerState::Stopped),
+        Some(_) => Some(PowerState::Running),
+        // Absent: the default; present but refused (the error is recorded): unknown.
+        None if spec.get("state").is_none_or(Value::is_null) => Some(PowerState::Running),
+        None => None,
     };
+    let ha = ha(&mut c, spec, state);
     let warnings = c.finish()?;
     let missing = || vec![Diag::error("", "internal: a checked field has no value")];
     Ok((
@@ -133,7 +140,8 @@ pub fn validate(doc: &Value) -> Result<(Container, Vec<Diag>), Vec<Diag>> {
             onboot,
             tags,
             description,
-            state,
+            state: state.ok_or_else(missing)?,
+            ha,
         },
         warnings,
     ))
@@ -441,6 +449,68 @@ fn features(c: &mut Checker, spec: &Obj) -> Features {
         keyctl: c.boolean(f, "spec.features", "keyctl", false),
         fuse: c.boolean(f, "spec.features", "fuse", false),
     }
+}
+
+/// `spec.ha`: options with PVE's defaults, and a state that agrees with `spec.state` (it
+/// defaults to it): HA acts on its requested state, so a contradiction would have HA and
+/// proxops undo each other's work on every cycle. `power` is none when `spec.state` is
+/// itself wrong (then the state is not compared).
+fn ha(c: &mut Checker, spec: &Obj, power: Option<PowerState>) -> Option<Ha> {
+    let p = "spec.ha";
+    // `comment` is not an unknown field but the one proxops writes itself: said so, and then
+    // left out of the checks (the rare manifest with it is copied).
+    let without_comment;
+    let spec = match spec.get("ha") {
+        Some(Value::Object(ha)) if ha.contains_key("comment") => {
+            c.error(
+                join(p, "comment"),
+                "the HA resource's comment is proxops's ownership mark (`managed by proxops (proxops-<vmid>)`), written by proxops; remove it from the manifest",
+            );
+            let mut ha = ha.clone();
+            ha.remove("comment");
+            let mut copy = spec.clone();
+            copy.insert("ha".into(), Value::Object(ha));
+            without_comment = copy;
+            &without_comment
+        }
+        _ => spec,
+    };
+    let ha = c.object_field(spec, "spec", "ha", false, HA_KEYS)?;
+    let state = c.enumeration(ha, p, "state", false, HaState::ALL);
+    let max_restart = c.int(ha, p, "max-restart", false, 0, i64::from(u32::MAX));
+    let max_relocate = c.int(ha, p, "max-relocate", false, 0, i64::from(u32::MAX));
+    let failback = c.boolean(ha, p, "failback", false);
+    let power = power?;
+    let state = match state.as_deref() {
+        None if ha.get("state").is_some_and(|v| !v.is_null()) => return None,
+        None => match power {
+            PowerState::Running => HaState::Started,
+            PowerState::Stopped => HaState::Stopped,
+        },
+        Some(s) => HaState::parse(Some(s))?,
+    };
+    let clash = match (state, power) {
+        (HaState::Started, PowerState::Stopped) => Some(
+            "`started` has HA keep the container running while spec.state is `stopped`: HA would start what proxops stops. Set spec.state: running, or spec.ha.state: stopped (or leave spec.ha.state out: it follows spec.state)",
+        ),
+        (HaState::Stopped, PowerState::Running) => Some(
+            "`stopped` has HA keep the container stopped while spec.state is `running` (the default): proxops's start would turn HA's state back to `started`. Set spec.state: stopped, or spec.ha.state: started (or leave spec.ha.state out: it follows spec.state)",
+        ),
+        (HaState::Disabled, PowerState::Running) => Some(
+            "`disabled` has HA keep the container stopped while spec.state is `running` (the default): proxops's start would turn HA's state to `started`. Set spec.state: stopped with spec.ha.state: disabled, or use spec.ha.state: started",
+        ),
+        _ => None,
+    };
+    if let Some(why) = clash {
+        c.error(join(p, "state"), why);
+        return None;
+    }
+    Some(Ha {
+        state,
+        max_restart: max_restart.map_or(Ha::DEFAULT_TRIES, |n| n as u64),
+        max_relocate: max_relocate.map_or(Ha::DEFAULT_TRIES, |n| n as u64),
+        failback: failback.unwrap_or(true),
+    })
 }
 
 /// The user's tags plus the ownership tag and the vmid-bound mark; `proxops-*` is reserved.

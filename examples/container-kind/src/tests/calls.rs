@@ -38,6 +38,9 @@ fn describe_declares_the_surface() {
             "POST /nodes/{node}/lxc/{vmid}/status/shutdown",
             "POST /nodes/{node}/lxc/{vmid}/status/stop",
             "DELETE /nodes/{node}/lxc/{vmid}",
+            "POST /cluster/ha/resources",
+            "PUT /cluster/ha/resources/{sid}",
+            "DELETE /cluster/ha/resources/{sid}",
         ]
     );
     // Through the WIT glue too (what the host reads at load).
@@ -60,6 +63,19 @@ fn describe_declares_the_surface() {
     props.sort();
     keys.sort();
     assert_eq!(props, keys);
+    // And so is every key of spec.ha.
+    let ha = &schema["properties"]["spec"]["properties"]["ha"];
+    let mut props: Vec<&str> = ha["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut keys = crate::validate::HA_KEYS.to_vec();
+    props.sort();
+    keys.sort();
+    assert_eq!(props, keys);
+    assert_eq!(ha["additionalProperties"], json!(false));
 }
 
 #[test]
@@ -137,8 +153,8 @@ fn pattern_matching() {
     }
 }
 
-/// Every call of every plan below (create, update, power, prune, with and without a stop) is
-/// covered by a declared pattern; `check_plan` asserts the same for every plan test.
+/// Every call of every plan below (create, update, power, prune, with and without a stop, the
+/// HA resource's create, update and removal) is covered by a declared pattern; `check_plan` asserts the same for every plan test.
 #[test]
 fn every_planned_call_is_declared() {
     let big = with(
@@ -150,6 +166,16 @@ fn every_planned_call_is_declared() {
             (
                 "/spec/mount-points",
                 json!([{"storage": "local-lvm", "size": "4GiB", "path": "/data"}]),
+            ),
+        ],
+    );
+    let ha_entry = with(
+        entry("running"),
+        &[
+            ("/hastate", json!("started")),
+            (
+                "/ha",
+                json!({"sid": "ct:101", "state": "started", "comment": "managed by proxops (proxops-101)", "digest": "h1"}),
             ),
         ],
     );
@@ -171,6 +197,22 @@ fn every_planned_call_is_declared() {
         (
             None,
             observation(Some(entry("stopped")), &config(), "stopped"),
+        ),
+        // spec.ha: created, changed (a marked resource), removed (spec.ha dropped).
+        (
+            Some(with(manifest(), &[("/spec/ha", json!({}))])),
+            observation(Some(entry("running")), &config(), "running"),
+        ),
+        (
+            Some(with(
+                manifest(),
+                &[("/spec/ha", json!({"failback": false}))],
+            )),
+            observation(Some(ha_entry.clone()), &config(), "running"),
+        ),
+        (
+            Some(manifest()),
+            observation(Some(ha_entry), &config(), "running"),
         ),
     ];
     let mut seen = std::collections::BTreeSet::new();

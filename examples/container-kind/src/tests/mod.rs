@@ -4,6 +4,7 @@
 //! the expected lines.
 
 mod calls;
+mod ha_cases;
 mod plan_cases;
 mod validate_cases;
 
@@ -210,8 +211,9 @@ fn render(p: &Proposal) -> Vec<String> {
     out
 }
 
-/// Invariants of every proposal: each call (and restore call) is declared, and every
-/// parameter a create or config write sends is listed as a change with that new value.
+/// Invariants of every proposal: each call (and restore call) is declared, every parameter a
+/// create or config write sends is listed as a change with that new value, and so is every
+/// option an HA resource write sends (as `ha.<option>`).
 fn check_invariants(p: &Proposal) {
     for a in &p.actions {
         for c in a
@@ -222,6 +224,24 @@ fn check_invariants(p: &Proposal) {
             assert!(declared(c), "undeclared call {}", render_call(c));
         }
         for c in &a.calls {
+            if c.path.starts_with(crate::ha::RESOURCES) && c.method != Method::Delete {
+                for Param {
+                    name: k, value: v, ..
+                } in &c.params
+                {
+                    if matches!(k.as_str(), "digest" | "sid") {
+                        continue;
+                    }
+                    assert!(
+                        a.changes
+                            .iter()
+                            .any(|ch| ch.key == format!("ha.{k}") && ch.new.as_deref() == Some(v)),
+                        "HA option {k}={v} has no change in {:?}",
+                        a.changes
+                    );
+                }
+                continue;
+            }
             let writes = (c.method == Method::Post && c.path.ends_with("/lxc"))
                 || (c.method == Method::Put && c.path.ends_with("/config"));
             if !writes {

@@ -67,6 +67,7 @@ fn base_manifest_normalises() {
             tags: vec!["proxops".into(), "proxops-101".into(), "web".into()],
             description: None,
             state: PowerState::Running,
+            ha: None,
         }
     );
 }
@@ -187,7 +188,7 @@ fn unknown_fields_name_their_path() {
         &[("/spec/password", json!("x"))],
         &[(
             "spec.password",
-            "unknown field `password`; expected one of `vmid`, `node`, `hostname`, `ostemplate`, `cores`, `memory`, `swap`, `rootfs`, `mount-points`, `nics`, `features`, `unprivileged`, `onboot`, `tags`, `description`, `state`",
+            "unknown field `password`; expected one of `vmid`, `node`, `hostname`, `ostemplate`, `cores`, `memory`, `swap`, `rootfs`, `mount-points`, `nics`, `features`, `unprivileged`, `onboot`, `tags`, `description`, `state`, `ha`",
         )],
     );
 }
