@@ -159,6 +159,7 @@ pub async fn converged_state(
         max_passes: 8,
         memory: std::sync::Arc::new(proxops_reconcile::memory::StopMemory::in_memory()),
         cancel: None,
+        rollout: None,
     };
     let report = proxops_reconcile::apply(
         registry,

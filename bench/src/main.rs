@@ -348,6 +348,7 @@ async fn child(args: &[String]) -> Value {
                 max_passes: 8,
                 memory: std::sync::Arc::new(proxops_reconcile::memory::StopMemory::in_memory()),
                 cancel: None,
+                rollout: None,
             };
             let report = proxops_reconcile::apply(
                 &registry,

@@ -132,6 +132,7 @@ pub async fn apply_clusters(
                 max_passes: 8,
                 memory: Arc::new(proxops_reconcile::memory::StopMemory::in_memory()),
                 cancel: None,
+                rollout: None,
             };
             let report = proxops_reconcile::apply(
                 &kinds,

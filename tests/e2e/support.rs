@@ -364,6 +364,7 @@ pub fn apply_options() -> proxops_reconcile::ApplyOptions {
         max_passes: 5,
         memory: std::sync::Arc::new(proxops_reconcile::memory::StopMemory::in_memory()),
         cancel: None,
+        rollout: None,
     }
 }
 

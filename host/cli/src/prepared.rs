@@ -33,6 +33,8 @@ pub(crate) struct Prepared {
     pub(crate) kind_budget: Option<Duration>,
     /// `clusters-at-once` of proxops.yaml.
     pub(crate) clusters_at_once: Option<usize>,
+    /// `budgets:` of proxops.yaml, resolved per cluster by [`Prepared::rollout`].
+    budgets: Vec<proxops_core::budget::Budget>,
     /// Every cluster's inputs after [`prepare`]; empty after [`prepare_config`].
     validated: BTreeMap<String, Arc<ClusterInputs>>,
 }
@@ -52,6 +54,7 @@ pub(crate) fn prepare_config(ctx: &Context, repo: &Path) -> Result<Prepared, Vec
         policies: Arc::new(policies),
         kind_budget: settings.guest_budget.kind,
         clusters_at_once: settings.clusters_at_once,
+        budgets: settings.budgets,
         validated: BTreeMap::new(),
     })
 }
@@ -126,6 +129,26 @@ impl Prepared {
     /// ([`proxops_core::Layout::cluster_of`]).
     pub(crate) fn cluster_of<'f>(&self, file: &'f str) -> Option<&'f str> {
         self.layout.as_ref().and_then(|l| l.cluster_of(file))
+    }
+
+    /// Cluster `name`'s disruption budgets, their members found among its validated
+    /// objects; a guest in two budgets or a listed member no manifest declares is an error.
+    pub(crate) fn rollout(
+        &self,
+        name: &str,
+        inputs: &ClusterInputs,
+    ) -> Result<proxops_reconcile::rollout::Rollout, Vec<Diagnostic>> {
+        let (rollout, diags) = proxops_reconcile::rollout::Rollout::resolve(
+            &self.budgets,
+            name,
+            &inputs.objects,
+            proxops_core::settings::FILE,
+        );
+        if diags.is_empty() {
+            Ok(rollout)
+        } else {
+            Err(diags)
+        }
     }
 
     /// Whether the repository has manifest folders at all.

@@ -84,11 +84,36 @@ impl Reporter for Progress {
                 object,
                 summary,
                 what,
+            } if summary.starts_with("health gate") => format!(
+                "… {}: {}: waiting for {}",
+                render::who(&object.id),
+                output::inline(summary),
+                output::inline(what)
+            ),
+            Event::Waiting {
+                object,
+                summary,
+                what,
             } => format!(
                 "… {}: {}: PVE's HA manager carries it out; waiting for {}",
                 render::who(&object.id),
                 output::inline(summary),
                 output::inline(what)
+            ),
+            Event::Held {
+                object,
+                summary,
+                budget,
+            } => format!(
+                "⏸ {}: {}: not started: disruption budget {} halted",
+                render::who(&object.id),
+                output::inline(summary),
+                output::inline(budget)
+            ),
+            Event::Halted { object, halt } => format!(
+                "✗ {}: {}",
+                render::who(&object.id),
+                output::inline(&halt.to_string())
             ),
             Event::Blocked { object, by } => format!(
                 "✗ {}: not attempted: {} did not converge",

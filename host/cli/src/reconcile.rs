@@ -282,7 +282,11 @@ pub(crate) async fn plan_one(
         }
         Unplanned { client, reasons }
     };
-    let errors = cluster_errors(p, &inputs, name);
+    let rollout = p.rollout(name, &inputs);
+    let mut errors = cluster_errors(p, &inputs, name);
+    if let Err(diags) = &rollout {
+        errors.extend(diags);
+    }
     if !errors.is_empty() {
         let mut lines = vec![format!(
             "Cluster {name}: not planned; fix these first (no PVE call was made):"
@@ -345,6 +349,7 @@ pub(crate) async fn plan_one(
         memory,
         policies: p.policies.clone(),
         holds: run.holds(),
+        rollout: Arc::new(rollout.unwrap_or_default()),
     };
     match cluster_run.plan().await {
         Ok(plan) => Ok(Planned {

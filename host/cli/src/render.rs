@@ -226,6 +226,17 @@ pub fn apply_summary(report: &ApplyReport) -> String {
     if let Some(reason) = &report.stopped {
         writeln!(out, "  ✗ stopped before the next pass: {}", inline(reason)).unwrap();
     }
+    for halt in &report.halted {
+        writeln!(
+            out,
+            "  ✗ rollout halted: budget {}, guest {}, {} check failed ({}); its remaining members were not disturbed",
+            inline(&halt.budget),
+            inline(&halt.guest),
+            inline(&halt.check),
+            inline(&halt.detail)
+        )
+        .unwrap();
+    }
     let c = report.counts();
     let mut did: Vec<String> = [
         (c.created, "created"),
@@ -273,6 +284,13 @@ pub fn apply_summary(report: &ApplyReport) -> String {
                 counts.errors,
                 "object could not be planned",
                 "objects could not be planned",
+            ));
+        }
+        if !report.halted.is_empty() {
+            open.push(count(
+                report.halted.len(),
+                "disruption budget halted",
+                "disruption budgets halted",
             ));
         }
         writeln!(

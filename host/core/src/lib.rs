@@ -2,6 +2,7 @@
 //! from a directory rooted with cap-std, and the diagnostics that point back into them.
 //! No network, no WebAssembly.
 
+pub mod budget;
 pub mod cluster;
 pub mod diag;
 pub mod grant;

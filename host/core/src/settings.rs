@@ -19,7 +19,25 @@
 //!   - file: kinds/container.wasm
 //!     sha256: 3b1f…
 //!     grant: {calls: [GET /cluster/resources, POST /nodes/{node}/lxc]}
+//! budgets:                                        # disruption budgets (see `budget`)
+//!   - name: db                                    # unique
+//!     clusters: [prod]                            # optional: default every cluster
+//!     select: {members: [db-1, db-2, db-3]}       # exactly one of: tags: [..], names: [glob, ..],
+//!                                                 #   members: [manifest name, ..]
+//!     max-unavailable: 1                          # a count, or a percentage "25%" (floor, at least 1)
+//!     order: declared                             # declared (members order, else name) | name
+//!     health:                                     # what a disturbed guest must show before the next
+//!       agent: true                               #   its QEMU guest agent answers (default false)
+//!       uptime: 30s                               #   up at least this long (default 0s)
+//!       timeout: 10m                              #   the gate's bound; past it the budget halts (default 10m)
 //! ```
+//!
+//! A guest (any object with a vmid) in a budget is disturbed (stopped, shut down, rebooted,
+//! or any action that disturbs its availability) only while it holds one of its budget's
+//! `max-unavailable` places, one member after the other in the budget's order; it gives its
+//! place back once its health gate passes. A gate that runs out halts its budget for the run
+//! (exit 3). A guest in two budgets, or a `members` name no manifest declares, is a
+//! validation error of its cluster.
 //!
 //! A repository without `proxops.yaml` has no policies. Files are read through
 //! [`RepoDir`] (a cap-std `Dir` rooted at the repository), so neither `..` nor a symlink can
@@ -121,6 +139,8 @@ pub struct RepoSettings {
     /// `clusters-at-once`: how many clusters `plan`, `apply` and `watch` work on at the same
     /// time (`--clusters-at-once` overrides it); `None` for the default.
     pub clusters_at_once: Option<usize>,
+    /// `budgets:`, disruption budgets, in file order (names unique).
+    pub budgets: Vec<crate::budget::Budget>,
 }
 
 /// The most clusters worked on at once that `clusters-at-once` (and the flag) accepts: each
@@ -190,7 +210,7 @@ fn parse_guest_budget(v: &Value, err: &mut impl FnMut(String, String)) -> GuestB
 }
 
 /// `500ms`, `30s`, `10m` -> a duration.
-fn parse_duration(text: &str) -> Option<std::time::Duration> {
+pub(crate) fn parse_duration(text: &str) -> Option<std::time::Duration> {
     let text = text.trim();
     let split = text.find(|c: char| !c.is_ascii_digit())?;
     let (number, unit) = text.split_at(split);
@@ -264,12 +284,13 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
             "guest-budget",
             "allow-token-env",
             "clusters-at-once",
+            "budgets",
         ]
         .contains(&key.as_str())
         {
             err(
                 key.clone(),
-                "unknown field; expected one of: apiVersion, kind, policies, kinds, guest-budget, allow-token-env, clusters-at-once"
+                "unknown field; expected one of: apiVersion, kind, policies, kinds, guest-budget, allow-token-env, clusters-at-once, budgets"
                     .into(),
             );
         }
@@ -289,6 +310,10 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
             }
         },
     };
+    let budgets = top
+        .get("budgets")
+        .map(|v| crate::budget::parse_budgets(v, &mut err))
+        .unwrap_or_default();
     let guest_budget = top
         .get("guest-budget")
         .map(|v| parse_guest_budget(v, &mut err))
@@ -369,6 +394,7 @@ pub fn parse(file: &str, doc: &Value) -> Result<RepoSettings, Vec<Diagnostic>> {
             guest_budget,
             token_env,
             clusters_at_once,
+            budgets,
         })
     } else {
         Err(diags)
@@ -554,6 +580,132 @@ mod tests {
         check("guest-budget: {kind: 1h}\n", Err("guest-budget.kind"));
         check("guest-budget: {run: 1s}\n", Err("guest-budget.run"));
         check("guest-budget: 30s\n", Err("guest-budget"));
+    }
+
+    #[test]
+    fn budgets_are_checked_with_file_and_field() {
+        use crate::budget::{MaxUnavailable, Order, Selector};
+        use std::time::Duration;
+        // (budgets: YAML, Ok(a summary of the parsed budgets) or Err(the diagnostics' paths))
+        let check = |yaml: &str, expected: Result<&str, &[&str]>| {
+            let got = super::parse_text("proxops.yaml", &format!("budgets:\n{yaml}"));
+            match (got, expected) {
+                (Ok(s), Ok(want)) => {
+                    let summary: Vec<String> = s
+                        .budgets
+                        .iter()
+                        .map(|b| {
+                            format!(
+                                "{} {:?} {} {:?} agent={} uptime={}s timeout={}s clusters={}",
+                                b.name,
+                                b.select,
+                                b.max_unavailable,
+                                b.order,
+                                b.health.agent,
+                                b.health.uptime.as_secs(),
+                                b.health.timeout.as_secs(),
+                                b.clusters.join(","),
+                            )
+                        })
+                        .collect();
+                    assert_eq!(summary.join(" | "), want, "{yaml}");
+                }
+                (Err(d), Err(paths)) => {
+                    assert!(d.iter().all(|d| d.file == "proxops.yaml"), "{d:?}");
+                    let mut got: Vec<&str> = d.iter().map(|d| d.path.as_str()).collect();
+                    got.sort();
+                    assert_eq!(got, paths, "{yaml}: {d:?}");
+                }
+                (got, want) => panic!("{yaml}: got {got:?}, want {want:?}"),
+            }
+        };
+        check(
+            "  - {name: db, select: {members: [db-2, db-1]}, max-unavailable: 1}\n",
+            Ok(
+                "db Members([\"db-2\", \"db-1\"]) 1 Declared agent=false uptime=0s timeout=600s clusters=",
+            ),
+        );
+        check(
+            "  - name: web\n    clusters: [prod]\n    select: {tags: [Web]}\n    max-unavailable: \"25%\"\n    order: name\n    health: {agent: true, uptime: 30s, timeout: 2m}\n",
+            Ok("web Tags([\"web\"]) 25% Name agent=true uptime=30s timeout=120s clusters=prod"),
+        );
+        check(
+            "  - {name: all, select: {names: [\"app-*\"]}, max-unavailable: 0}\n",
+            Ok("all Names([\"app-*\"]) 0 Declared agent=false uptime=0s timeout=600s clusters="),
+        );
+        // The selector: missing, empty, an empty list, two at once, unknown.
+        check(
+            "  - {name: a, max-unavailable: 1}\n",
+            Err(&["budgets[0].select"]),
+        );
+        check(
+            "  - {name: a, select: {}, max-unavailable: 1}\n",
+            Err(&["budgets[0].select"]),
+        );
+        check(
+            "  - {name: a, select: {tags: []}, max-unavailable: 1}\n",
+            Err(&["budgets[0].select.tags"]),
+        );
+        check(
+            "  - {name: a, select: {tags: [x], names: [y]}, max-unavailable: 1}\n",
+            Err(&["budgets[0].select"]),
+        );
+        check(
+            "  - {name: a, select: {labels: [x]}, max-unavailable: 1}\n",
+            Err(&["budgets[0].select.labels"]),
+        );
+        check(
+            "  - {name: a, select: {members: [x, x]}, max-unavailable: 1}\n",
+            Err(&["budgets[0].select.members[1]"]),
+        );
+        check(
+            "  - {name: a, select: {members: [x, \"\"]}, max-unavailable: 1}\n",
+            Err(&["budgets[0].select.members[1]"]),
+        );
+        // Names: missing, duplicate.
+        check(
+            "  - {select: {tags: [x]}, max-unavailable: 1}\n",
+            Err(&["budgets[0].name"]),
+        );
+        check(
+            "  - {name: a, select: {tags: [x]}, max-unavailable: 1}\n  - {name: a, select: {tags: [y]}, max-unavailable: 1}\n",
+            Err(&["budgets[1].name"]),
+        );
+        // Counts and percentages.
+        for bad in [
+            "-1", "\"101%\"", "\"%\"", "\"2.5%\"", "1.5", "\"one\"", "\"25 %\"", "[1]",
+        ] {
+            check(
+                &format!("  - {{name: a, select: {{tags: [x]}}, max-unavailable: {bad}}}\n"),
+                Err(&["budgets[0].max-unavailable"]),
+            );
+        }
+        check(
+            "  - {name: a, select: {tags: [x]}}\n",
+            Err(&["budgets[0].max-unavailable"]),
+        );
+        // Unknown keys, bad order, bad health.
+        check(
+            "  - {name: a, select: {tags: [x]}, max-unavailable: 1, wave: 2, order: random}\n",
+            Err(&["budgets[0].order", "budgets[0].wave"]),
+        );
+        check(
+            "  - {name: a, select: {tags: [x]}, max-unavailable: 1, health: {agent: yes please, timeout: 0s, port: 22}}\n",
+            Err(&[
+                "budgets[0].health.agent",
+                "budgets[0].health.port",
+                "budgets[0].health.timeout",
+            ]),
+        );
+        check("  {name: a}\n", Err(&["budgets"]));
+        check("  - x\n", Err(&["budgets[0]"]));
+        assert_eq!(MaxUnavailable::Percent(10).of(10), 1);
+        assert_eq!(Order::default(), Order::Declared);
+        assert_eq!(
+            super::parse_text("proxops.yaml", "budgets: []\n").map(|s| s.budgets),
+            Ok(Vec::new())
+        );
+        let _ = (Selector::Tags(vec![]), Duration::ZERO);
     }
 
     #[test]

@@ -92,6 +92,10 @@ pub struct ApplyReport {
     pub converged: bool,
     /// Why a later pass was not run (a policy denied its plan, or the run was interrupted).
     pub stopped: Option<String>,
+    /// Disruption budgets that halted (a member's health gate ran out, or its change
+    /// failed): their remaining members were not disturbed. Not a failure of the apply (its
+    /// leftover changes are anomalies, not changes), but not clean either.
+    pub halted: Vec<crate::rollout::Halt>,
 }
 
 impl ApplyReport {
@@ -127,7 +131,11 @@ impl ApplyReport {
     /// unplanned object is left.
     pub fn clean(&self) -> bool {
         let c = self.last.counts();
-        self.converged && c.anomalies == 0 && c.pending == 0 && c.errors == 0
+        self.converged
+            && c.anomalies == 0
+            && c.pending == 0
+            && c.errors == 0
+            && self.halted.is_empty()
     }
 }
 
@@ -149,6 +157,8 @@ pub struct ApplyOptions {
     pub memory: Arc<StopMemory>,
     /// Set when the run is interrupted: no new action starts.
     pub cancel: Option<Cancel>,
+    /// The cluster's disruption budgets (`None`: no budget; every guest as without them).
+    pub rollout: Option<Arc<crate::rollout::Rollout>>,
 }
 
 /// Converge `objects` (one cluster). `first` is a plan already computed (and shown, and
@@ -195,6 +205,10 @@ pub async fn apply(
             pass: state.passes,
             actions,
         });
+        let lanes = options
+            .rollout
+            .as_ref()
+            .and_then(|r| crate::rollout::Lanes::of(r, &plan, state.halted.clone()));
         let results = execute(
             client,
             &plan,
@@ -202,6 +216,7 @@ pub async fn apply(
             options.secrets.clone(),
             reporter.clone(),
             options.cancel.clone(),
+            lanes,
         )
         .await;
         let mut touched = HashSet::new();
@@ -210,7 +225,13 @@ pub async fn apply(
         }
         state.verify_deletes(client, reporter.as_ref()).await?;
         match state
-            .replan(&cycle, touched, objects, &options.memory)
+            .replan(
+                &cycle,
+                touched,
+                objects,
+                &options.memory,
+                options.rollout.as_deref(),
+            )
             .await?
         {
             Some(again) => plan = again,
@@ -235,10 +256,14 @@ pub async fn apply(
     }
     state.forget_pruned();
     if !interrupted() {
-        state.reread_failed(&cycle, objects, &options.memory).await;
+        state
+            .reread_failed(&cycle, objects, &options.memory, options.rollout.as_deref())
+            .await;
     }
     let converged = state.failed.is_empty() && !plan.has_changes() && state.stopped.is_none();
+    let halted = state.halted.lock().expect("halts lock").clone();
     Ok(ApplyReport {
+        halted,
         initial: first,
         last: state.last,
         outcomes: state.outcomes,
@@ -270,6 +295,9 @@ struct ApplyState {
     passes: u32,
     /// Why a later pass was not run.
     stopped: Option<String>,
+    /// Disruption budgets halted in this apply; their members' disturbing actions are held
+    /// back in every later plan.
+    halted: Arc<std::sync::Mutex<Vec<crate::rollout::Halt>>>,
 }
 
 impl ApplyState {
@@ -290,6 +318,7 @@ impl ApplyState {
                 .collect(),
             passes: 0,
             stopped: None,
+            halted: Arc::default(),
         }
     }
 
@@ -461,6 +490,7 @@ impl ApplyState {
         mut touched: HashSet<ObjectId>,
         objects: &[Object],
         memory: &StopMemory,
+        rollout: Option<&crate::rollout::Rollout>,
     ) -> Result<Option<ClusterPlan>, ObserveError> {
         touched.retain(|n| !self.failed.contains(n));
         let manifest_touched: HashSet<ObjectId> = touched
@@ -473,6 +503,7 @@ impl ApplyState {
         }
         let mut plan = plan_cluster(cycle, Some(&manifest_touched)).await?;
         memory.hold_back(&mut plan, false);
+        self.hold_back_budgets(&mut plan, rollout);
         leave_for_the_next_run(&mut plan, &self.taken_over);
         // Replace the re-planned objects in `last`.
         let fresh: HashMap<&ObjectId, &ObjectPlan> = plan
@@ -490,6 +521,14 @@ impl ApplyState {
             }
         }
         Ok(Some(plan))
+    }
+
+    /// A later plan keeps the budgets' hold-backs: none of a budget with no place, and none
+    /// of a budget that halted in this apply.
+    fn hold_back_budgets(&self, plan: &mut ClusterPlan, rollout: Option<&crate::rollout::Rollout>) {
+        if let Some(r) = rollout {
+            r.hold_back(plan, &self.halted.lock().expect("halts lock"));
+        }
     }
 
     /// The kinds' `finally` steps, each an object of its own.
@@ -523,7 +562,13 @@ impl ApplyState {
     /// planned: part of a failed action may have landed (a create whose template mark failed,
     /// the write of a stop/write/start whose start failed). One read of the failed manifest
     /// objects; should it fail, their planned actions are shown as they were.
-    async fn reread_failed(&mut self, cycle: &Cycle<'_>, objects: &[Object], memory: &StopMemory) {
+    async fn reread_failed(
+        &mut self,
+        cycle: &Cycle<'_>,
+        objects: &[Object],
+        memory: &StopMemory,
+        rollout: Option<&crate::rollout::Rollout>,
+    ) {
         let failed_manifest: HashSet<ObjectId> = self
             .failed
             .iter()
@@ -536,6 +581,7 @@ impl ApplyState {
         match plan_cluster(cycle, Some(&failed_manifest)).await {
             Ok(mut again) => {
                 memory.hold_back(&mut again, false);
+                self.hold_back_budgets(&mut again, rollout);
                 leave_for_the_next_run(&mut again, &self.taken_over);
                 for fresh in again
                     .objects
@@ -725,6 +771,7 @@ async fn run_finally(
                 options.secrets.clone(),
                 reporter.clone(),
                 options.cancel.clone(),
+                None,
             )
             .await,
         );

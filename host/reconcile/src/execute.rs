@@ -61,6 +61,18 @@ pub enum Event {
         summary: String,
         what: String,
     },
+    /// A member of a disruption budget was not disturbed: its budget halted in this run.
+    Held {
+        object: ObjectRef,
+        summary: String,
+        budget: String,
+    },
+    /// A member's health gate ran out (or its change failed): its budget halts, no later
+    /// member is disturbed in this run.
+    Halted {
+        object: ObjectRef,
+        halt: crate::rollout::Halt,
+    },
 }
 
 /// Receives progress events; must be cheap.
@@ -177,7 +189,9 @@ pub fn stale_digest(call: &Call, error: &CallError) -> bool {
 /// Cancelled: start no new action (the one in flight finishes, with its restore).
 pub type Cancel = tokio::sync::watch::Receiver<bool>;
 
-/// Run every object's actions; returns the outcome of each object that had actions.
+/// Run every object's actions; returns the outcome of each object that had actions. A member
+/// of a disruption budget (`lanes`) takes its budget's place before its first disturbing
+/// action and gives it back after its health gate ([`crate::rollout`]).
 pub async fn execute(
     client: &Client,
     plan: &ClusterPlan,
@@ -185,6 +199,7 @@ pub async fn execute(
     secrets: Option<Arc<dyn SecretSource>>,
     reporter: Arc<dyn Reporter>,
     cancel: Option<Cancel>,
+    lanes: Option<Arc<crate::rollout::Lanes>>,
 ) -> Vec<Outcome> {
     let with_actions: Vec<_> = plan
         .objects
@@ -236,6 +251,12 @@ pub async fn execute(
         let finished = senders[index].clone();
         let object = o.object.clone();
         let actions = o.proposal.actions.clone();
+        let desired = o.desired.clone();
+        // Only manifest objects are members (a prune candidate may share an id).
+        let seat = lanes
+            .as_ref()
+            .filter(|_| o.object.file.is_some())
+            .and_then(|l| l.seat(&o.object.id));
         let shared = shared.clone();
         let cancel = cancel.clone();
         tasks.spawn(async move {
@@ -272,6 +293,9 @@ pub async fn execute(
             let mut stale_stop = None;
             let mut left_stopped = false;
             let mut failed_ops: Vec<(String, Operation)> = Vec::new();
+            // A budget member's place, from its first disturbing action through its gate,
+            // and the node that action went to.
+            let mut place: Option<(crate::rollout::Place, String)> = None;
             for action in actions {
                 let node = action
                     .calls
@@ -285,6 +309,35 @@ pub async fn execute(
                 });
                 if skip {
                     continue;
+                }
+                if let Some(seat) = &seat
+                    && place.is_none()
+                    && crate::rollout::disturbs(&action)
+                {
+                    // In budget order, at most `max-unavailable` at once; a signal while
+                    // queued starts nothing (the check below).
+                    let taken = match &cancel {
+                        Some(c) => {
+                            let mut c = c.clone();
+                            tokio::select! {
+                                t = seat.take() => Some(t),
+                                _ = c.wait_for(|v| *v) => None,
+                            }
+                        }
+                        None => Some(seat.take().await),
+                    };
+                    match taken {
+                        Some(Ok(p)) => place = Some((p, node.clone())),
+                        Some(Err(_halt)) => {
+                            shared.reporter.event(Event::Held {
+                                object: object.clone(),
+                                summary: action.summary.clone(),
+                                budget: seat.budget().name.clone(),
+                            });
+                            continue;
+                        }
+                        None => {}
+                    }
                 }
                 // An action queued behind its node's write permits waits here; a signal
                 // that came meanwhile starts nothing new.
@@ -425,6 +478,19 @@ pub async fn execute(
                     }
                 }
             }
+            if let (Some(seat), Some((place, node))) = (&seat, place) {
+                gate(
+                    &shared,
+                    seat,
+                    &object,
+                    desired.as_deref(),
+                    &node,
+                    first_error.as_ref(),
+                    cancel.as_ref(),
+                )
+                .await;
+                drop(place);
+            }
             publish(&finished, outcome);
             let status = match first_error {
                 Some(e) => Status::Failed(e),
@@ -449,6 +515,73 @@ pub async fn execute(
     }
     results.sort_by_key(|(i, _)| *i);
     results.into_iter().map(|(_, o)| o).collect()
+}
+
+/// The end of a budget member's disturbance, before its place is given back: a member whose
+/// change failed halts its budget at once; one that was interrupted does not wait; otherwise,
+/// when it is to run, it must pass its budget's health gate within the gate's bound (reported
+/// as [`Event::Waiting`]), or its budget halts.
+async fn gate(
+    shared: &Shared,
+    seat: &crate::rollout::Seat,
+    object: &ObjectRef,
+    desired: Option<&str>,
+    node: &str,
+    error: Option<&ActionError>,
+    cancel: Option<&Cancel>,
+) {
+    use crate::rollout::Halt;
+    let budget = seat.budget();
+    let halt = |check: String, detail: String| {
+        let halt = Halt {
+            budget: budget.name.clone(),
+            guest: object.id.name.clone(),
+            check,
+            detail,
+        };
+        seat.halt(halt.clone());
+        shared.reporter.event(Event::Halted {
+            object: object.clone(),
+            halt,
+        });
+    };
+    match error {
+        Some(ActionError::Interrupted { .. }) => return,
+        Some(e) => return halt("change failed".into(), e.to_string()),
+        None => {}
+    }
+    // A disturbing action addressed to no node (through HA): the guest's own node.
+    let node = match node {
+        "" => object.node.as_deref().unwrap_or_default(),
+        n => n,
+    };
+    let Some(wanted) =
+        crate::rollout::gate_for(object.resource.as_deref(), node, desired, &budget.health)
+    else {
+        return;
+    };
+    shared.reporter.event(Event::Waiting {
+        object: object.clone(),
+        summary: format!("health gate of budget {}", budget.name),
+        what: wanted.describe(),
+    });
+    let waited = crate::settle::healthy(&shared.client, &wanted, budget.health.timeout);
+    let result = match cancel {
+        Some(c) => {
+            let mut c = c.clone();
+            tokio::select! {
+                r = waited => Some(r),
+                _ = c.wait_for(|v| *v) => None,
+            }
+        }
+        None => Some(waited.await),
+    };
+    if let Some(Err(unhealthy)) = result {
+        halt(
+            unhealthy.check.to_string(),
+            format!("{}, still after {} s", unhealthy.seen, unhealthy.seconds),
+        );
+    }
 }
 
 /// Publish how an object ended to the objects that wait for it. `send_replace` stores the

@@ -18,6 +18,7 @@ pub mod plan;
 pub mod policy;
 pub mod registry;
 pub mod request;
+pub mod rollout;
 pub mod run;
 pub mod settle;
 pub mod validate;

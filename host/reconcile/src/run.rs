@@ -132,6 +132,8 @@ pub struct ClusterRun {
     pub memory: Arc<StopMemory>,
     pub policies: Arc<PolicySet>,
     pub holds: Holds,
+    /// The cluster's disruption budgets (`Rollout::default()`: none).
+    pub rollout: Arc<crate::rollout::Rollout>,
 }
 
 /// A plan the policies have judged (the manifests and the plan).
@@ -184,6 +186,7 @@ impl ClusterRun {
             self.inputs.objects.len(),
             self.holds,
         );
+        self.rollout.hold_back(&mut plan, &[]);
         Ok(plan)
     }
 
@@ -253,6 +256,7 @@ impl ClusterRun {
             gate: Some(policy_gate(self.policies.clone(), self.inputs.clone())),
             memory: self.memory.clone(),
             cancel,
+            rollout: (!self.rollout.is_empty()).then(|| self.rollout.clone()),
         };
         crate::apply(
             &self.kinds,

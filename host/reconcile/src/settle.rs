@@ -4,7 +4,9 @@
 //! CRM carries the request out later. Every wait for such a real state change goes through
 //! [`until`]: bounded, polled with backoff, reported once when it starts, and when its bound
 //! runs out a failure that says what was last seen (the caller then runs the action's
-//! restore step; the next call of the action is never sent).
+//! restore step; the next call of the action is never sent). A disruption budget's health gate
+//! ([`healthy`]) waits through the same loop ([`poll`]) for a disturbed guest to be running,
+//! its agent answering and up long enough.
 
 use std::time::Duration;
 
@@ -76,32 +78,166 @@ const MOST_PAUSE: Duration = Duration::from_secs(2);
 /// long it took. A read that fails counts as "not there yet" (a guest on its way to another
 /// node answers errors on it); the last answer is what a timeout reports.
 pub async fn until(client: &Client, wait: &Wait, bound: Duration) -> Result<Duration, SettleError> {
-    let started = tokio::time::Instant::now();
-    let mut pause = FIRST_PAUSE;
-    loop {
-        let seen = match client.get(&wait.status_path(), &[]).await {
+    poll(bound, || async {
+        match client.get(&wait.status_path(), &[]).await {
             Ok(status) => match &wait.want {
-                Want::On(_) => return Ok(started.elapsed()),
+                Want::On(_) => Ok(()),
                 Want::Status(want) => {
                     let now = status.get("status").and_then(Value::as_str).unwrap_or("");
                     if now == *want {
-                        return Ok(started.elapsed());
+                        Ok(())
+                    } else {
+                        Err(format!("{} ({now})", wait.node))
                     }
-                    format!("{} ({now})", wait.node)
                 }
             },
-            Err(e) => seen_from(&e),
+            Err(e) => Err(seen_from(&e)),
+        }
+    })
+    .await
+    .map_err(|seen| SettleError::Timeout {
+        what: wait.describe(),
+        seen,
+        seconds: bound.as_secs(),
+    })
+}
+
+/// The one polling loop of every wait: `probe` until it answers `Ok`, pausing between two
+/// probes from [`FIRST_PAUSE`], doubling up to [`MOST_PAUSE`]; when the next pause would
+/// pass `bound`, the last `Err` is returned (what was last seen).
+async fn poll<E, F, Fut>(bound: Duration, mut probe: F) -> Result<Duration, E>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), E>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut pause = FIRST_PAUSE;
+    loop {
+        let seen = match probe().await {
+            Ok(()) => return Ok(started.elapsed()),
+            Err(seen) => seen,
         };
         if started.elapsed() + pause > bound {
-            return Err(SettleError::Timeout {
-                what: wait.describe(),
-                seen,
-                seconds: bound.as_secs(),
-            });
+            return Err(seen);
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(MOST_PAUSE);
     }
+}
+
+/// A disruption budget's health gate for one guest that was disturbed: what it must show
+/// before the next member of its budget is disturbed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Healthy {
+    /// `qemu` or `lxc`.
+    pub kind: String,
+    pub vmid: u64,
+    /// The node it runs on.
+    pub node: String,
+    /// Its QEMU guest agent must answer `agent/ping` (a container has no such agent: not
+    /// asked).
+    pub agent: bool,
+    /// It must have been up this long.
+    pub uptime: Duration,
+}
+
+/// The check of a health gate that did not pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Check {
+    /// `status/current` says `running`.
+    Running,
+    /// The guest agent answers `agent/ping`.
+    Agent,
+    /// `status/current`'s `uptime` reached the minimum.
+    Uptime,
+}
+
+impl std::fmt::Display for Check {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Check::Running => "running",
+            Check::Agent => "guest agent",
+            Check::Uptime => "uptime",
+        })
+    }
+}
+
+/// A health gate whose bound ran out: the check that last failed and what it saw.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not healthy after {seconds} s: {check} check failed ({seen})")]
+pub struct Unhealthy {
+    pub check: Check,
+    pub seen: String,
+    pub seconds: u64,
+}
+
+impl Healthy {
+    fn noun(&self) -> &'static str {
+        if self.kind == "lxc" { "CT" } else { "VM" }
+    }
+
+    fn asks_agent(&self) -> bool {
+        self.agent && self.kind == "qemu"
+    }
+
+    /// What the gate waits for, for messages: `VM 100 to be running, its guest agent
+    /// answering, up 30 s`.
+    pub fn describe(&self) -> String {
+        let mut what = format!("{} {} to be running", self.noun(), self.vmid);
+        if self.asks_agent() {
+            what.push_str(", its guest agent answering");
+        }
+        if !self.uptime.is_zero() {
+            what.push_str(&format!(", up {} s", self.uptime.as_secs_f64().ceil()));
+        }
+        what
+    }
+
+    /// One look: running, then up long enough (both from one `status/current`), then the
+    /// agent (`POST agent/ping`, only when the others hold).
+    async fn probe(&self, client: &Client) -> Result<(), (Check, String)> {
+        let base = format!("/nodes/{}/{}/{}", self.node, self.kind, self.vmid);
+        let status = client
+            .get(&format!("{base}/status/current"), &[])
+            .await
+            .map_err(|e| (Check::Running, seen_from(&e)))?;
+        let now = status.get("status").and_then(Value::as_str).unwrap_or("");
+        if now != "running" {
+            return Err((Check::Running, format!("{now} on {}", self.node)));
+        }
+        let up = status.get("uptime").and_then(Value::as_u64).unwrap_or(0);
+        if Duration::from_secs(up) < self.uptime {
+            return Err((Check::Uptime, format!("up {up} s")));
+        }
+        if self.asks_agent() {
+            client
+                .request(
+                    proxops_pve::Method::Post,
+                    &format!("{base}/agent/ping"),
+                    &[],
+                    false,
+                )
+                .await
+                .map_err(|e| (Check::Agent, e.to_string()))?;
+        }
+        Ok(())
+    }
+}
+
+/// Wait until the guest passes `gate`, or `bound` has passed; polled as [`until`] is.
+pub async fn healthy(
+    client: &Client,
+    gate: &Healthy,
+    bound: Duration,
+) -> Result<Duration, Unhealthy> {
+    poll(bound, || gate.probe(client))
+        .await
+        .map_err(|(check, seen)| Unhealthy {
+            check,
+            seen,
+            seconds: bound.as_secs(),
+        })
 }
 
 fn seen_from(e: &PveError) -> String {

@@ -6,6 +6,7 @@
 mod availability;
 mod ha;
 mod passes;
+mod rollouts;
 mod runs;
 
 use std::path::Path;
@@ -196,6 +197,7 @@ impl Scene {
             max_passes: 4,
             memory: self.memory.clone(),
             cancel: None,
+            rollout: None,
         };
         adjust(&mut options);
         proxops_reconcile::apply(

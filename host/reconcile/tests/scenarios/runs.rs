@@ -123,6 +123,7 @@ async fn work_a_killed_run_left_in_flight_is_waited_for_not_sent_again() {
         memory: scene.memory.clone(),
         policies: Arc::new(proxops_reconcile::policy::PolicySet::empty()),
         holds: Holds::default(),
+        rollout: Default::default(),
     };
     let mut plan = run.plan().await.expect("the cluster plans");
     let ended = std::sync::Mutex::new(Vec::new());
