@@ -5,7 +5,7 @@
 //! [`until`]: bounded, polled with backoff, reported once when it starts, and when its bound
 //! runs out a failure that says what was last seen (the caller then runs the action's
 //! restore step; the next call of the action is never sent). A disruption budget's health gate
-//! ([`healthy`]) waits through the same loop ([`poll`]) for a disturbed guest to be running,
+//! ([`healthy`]) waits through the same loop (`poll`) for a disturbed guest to be running,
 //! its agent answering and up long enough.
 
 use std::time::Duration;

@@ -76,7 +76,7 @@ pub(crate) async fn merge(
     Ok(HaResources { by_vmid })
 }
 
-/// [`merge`] for callers outside the cycle (`adopt`): the HA-managed guests of `entries` get
+/// `merge` for callers outside the cycle (`adopt`): the HA-managed guests of `entries` get
 /// their HA resource as [`HA_KEY`], as a plan's kinds see them.
 pub async fn merge_into(client: &Client, entries: &mut [Entry]) -> Result<(), ObserveError> {
     merge(client, entries).await.map(drop)
