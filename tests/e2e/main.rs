@@ -26,6 +26,7 @@ mod pipeline;
 mod policies;
 mod provision;
 mod reconcile;
+mod rollouts;
 mod safety;
 mod served;
 mod sim_serve;
