@@ -12,6 +12,8 @@ mod lxc;
 mod mappings;
 mod migrate;
 mod pools;
+mod storage;
+mod validation;
 
 use std::time::Duration;
 
