@@ -156,13 +156,13 @@ fn outside_fences(md: &str) -> String {
 }
 
 /// A `proxops watch` child whose output lines are collected as they come.
-struct Watching {
+pub(crate) struct Watching {
     child: tokio::process::Child,
     lines: Arc<Mutex<Vec<String>>>,
 }
 
 impl Watching {
-    fn start(lab: &Lab, args: &[&str]) -> Watching {
+    pub(crate) fn start(lab: &Lab, args: &[&str]) -> Watching {
         let secret = lab.sim.token().split_once('=').unwrap().1.to_string();
         let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
             .arg("--cache-dir")
@@ -199,7 +199,7 @@ impl Watching {
     }
 
     /// Wait (bounded, generously) for `count` lines that contain every one of `parts`; returns the last.
-    async fn wait_for(&self, parts: &[&str], count: usize) -> String {
+    pub(crate) async fn wait_for(&self, parts: &[&str], count: usize) -> String {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
             let found: Vec<String> = self
@@ -222,12 +222,12 @@ impl Watching {
         }
     }
 
-    fn output(&self) -> String {
+    pub(crate) fn output(&self) -> String {
         self.lines.lock().unwrap().join("\n")
     }
 
     /// The metrics address watch printed.
-    async fn metrics_addr(&self) -> String {
+    pub(crate) async fn metrics_addr(&self) -> String {
         let line = self.wait_for(&["watch: metrics on http://"], 1).await;
         let url = line.split("http://").nth(1).unwrap();
         url.trim_end_matches("/metrics").to_string()
@@ -243,7 +243,7 @@ impl Watching {
     }
 
     /// Send `signal` and wait (bounded) for the exit code.
-    async fn stop(mut self, signal: &str) -> i32 {
+    pub(crate) async fn stop(mut self, signal: &str) -> i32 {
         self.signal(signal);
         let status = tokio::time::timeout(Duration::from_secs(120), self.child.wait())
             .await
@@ -285,7 +285,7 @@ async fn scrape(addr: &str) -> BTreeMap<String, f64> {
 }
 
 /// Scrape until `sample` has `value` (bounded).
-async fn wait_metric(addr: &str, sample: &str, value: f64) -> BTreeMap<String, f64> {
+pub(crate) async fn wait_metric(addr: &str, sample: &str, value: f64) -> BTreeMap<String, f64> {
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
         let samples = scrape(addr).await;

@@ -3,6 +3,7 @@
 
 mod adopt;
 mod adopt_props;
+mod audit;
 mod availability;
 mod canary;
 mod clients;

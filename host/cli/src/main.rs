@@ -1,6 +1,7 @@
 //! `proxops`: plan and apply Proxmox VE clusters from a git repository of YAML manifests.
 
 mod adopt;
+mod audit;
 mod completions;
 mod connect;
 mod context;
@@ -181,6 +182,11 @@ enum Command {
         /// Serve Prometheus metrics on ADDR (GET /metrics, GET /healthz).
         #[arg(long, value_name = "ADDR")]
         metrics_listen: Option<std::net::SocketAddr>,
+        /// After each cycle's plan, audit the running guests against the site policies (as
+        /// `proxops audit`: the reads adopt makes, per guest) and export
+        /// proxops_policy_violations{cluster,policy,mode}.
+        #[arg(long)]
+        audit: bool,
         /// Stop after N cycles, with the exit status of the last one (as plan, or apply with
         /// --apply).
         #[arg(long, value_name = "N")]
@@ -224,6 +230,21 @@ enum Command {
         /// Replace manifest files that already exist.
         #[arg(long)]
         force: bool,
+    },
+    /// Ask the site policies about the guests that run now, not about the manifests in git;
+    /// read-only.
+    #[command(after_help = audit::HELP)]
+    Audit {
+        repo: PathBuf,
+        /// Only this cluster.
+        #[arg(long)]
+        cluster: Option<String>,
+        /// Print the audit as JSON; the same as --format json.
+        #[arg(long, conflicts_with = "format")]
+        json: bool,
+        /// text for a terminal, json for programs, markdown for an issue or a pull request.
+        #[arg(long, value_enum, default_value = "text")]
+        format: reconcile::PlanFormat,
     },
     /// Print the dependency graph of the manifests (clone sources, images, ISOs).
     Graph {
@@ -524,6 +545,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     | Command::Apply { repo, .. }
     | Command::Watch { repo, .. }
     | Command::Adopt { repo, .. }
+    | Command::Audit { repo, .. }
     | Command::Graph { repo, .. } = &cli.command
     {
         validate::ensure_repository(repo, "")?;
@@ -550,6 +572,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         | Command::Apply { repo, .. }
         | Command::Watch { repo, .. }
         | Command::Adopt { repo, .. }
+        | Command::Audit { repo, .. }
         | Command::Graph { repo, .. } => Some(repo.clone()),
         Command::Kinds { repo, .. } | Command::Schema { repo, .. } => repo.clone(),
         _ => None,
@@ -595,6 +618,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             interval,
             apply,
             metrics_listen,
+            audit,
             cycles,
             run,
             ..
@@ -606,6 +630,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 interval,
                 apply,
                 metrics_listen,
+                audit,
                 cycles,
                 run: run.into(),
             },
@@ -635,6 +660,21 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 all,
                 adopt_secrets,
                 force,
+            },
+        )),
+        Command::Audit {
+            repo,
+            cluster,
+            json,
+            format,
+        } => runtime.block_on(audit::audit(
+            &ctx,
+            &repo,
+            cluster.as_deref(),
+            if json {
+                reconcile::PlanFormat::Json
+            } else {
+                format
             },
         )),
         Command::Policy { command } => policy_cmd::run(&ctx.runtime, command),

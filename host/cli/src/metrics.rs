@@ -57,6 +57,14 @@ pub struct RequestLabel {
     pub method: &'static str,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct PolicyLabel {
+    pub cluster: Name,
+    pub policy: Name,
+    /// `enforce`, `warn` or `monitor`.
+    pub mode: &'static str,
+}
+
 /// A cycle's outcome, as `outcome` label values.
 pub const OUTCOMES: [&str; 4] = ["clean", "changes", "attention", "error"];
 
@@ -76,13 +84,22 @@ pub struct Metrics {
     pub consecutive_errors: PerCluster<Gauge>,
     pub stale: PerCluster<Gauge>,
     pub requests: Family<RequestLabel, Counter>,
+    /// `watch --audit`: running guests each policy finds in violation (not `proxops_watch_`
+    /// prefixed: it is what `proxops audit` reports, whoever runs it).
+    pub policy_violations: Family<PolicyLabel, Gauge>,
 }
 
 impl Metrics {
     /// The metrics and the registry that exposes them.
     pub fn new() -> (Metrics, Registry) {
         let m = Metrics::default();
-        let mut r = Registry::with_prefix("proxops_watch");
+        let mut root = Registry::default();
+        root.register(
+            "proxops_policy_violations",
+            "Running guests in violation of a site policy, from watch --audit's last audit of the cluster",
+            m.policy_violations.clone(),
+        );
+        let r = root.sub_registry_with_prefix("proxops_watch");
         // (field, name, help): one row per metric.
         macro_rules! register {
             ($($field:ident, $name:literal, $help:literal;)*) => {
@@ -102,7 +119,7 @@ impl Metrics {
             stale, "stale_desired_state", "1 while the repository fails validation: the last good one is planned, nothing is applied";
             requests, "pve_requests", "Requests sent to PVE by the cluster's cycles, by method (every attempt)";
         }
-        (m, r)
+        (m, root)
     }
 
     /// Record the outcome of a cluster's cycle: 1 for it, 0 for the others.

@@ -43,6 +43,8 @@ pub struct Options {
     pub interval: Duration,
     pub apply: bool,
     pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Audit the running guests after each plan (`proxops audit`), for the metrics and lines.
+    pub audit: bool,
     pub cycles: Option<u64>,
     pub run: RunOptions,
 }
@@ -122,6 +124,8 @@ struct Cycle {
     /// Requests the cycle sent to the cluster, per method (its own client's count, so cycles of
     /// clusters may overlap).
     sent: Vec<(proxops_pve::Method, u64)>,
+    /// With `--audit`: per policy (name, mode) the running guests it finds in violation.
+    violations: Option<Vec<(String, proxops_core::settings::Mode, usize)>>,
 }
 
 impl Cycle {
@@ -136,6 +140,7 @@ impl Cycle {
             applied: 0,
             failed: 0,
             sent: Vec::new(),
+            violations: None,
         }
     }
 
@@ -235,6 +240,30 @@ async fn cycle(
     let counts = plan.counts();
     let mut items = items(&render::plan(&plan));
     items.extend(policies.lines());
+    let mut violations = None;
+    if options.audit {
+        let secrets = p
+            .sops
+            .get(name)
+            .cloned()
+            .map(|s| s as Arc<dyn proxops_runtime::SecretSource>);
+        let audited =
+            proxops_reconcile::audit::audit_cluster(&kinds, &client, &p.policies, name, secrets)
+                .await;
+        match audited {
+            Ok(a) => {
+                items.extend(
+                    crate::audit::lines(&a)
+                        .into_iter()
+                        .map(|l| format!("audit: {l}")),
+                );
+                violations = Some(crate::audit::per_policy(&a, p.policies.policies()));
+            }
+            Err(e) => {
+                return Cycle::error(format!("not audited: {e}")).sent_by(Some(&client));
+            }
+        }
+    }
     // The plan shown is the last one after an apply: its errors count, as do the policies'.
     let outcome = Outcome::of(&plan, &policies, report.as_ref());
     Cycle {
@@ -258,6 +287,7 @@ async fn cycle(
         applied,
         failed,
         sent: Vec::new(),
+        violations,
     }
     .sent_by(Some(&client))
 }
@@ -586,6 +616,16 @@ fn report(
             .get_or_create(&label)
             .set(c.anomalies as i64);
         metrics.pending.get_or_create(&label).set(c.pending as i64);
+    }
+    for (policy, mode, count) in c.violations.iter().flatten() {
+        metrics
+            .policy_violations
+            .get_or_create(&metrics::PolicyLabel {
+                cluster: metrics::Name(name.to_string()),
+                policy: metrics::Name(policy.clone()),
+                mode: mode.as_str(),
+            })
+            .set(*count as i64);
     }
 }
 

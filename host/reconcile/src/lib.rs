@@ -3,6 +3,7 @@
 
 pub mod adopt;
 pub mod apply;
+pub mod audit;
 pub mod error;
 pub mod execute;
 pub mod grant;
