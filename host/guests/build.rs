@@ -28,6 +28,8 @@ const TEST_ONLY: &[&str] = &[
 
 struct GuestCrate {
     package: String,
+    /// Its folder.
+    dir: PathBuf,
     /// `kind` or `policy`, from the folder it lives in.
     role: &'static str,
 }
@@ -38,9 +40,12 @@ fn main() {
         .join("../..")
         .canonicalize()
         .expect("workspace root");
+    // Not `policies` as a whole: policies/typescript holds node_modules and build output
+    // (the Python and TypeScript ports are not built here), and cargo scans a watched folder
+    // recursively. Each Rust policy crate is watched below, once found.
     for watched in [
         "guest-kinds",
-        "policies",
+        "policies/sdk",
         "examples",
         "shared",
         "wit",
@@ -53,7 +58,11 @@ fn main() {
     // Only workspace members are built: a crate folder that is not (yet) a member is skipped.
     let workspace = std::fs::read_to_string(root.join("Cargo.toml")).expect("read Cargo.toml");
     let mut guests = discover(&root, "guest-kinds", "kind", &workspace);
-    guests.extend(discover(&root, "policies", "policy", &workspace));
+    let policies = discover(&root, "policies", "policy", &workspace);
+    for p in &policies {
+        println!("cargo:rerun-if-changed={}", p.dir.display());
+    }
+    guests.extend(policies);
     guests.extend(discover(&root, "examples", "kind", &workspace));
     guests.sort_by(|a, b| a.package.cmp(&b.package));
 
@@ -129,7 +138,11 @@ fn discover(root: &Path, folder: &str, role: &'static str, workspace: &str) -> V
             .find_map(|l| l.trim().strip_prefix("name = "))
             .map(|v| v.trim_matches('"').to_string())
             .unwrap_or_else(|| panic!("no package name in {}", entry.path().display()));
-        found.push(GuestCrate { package, role });
+        found.push(GuestCrate {
+            package,
+            dir: entry.path(),
+            role,
+        });
     }
     found
 }

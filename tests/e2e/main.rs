@@ -14,6 +14,7 @@ mod dataloss;
 mod examples;
 mod faults;
 mod fleet;
+mod foreign_policies;
 mod gitops;
 mod guests;
 mod ha;

@@ -45,6 +45,20 @@ impl Context {
             cache_dir: cache_dir.clone(),
         })
         .context("starting the WebAssembly runtime")?;
+        // A component compiles once into the cache; a Python or JavaScript policy takes
+        // seconds, so say so rather than look stuck.
+        runtime.on_compile(Box::new(|guest, bytes, took| match took {
+            None => crate::output::errln!(
+                "compiling {} ({:.1} MB) into the component cache; once per file and proxops build…",
+                crate::output::inline(guest),
+                bytes as f64 / 1e6
+            ),
+            Some(t) => crate::output::errln!(
+                "compiled {} in {:.1}s",
+                crate::output::inline(guest),
+                t.as_secs_f64()
+            ),
+        }));
         let kinds = KindRegistry::bundled(&runtime).context("loading the bundled kinds")?;
         Ok(Context {
             age_identity,

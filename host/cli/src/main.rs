@@ -12,6 +12,8 @@ mod markdown;
 mod metrics;
 mod output;
 mod policy_cmd;
+mod policy_langs;
+mod policy_suite;
 mod prepared;
 mod progress;
 mod reconcile;

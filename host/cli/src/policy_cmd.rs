@@ -33,15 +33,18 @@ pub enum PolicyCommand {
     /// Run a policy on a manifest or a plan and print its verdict.
     #[command(
         after_help = "Exit status: 0 allow (or warn), 2 deny, 1 error (bad input, invalid \
-        settings, or the policy trapped or ran out of time or memory).\n\n\
+        settings, or the policy trapped or ran out of time or memory). With --suite: 0 when \
+        every test passes, 1 otherwise.\n\n\
         Examples:\n  \
         proxops policy test limits.wasm --settings limits.yaml --manifest vm/lab/web-01.yaml\n  \
         proxops plan repo --json > plan.json\n  \
-        proxops policy test approve.wasm --plan plan.json --manifest vm/lab/web-01.yaml"
+        proxops policy test approve.wasm --plan plan.json --manifest vm/lab/web-01.yaml\n  \
+        proxops policy test --suite policy-tests.yaml"
     )]
     Test {
-        /// The policy component (.wasm).
-        wasm: PathBuf,
+        /// The policy component (.wasm); with --suite, instead of the suite's `policy:`.
+        #[arg(required_unless_present = "suite")]
+        wasm: Option<PathBuf>,
         /// The policy's settings, a YAML or JSON mapping (default: `{}`).
         #[arg(long, value_name = "FILE")]
         settings: Option<PathBuf>,
@@ -50,7 +53,7 @@ pub enum PolicyCommand {
         #[arg(
             long = "manifest",
             value_name = "FILE",
-            required_unless_present = "plan"
+            required_unless_present_any = ["plan", "suite"]
         )]
         manifests: Vec<PathBuf>,
         /// A plan as written by `proxops plan --json`.
@@ -59,21 +62,31 @@ pub enum PolicyCommand {
         /// Cluster of the manifests [default: the folder a manifest is in, as in a repository].
         #[arg(long)]
         cluster: Option<String>,
+        /// Run a suite of declarative tests (YAML: fixtures and the verdict expected of
+        /// each) instead of one check; see docs/policies.md.
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["manifests", "plan", "settings", "cluster"])]
+        suite: Option<PathBuf>,
         /// Print the verdict as JSON.
         #[arg(long)]
         json: bool,
     },
-    /// Create a policy crate that builds with `cargo build --target wasm32-wasip2`.
+    /// Create a policy project (Rust, Python or TypeScript) that builds to a .wasm with one
+    /// command, with a test suite.
     #[command(
-        after_help = "Example:\n  proxops policy new require-owner && cd require-owner && \
-        cargo build --release --target wasm32-wasip2"
+        after_help = "Examples:\n  proxops policy new require-owner && cd require-owner && \
+        cargo build --release --target wasm32-wasip2\n  \
+        proxops policy new require-owner --lang python && cd require-owner && ./build.sh\n  \
+        proxops policy new require-owner --lang typescript && cd require-owner && npm install && npm run build"
     )]
     New {
-        /// Crate name: lower-case letters, digits and `-`.
+        /// Policy name: lower-case letters, digits and `-`.
         name: String,
         /// Folder to create [default: ./NAME].
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// The language to write the policy in.
+        #[arg(long, value_enum, default_value = "rust")]
+        lang: crate::policy_langs::Lang,
     },
 }
 
@@ -81,16 +94,23 @@ pub enum PolicyCommand {
 pub fn run(runtime: &Runtime, command: PolicyCommand) -> anyhow::Result<u8> {
     match command {
         PolicyCommand::Test {
+            suite: Some(suite),
+            wasm,
+            json,
+            ..
+        } => crate::policy_suite::run(runtime, &suite, wasm.as_deref(), json),
+        PolicyCommand::Test {
             wasm,
             settings,
             manifests,
             plan,
             cluster,
             json,
+            suite: None,
         } => run_test(
             runtime,
             &TestOptions {
-                wasm,
+                wasm: wasm.expect("clap requires it without --suite"),
                 settings,
                 manifests,
                 plan,
@@ -98,12 +118,24 @@ pub fn run(runtime: &Runtime, command: PolicyCommand) -> anyhow::Result<u8> {
                 json,
             },
         ),
-        PolicyCommand::New { name, dir } => {
+        PolicyCommand::New { name, dir, lang } if lang != crate::policy_langs::Lang::Rust => {
+            let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
+            let created = crate::policy_langs::scaffold(lang, &name, &dir)?;
+            outln!(
+                "Created policy `{name}` ({}) in {}",
+                lang.as_str(),
+                created.display()
+            );
+            outln!("{}", crate::policy_langs::next_steps(lang, &name, &created));
+            Ok(exit::ALLOW)
+        }
+        PolicyCommand::New { name, dir, .. } => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             let created = scaffold(&name, &dir)?;
             outln!("Created policy crate `{name}` in {}", created.display());
             outln!(
                 "Next:\n  cd {}\n  cargo test\n  cargo build --release --target wasm32-wasip2\n  \
+                 proxops policy test --suite tests/policy-tests.yaml\n  \
                  sha256sum target/wasm32-wasip2/release/{}.wasm",
                 created.display(),
                 name.replace('-', "_")
@@ -178,7 +210,7 @@ pub fn run_test(runtime: &Runtime, opts: &TestOptions) -> anyhow::Result<u8> {
     })
 }
 
-enum Failure {
+pub(crate) enum Failure {
     /// Bad command-line input: a file that cannot be read or parsed.
     Input(anyhow::Error),
     /// The policy or its settings were refused.
@@ -195,8 +227,6 @@ fn evaluate(
     runtime: &Runtime,
     opts: &TestOptions,
 ) -> Result<(LoadedPolicy, PolicyReport), Failure> {
-    let wasm = std::fs::read(&opts.wasm)
-        .with_context(|| format!("cannot read {}", opts.wasm.display()))?;
     let (settings, settings_file) = match &opts.settings {
         None => (Value::Object(Default::default()), String::from("settings")),
         Some(path) => {
@@ -213,25 +243,54 @@ fn evaluate(
             (value, path.display().to_string())
         }
     };
+    let policy = load(runtime, &opts.wasm, settings, &settings_file)?;
+    let report = check(
+        &policy,
+        &opts.manifests,
+        opts.plan.as_deref(),
+        opts.cluster.as_deref(),
+    )?;
+    Ok((policy, report))
+}
+
+/// Load the policy at `wasm` with `settings` (checked against its schema and by its own
+/// `validate-settings`, diagnostics pointing into `settings_file`), as a run would, in
+/// enforce mode.
+pub(crate) fn load(
+    runtime: &Runtime,
+    wasm: &Path,
+    settings: Value,
+    settings_file: &str,
+) -> Result<LoadedPolicy, Failure> {
+    let bytes = std::fs::read(wasm).with_context(|| format!("cannot read {}", wasm.display()))?;
     let entry = PolicyEntry {
         index: 0,
         name: None,
-        file: opts.wasm.display().to_string(),
+        file: wasm.display().to_string(),
         sha256: String::new(),
         settings,
         mode: Mode::Enforce,
         scope: Scope::default(),
     };
-    let policy = LoadedPolicy::from_wasm(runtime, &wasm, &entry, &settings_file, "")
-        .map_err(Failure::Diagnostics)?;
-    // The same evaluation as plan/apply: the same PolicySet calls, the default budget.
-    let set = PolicySet::from_policies(vec![policy.clone()], GuestBudget::default().policy);
+    LoadedPolicy::from_wasm(runtime, &bytes, &entry, settings_file, "")
+        .map_err(Failure::Diagnostics)
+}
 
+/// Run `check-manifest` on every manifest, or `check-plan` on every cluster of the plan (the
+/// manifests giving planned objects their documents), through the same evaluation as
+/// plan/apply: the same PolicySet calls, the default budget.
+pub(crate) fn check(
+    policy: &LoadedPolicy,
+    manifests: &[PathBuf],
+    plan: Option<&Path>,
+    cluster: Option<&str>,
+) -> Result<PolicyReport, Failure> {
+    let set = PolicySet::from_policies(vec![policy.clone()], GuestBudget::default().policy);
     let mut inputs = Vec::new();
-    for path in &opts.manifests {
-        inputs.push(read_manifest(path, opts.cluster.as_deref())?);
+    for path in manifests {
+        inputs.push(read_manifest(path, cluster)?);
     }
-    let report = match &opts.plan {
+    Ok(match plan {
         None => set.check_manifest_inputs(&inputs),
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -244,8 +303,7 @@ fn evaluate(
             }
             report
         }
-    };
-    Ok((policy, report))
+    })
 }
 
 fn read_manifest(path: &Path, cluster: Option<&str>) -> anyhow::Result<ManifestInput> {
@@ -287,7 +345,7 @@ fn read_manifest(path: &Path, cluster: Option<&str>) -> anyhow::Result<ManifestI
 /// policy with tests, and a README. Returns `dir`.
 pub fn scaffold(name: &str, dir: &Path) -> anyhow::Result<PathBuf> {
     scaffold::check_target("policy", name, dir)?;
-    let files: [(&str, String); 7] = [
+    let mut files: Vec<(&str, String)> = vec![
         ("Cargo.toml", scaffold::cargo_toml(name, "the rules")),
         ("src/lib.rs", LIB_RS.replace("{{name}}", name)),
         ("wit/common/common.wit", COMMON_WIT.to_string()),
@@ -295,12 +353,17 @@ pub fn scaffold(name: &str, dir: &Path) -> anyhow::Result<PathBuf> {
         (
             "README.md",
             README
+                .replace("{{ship}}", crate::policy_langs::SHIP)
                 .replace("{{name}}", name)
                 .replace("{{file}}", &name.replace('-', "_")),
         ),
         ("settings.yaml", "label: owner\n".to_string()),
         (".gitignore", "/target\n".to_string()),
     ];
+    files.extend(crate::policy_langs::suite(&format!(
+        "target/wasm32-wasip2/release/{}.wasm",
+        name.replace('-', "_")
+    )));
     scaffold::write_files(dir, &files)
 }
 
@@ -430,18 +493,10 @@ A proxops site policy (world `proxops:policy/policy`, WIT in `wit/`).
     cargo test
     cargo build --release --target wasm32-wasip2
     proxops policy test target/wasm32-wasip2/release/{{file}}.wasm --settings settings.yaml --manifest path/to/vm.yaml
+    proxops policy test --suite tests/policy-tests.yaml   # the declarative tests
     sha256sum target/wasm32-wasip2/release/{{file}}.wasm
 
-Then copy the .wasm into your repository and list it in `proxops.yaml`:
-
-```yaml
-policies:
-  - file: policies/{{name}}.wasm
-    sha256: <the sha256sum above>
-    mode: warn            # start with warn, move to enforce when the findings are right
-    settings: {label: owner}
-```
-
+{{ship}}
 See the proxops policy author's guide (docs/policies.md) for the world, modes and limits.
 "#;
 
@@ -542,6 +597,12 @@ mod tests {
         )
         .unwrap();
         assert_eq!(run_test(&runtime, &opts).expect("runs"), exit::ALLOW);
+        // The suite the scaffold ships passes against the policy it builds.
+        let suite = krate.join("tests/policy-tests.yaml");
+        assert_eq!(
+            crate::policy_suite::run(&runtime, &suite, None, false).expect("runs"),
+            exit::ALLOW
+        );
     }
 
     fn built(package: &str) -> PathBuf {

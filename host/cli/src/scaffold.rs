@@ -50,6 +50,12 @@ pub(crate) fn write_files(dir: &Path, files: &[(&str, String)]) -> anyhow::Resul
         }
         std::fs::write(&path, content)
             .with_context(|| format!("cannot write {}", path.display()))?;
+        #[cfg(unix)]
+        if rel.ends_with(".sh") {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("cannot make {} executable", path.display()))?;
+        }
     }
     Ok(dir.to_path_buf())
 }

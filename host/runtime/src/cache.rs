@@ -62,12 +62,17 @@ pub(crate) fn load_or_compile(
     dir: Option<&Path>,
     name: &str,
     wasm: &[u8],
+    progress: &dyn Fn(Option<std::time::Duration>),
 ) -> Result<(Component, CacheOutcome), RuntimeError> {
     let compile = || {
-        Component::new(engine, wasm).map_err(|e| RuntimeError::Compile {
+        progress(None);
+        let started = std::time::Instant::now();
+        let component = Component::new(engine, wasm).map_err(|e| RuntimeError::Compile {
             guest: name.to_string(),
             message: format!("{e:#}"),
-        })
+        });
+        progress(Some(started.elapsed()));
+        component
     };
     let Some(dir) = dir else {
         return Ok((compile()?, CacheOutcome::Disabled));

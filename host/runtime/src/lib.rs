@@ -46,6 +46,11 @@ pub struct RuntimeConfig {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// What a [`Runtime`] says about a compile that really happens (no precompiled artifact, no
+/// cache entry): before it (`took` is `None`) and after it. Components of Python or JavaScript
+/// policies take seconds to compile once; the CLI shows it.
+pub type CompileProgress = Box<dyn Fn(&str, usize, Option<Duration>) + Send + Sync>;
+
 /// An engine digest for one target, or why no engine could be made for it.
 type ReferenceDigest = Result<[u8; 32], String>;
 
@@ -58,6 +63,7 @@ pub struct Runtime {
     pooling: bool,
     /// [`Runtime::reference_digest`]'s results, per target.
     reference_digests: Mutex<Vec<(String, ReferenceDigest)>>,
+    on_compile: std::sync::OnceLock<CompileProgress>,
 }
 
 impl std::fmt::Debug for Runtime {
@@ -91,7 +97,14 @@ impl Runtime {
             policy_linker,
             pooling,
             reference_digests: Mutex::new(Vec::new()),
+            on_compile: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Call `progress(guest, bytes, None)` before each compile that really happens and
+    /// `progress(guest, bytes, Some(took))` after it. Set once; later calls are ignored.
+    pub fn on_compile(&self, progress: CompileProgress) {
+        let _ = self.on_compile.set(progress);
     }
 
     /// Whether instances come from the pooling allocator.
@@ -118,7 +131,18 @@ impl Runtime {
                 ),
             }
         }
-        cache::load_or_compile(&self.engine, self.cache_dir.as_deref(), name, bytes)
+        let progress = |took: Option<Duration>| {
+            if let Some(p) = self.on_compile.get() {
+                p(name, bytes.len(), took);
+            }
+        };
+        cache::load_or_compile(
+            &self.engine,
+            self.cache_dir.as_deref(),
+            name,
+            bytes,
+            &progress,
+        )
     }
 
     /// The engine digest a precompiled artifact for `target` must carry: this runtime's
