@@ -23,6 +23,7 @@ mod images;
 mod inputs;
 mod kinds;
 mod memo;
+mod oci;
 mod ownership_gate;
 mod pipeline;
 mod policies;

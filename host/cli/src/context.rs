@@ -111,6 +111,11 @@ impl Context {
 
     /// Where cluster files, `proxops.yaml`, policies, SOPS and CA files are read: the
     /// `--trusted-config` folder, else the repository itself.
+    /// The component cache folder (`None` with `--no-cache`).
+    pub fn cache_dir(&self) -> Option<PathBuf> {
+        self.cache_dir.clone()
+    }
+
     pub fn config_root<'a>(&'a self, repo: &'a Path) -> &'a Path {
         self.trusted_config.as_deref().unwrap_or(repo)
     }

@@ -10,6 +10,7 @@ mod inspect;
 mod kind_cmd;
 mod markdown;
 mod metrics;
+mod oci;
 mod output;
 mod policy_cmd;
 mod policy_langs;
@@ -579,6 +580,22 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Kinds { repo, .. } | Command::Schema { repo, .. } => repo.clone(),
         _ => None,
     };
+    // Components named `oci://…` in proxops.yaml are pulled (once, checked against their
+    // pins) before anything loads them.
+    if let Some(repo) = &kinds_from
+        && let Err(errors) = runtime.block_on(oci::pull_pinned(
+            ctx.config_root(repo),
+            ctx.cache_dir().as_deref(),
+        ))
+    {
+        output::errln!(
+            "not run: components of proxops.yaml cannot be pulled from their registries (no cluster was contacted):"
+        );
+        for e in errors {
+            output::errln!("  {}", output::inline(&e));
+        }
+        return Ok(exit::ERROR);
+    }
     if let Some(repo) = kinds_from
         && let Err(diags) = ctx.load_repo_kinds(&repo)
     {
@@ -679,6 +696,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 format
             },
         )),
+        Command::Policy {
+            command: policy_cmd::PolicyCommand::Push { wasm, reference },
+        } => runtime.block_on(oci::push(&wasm, &reference)),
         Command::Policy { command } => policy_cmd::run(&ctx.runtime, command),
         Command::Sim { .. }
         | Command::Completions { .. }

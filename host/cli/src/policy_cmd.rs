@@ -70,6 +70,20 @@ pub enum PolicyCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Publish a policy (or kind) component to an OCI registry as a Wasm OCI artifact, and
+    /// print the `proxops.yaml` entry that pins it.
+    #[command(
+        after_help = "Credentials, when the registry wants them: PROXOPS_REGISTRY_USERNAME and \
+        PROXOPS_REGISTRY_PASSWORD. A loopback registry (localhost, 127.0.0.1) is reached over \
+        plain HTTP, any other over HTTPS.\n\n\
+        Example:\n  proxops policy push require-owner.wasm oci://ghcr.io/acme/policies/require-owner:1.0.0"
+    )]
+    Push {
+        /// The component (.wasm).
+        wasm: PathBuf,
+        /// Where: oci://REGISTRY/REPOSITORY:TAG.
+        reference: String,
+    },
     /// Create a policy project (Rust, Python or TypeScript) that builds to a .wasm with one
     /// command, with a test suite.
     #[command(
@@ -118,6 +132,7 @@ pub fn run(runtime: &Runtime, command: PolicyCommand) -> anyhow::Result<u8> {
                 json,
             },
         ),
+        PolicyCommand::Push { .. } => unreachable!("main runs push on its async runtime"),
         PolicyCommand::New { name, dir, lang } if lang != crate::policy_langs::Lang::Rust => {
             let dir = dir.unwrap_or_else(|| PathBuf::from(&name));
             let created = crate::policy_langs::scaffold(lang, &name, &dir)?;

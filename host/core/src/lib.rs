@@ -8,7 +8,7 @@ pub mod diag;
 pub mod grant;
 pub mod id;
 pub mod parallel;
-mod pin;
+pub mod pin;
 pub mod repo;
 pub mod rooted;
 pub mod secret_ref;

@@ -527,6 +527,27 @@ fn parse_entry(
 /// The largest policy file proxops reads.
 pub const MAX_POLICY_BYTES: usize = 64 * 1024 * 1024;
 
+/// The `.wasm` of a pinned guest entry: an `oci://` file from the OCI cache (where
+/// `proxops_oci::fetch` put it, checked against `pin`; see [`crate::pin::oci_cache_dir`]),
+/// anything else from the repository ([`read_repo_file`]). The caller checks the pin.
+pub fn read_pinned_file(root: &Path, file: &str, pin: &str) -> Result<Vec<u8>, String> {
+    if !file.starts_with(crate::pin::OCI_SCHEME) {
+        return read_repo_file(root, file);
+    }
+    let Some(dir) = crate::pin::oci_cache_dir() else {
+        return Err(format!(
+            "{file} has not been pulled: this command does not pull from registries"
+        ));
+    };
+    let path = crate::pin::oci_cached_path(&dir, pin);
+    std::fs::read(&path).map_err(|e| {
+        format!(
+            "{file} is not in the OCI cache ({}: {e}); it is pulled before a run",
+            path.display()
+        )
+    })
+}
+
 /// Read a file of the repository through [`RepoDir`]: absolute paths, `..`, symlinks that
 /// lead outside the repository and non-regular files are refused.
 pub fn read_repo_file(root: &Path, rel: &str) -> Result<Vec<u8>, String> {

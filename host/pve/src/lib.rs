@@ -10,5 +10,5 @@ mod upid;
 
 pub use client::{Client, ClientConfig, Method, Param};
 pub use error::PveError;
-pub use tls::TlsMode;
+pub use tls::{TlsMode, https_builder};
 pub use upid::{TaskOutcome, Upid};

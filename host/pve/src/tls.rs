@@ -102,6 +102,13 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A reqwest builder with `mode`'s trust and proxops's TLS settings (rustls with ring): for
+/// the host's other HTTPS clients (an OCI registry), so that every connection proxops makes
+/// trusts the same way.
+pub fn https_builder(mode: &TlsMode) -> Result<reqwest::ClientBuilder, PveError> {
+    configure(reqwest::Client::builder(), mode)
+}
+
 /// Apply the trust mode to a reqwest builder.
 pub(crate) fn configure(
     builder: reqwest::ClientBuilder,

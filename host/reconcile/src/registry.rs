@@ -175,13 +175,14 @@ impl KindRegistry {
         let mut added: Vec<(KindComponent, KindSource, Trust)> = Vec::new();
         for entry in entries {
             let at = |field: &str| format!("{}.{field}", entry.path());
-            let bytes = match proxops_core::settings::read_repo_file(root, &entry.file) {
-                Ok(b) => b,
-                Err(e) => {
-                    diags.push(Diagnostic::error(file, at("file"), e));
-                    continue;
-                }
-            };
+            let bytes =
+                match proxops_core::settings::read_pinned_file(root, &entry.file, &entry.sha256) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        diags.push(Diagnostic::error(file, at("file"), e));
+                        continue;
+                    }
+                };
             let actual = proxops_core::settings::sha256_hex(&bytes);
             if actual != entry.sha256 {
                 diags.push(Diagnostic::error(

@@ -3,7 +3,9 @@
 use std::path::Path;
 
 use proxops_core::Diagnostic;
-use proxops_core::settings::{Mode, PolicyEntry, RepoSettings, Scope, read_repo_file, sha256_hex};
+use proxops_core::settings::{
+    Mode, PolicyEntry, RepoSettings, Scope, read_pinned_file, sha256_hex,
+};
 use proxops_runtime::{Limits, PolicyComponent, Runtime};
 use serde_json::Value;
 
@@ -190,7 +192,7 @@ fn load_entry(
     entry: &PolicyEntry,
 ) -> Result<LoadedPolicy, Vec<Diagnostic>> {
     let at = entry.path();
-    let wasm = read_repo_file(root, &entry.file).map_err(|m| {
+    let wasm = read_pinned_file(root, &entry.file, &entry.sha256).map_err(|m| {
         vec![Diagnostic::error(
             file,
             format!("{at}.file"),
