@@ -26,6 +26,7 @@ use proxops_runtime::{CacheOutcome, Runtime, RuntimeConfig};
 use proxops_sim::{FaultKind, FaultRule, Simulator};
 use serde_json::{Value, json};
 
+mod langs;
 mod scale;
 mod scenarios;
 use scale::*;
@@ -67,6 +68,7 @@ const SCENARIOS: &[&str] = &[
     "apply-floor",
     "ha",
     "inputs",
+    "langs",
 ];
 
 const ENV_URL: &str = "PROXOPS_BENCH_URL";
@@ -636,6 +638,9 @@ async fn suite(n: usize, only: &[String]) {
     }
     if wants("apply-floor") {
         apply_floor(&tmp, &cache, &mut table).await;
+    }
+    if wants("langs") {
+        langs::langs(tmp.path(), &mut table);
     }
     if wants("inputs") {
         hostile_yaml(&mut table);

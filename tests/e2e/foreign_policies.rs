@@ -377,3 +377,37 @@ fn the_first_compile_is_shown_once() {
     assert_eq!(second.code, 0);
     assert!(!second.stderr.contains("compil"), "{}", second.stderr);
 }
+
+/// Every example policy under policies/ ships a suite, and passes it.
+#[test]
+fn every_example_policy_passes_its_suite() {
+    let mut ran = Vec::new();
+    for entry in std::fs::read_dir(workspace().join("policies")).unwrap() {
+        let dir = entry.unwrap().path();
+        let suite = dir.join("tests/policy-tests.yaml");
+        let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+        if !dir.join("Cargo.toml").exists() || matches!(name.as_str(), "sdk" | "misbehave") {
+            continue;
+        }
+        assert!(
+            suite.exists(),
+            "policies/{name} ships no tests/policy-tests.yaml"
+        );
+        let wasm = proxops_guests::artifact_path(&format!("proxops-policy-{name}"))
+            .unwrap_or_else(|| panic!("policies/{name} is built"));
+        let run = proxops(&["policy", "test", wasm, "--suite", suite.to_str().unwrap()]);
+        assert_eq!(run.code, 0, "{name}: {}\n{}", run.stdout, run.stderr);
+        assert!(run.stdout.contains(" 0 failed"), "{name}: {}", run.stdout);
+        ran.push(name);
+    }
+    ran.sort();
+    assert_eq!(
+        ran,
+        [
+            "approve-destructive",
+            "network-allowlist",
+            "require-protection-prod",
+            "resource-limits"
+        ]
+    );
+}
