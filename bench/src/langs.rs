@@ -65,7 +65,11 @@ fn load(runtime: &Runtime, bytes: &[u8]) -> LoadedPolicy {
 }
 
 fn manifest(i: usize) -> ManifestInput {
-    let tags = if i.is_multiple_of(3) { "[prod]" } else { "[web]" };
+    let tags = if i.is_multiple_of(3) {
+        "[prod]"
+    } else {
+        "[web]"
+    };
     ManifestInput {
         cluster: "lab".into(),
         kind: "VM".into(),

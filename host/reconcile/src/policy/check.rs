@@ -38,28 +38,41 @@ impl PolicySet {
 
     fn manifest_checks(&self, inputs: &[ManifestInput]) -> PolicyReport {
         let mut report = PolicyReport::default();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         for (index, p) in self.policies.iter().enumerate() {
+            let mine: Vec<&ManifestInput> = inputs
+                .iter()
+                .filter(|m| p.scope.includes_cluster(&m.cluster) && p.scope.includes_kind(&m.kind))
+                .collect();
+            // Each evaluation is a fresh instance, so they spread over the cores; once a call
+            // fails, the policy's run for that cluster answers the later ones `Stopped`
+            // without running them, and one failure finding stands for all.
+            let answers = proxops_core::parallel::map_ordered(
+                &mine,
+                threads,
+                || (),
+                |(), m| {
+                    let view = ManifestView {
+                        cluster: m.cluster.clone(),
+                        kind: m.kind.clone(),
+                        name: m.name.clone(),
+                        document: m.document.clone(),
+                    };
+                    self.call(index, &m.cluster, Check::Manifest(&view))
+                },
+            );
             let mut failed: Vec<&str> = Vec::new();
-            for m in inputs {
-                if !p.scope.includes_cluster(&m.cluster) || !p.scope.includes_kind(&m.kind) {
-                    continue;
-                }
+            for (m, answer) in mine.into_iter().zip(answers) {
                 if failed.contains(&m.cluster.as_str()) {
                     continue;
                 }
-                let view = ManifestView {
-                    cluster: m.cluster.clone(),
-                    kind: m.kind.clone(),
-                    name: m.name.clone(),
-                    document: m.document.clone(),
-                };
                 let object = FindingObject {
                     kind: m.kind.clone(),
                     name: m.name.clone(),
                     file: Some(m.file.clone()),
                 };
                 let base = Finding::base(p, Stage::Manifest, &m.cluster);
-                match self.call(index, &m.cluster, Check::Manifest(&view)) {
+                match answer {
                     Ok(verdict) => {
                         for (severity, v) in violations(verdict) {
                             report.push(Finding {

@@ -484,7 +484,14 @@ fn a_failed_policy_is_called_once_per_cluster_and_reported_once() {
         })
         .collect();
     let mut report = set.check_manifests("lab", &manifests);
-    assert_eq!(set.run(0, "lab").calls(), 1, "30 manifests, one call");
+    // Evaluations spread over the cores: at most one call per thread runs into the deadline
+    // (one deadline of wall time), the rest are never made.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let calls = set.run(0, "lab").calls();
+    assert!(
+        (1..=threads as u64).contains(&(calls as u64)),
+        "30 manifests, {calls} calls on {threads} threads"
+    );
     assert_eq!(report.findings.len(), 1, "{report:?}");
     assert!(
         report.findings[0]
@@ -509,13 +516,17 @@ fn a_failed_policy_is_called_once_per_cluster_and_reported_once() {
     report.extend(plan_report);
     assert_eq!(report.findings.len(), 1, "{report:?}");
     assert!(report.blocks());
-    assert_eq!(set.run(0, "lab").calls(), 1);
-    // Another cluster is another run: called (and failing) once there too.
+    assert_eq!(
+        set.run(0, "lab").calls(),
+        calls,
+        "the plan check made no call"
+    );
+    // Another cluster is another run: called (and failing) there too, reported once.
     let mut other = prod_vm(true);
     other.cluster = "prod".into();
     let prod = set.check_manifests("prod", &[other.clone(), other]);
     assert_eq!(prod.findings.len(), 1);
-    assert_eq!(set.run(0, "prod").calls(), 1);
+    assert!((1..=2).contains(&set.run(0, "prod").calls()));
 }
 
 #[test]
