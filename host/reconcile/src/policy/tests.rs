@@ -489,7 +489,7 @@ fn a_failed_policy_is_called_once_per_cluster_and_reported_once() {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let calls = set.run(0, "lab").calls();
     assert!(
-        (1..=threads as u64).contains(&(calls as u64)),
+        (1..=threads as u64).contains(&calls),
         "30 manifests, {calls} calls on {threads} threads"
     );
     assert_eq!(report.findings.len(), 1, "{report:?}");
