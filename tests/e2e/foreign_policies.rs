@@ -411,3 +411,55 @@ fn every_example_policy_passes_its_suite() {
         ]
     );
 }
+
+/// The Python and TypeScript SDKs' helpers (sizes, field paths, verdicts) on the Rust SDK's
+/// own test cases: policies/python/tests and policies/typescript/sdk/index.test.ts.
+#[test]
+fn the_sdks_read_manifests_as_the_rust_sdk_does() {
+    if port("python").is_some() {
+        let bindings = tempfile::tempdir().unwrap();
+        let wit = workspace().join("wit");
+        let generated = std::process::Command::new("componentize-py")
+            .arg("-q")
+            .arg("-d")
+            .arg(wit.join("common/0.1.0"))
+            .arg("-d")
+            .arg(wit.join("policy/0.1.0"))
+            .args(["-w", "proxops:policy/policy", "bindings"])
+            .arg(bindings.path())
+            .output()
+            .expect("componentize-py bindings");
+        assert!(
+            generated.status.success(),
+            "{}",
+            String::from_utf8_lossy(&generated.stderr)
+        );
+        let python = workspace().join("policies/python");
+        let run = std::process::Command::new("python3")
+            .args(["-m", "unittest", "discover", "-s"])
+            .arg(python.join("tests"))
+            .env(
+                "PYTHONPATH",
+                format!("{}:{}", bindings.path().display(), python.display()),
+            )
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .output()
+            .expect("python3");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert!(run.status.success() && err.contains("Ran 4 tests"), "{err}");
+    }
+    // The TypeScript port's build compiled the SDK's test with it.
+    if port("typescript").is_some() {
+        let run = std::process::Command::new("node")
+            .arg(workspace().join("policies/typescript/build/js/sdk/index.test.js"))
+            .output()
+            .expect("node");
+        assert!(
+            run.status.success(),
+            "{}{}",
+            String::from_utf8_lossy(&run.stdout),
+            String::from_utf8_lossy(&run.stderr)
+        );
+        assert!(String::from_utf8_lossy(&run.stdout).contains("sdk: all checks passed"));
+    }
+}

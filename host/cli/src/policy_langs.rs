@@ -98,6 +98,7 @@ fn typescript_package(name: &str) -> String {
         "name": name,
         "version": "0.1.0",
         "private": true,
+        "type": "module",
         "description": "a proxops site policy",
         "scripts": {"build": "./build.sh"},
         "devDependencies": pinned["devDependencies"],
