@@ -117,6 +117,18 @@ pub(super) fn langs(tmp: &Path, table: &mut Table) {
         let policy = load(&warm, &bytes);
         let cached = t.elapsed();
         let set = PolicySet::from_policies(vec![policy], None);
+        // What a fresh instance alone costs (no call), to tell it from the evaluation.
+        let component = warm
+            .load_policy(lang, &bytes, proxops_runtime::Limits::POLICY)
+            .expect("load");
+        let mut instantiate: Vec<Duration> = (0..50)
+            .map(|_| {
+                let t = Instant::now();
+                drop(component.instance().expect("instance"));
+                t.elapsed()
+            })
+            .collect();
+        instantiate.sort();
         // One evaluation: a fresh instance and a trivial verdict (median of 20).
         let mut one: Vec<Duration> = (0..20)
             .map(|i| {
@@ -151,13 +163,14 @@ pub(super) fn langs(tmp: &Path, table: &mut Table) {
         table.add(
             "12 policy languages",
             format!(
-                "{lang} ({:.1} MB): first compile / cached load / one fresh evaluation / {MANIFESTS} manifests",
+                "{lang} ({:.1} MB): first compile / cached load / instantiate alone / one fresh evaluation / {MANIFESTS} manifests",
                 bytes.len() as f64 / 1e6
             ),
             format!(
-                "{:.0} ms / {:.1} ms / {:.2} ms / {:.0} ms",
+                "{:.0} ms / {:.1} ms / {:.2} ms / {:.2} ms / {:.0} ms",
                 ms(first),
                 ms(cached),
+                ms(instantiate[instantiate.len() / 2]),
                 ms(one[one.len() / 2]),
                 ms(all)
             ),
