@@ -122,6 +122,8 @@ struct Cycle {
     /// Requests the cycle sent to the cluster, per method (its own client's count, so cycles of
     /// clusters may overlap).
     sent: Vec<(proxops_pve::Method, u64)>,
+    /// Each budget's progress, when the cycle applied.
+    rollout: Vec<proxops_reconcile::RolloutProgress>,
 }
 
 impl Cycle {
@@ -136,6 +138,7 @@ impl Cycle {
             applied: 0,
             failed: 0,
             sent: Vec::new(),
+            rollout: Vec::new(),
         }
     }
 
@@ -232,6 +235,10 @@ async fn cycle(
             (plan, report, None)
         }
     };
+    let rollout = report
+        .as_ref()
+        .map(|r| r.rollout_progress())
+        .unwrap_or_default();
     let counts = plan.counts();
     let mut items = items(&render::plan(&plan));
     items.extend(policies.lines());
@@ -258,6 +265,7 @@ async fn cycle(
         applied,
         failed,
         sent: Vec::new(),
+        rollout,
     }
     .sent_by(Some(&client))
 }
@@ -586,6 +594,21 @@ fn report(
             .get_or_create(&label)
             .set(c.anomalies as i64);
         metrics.pending.get_or_create(&label).set(c.pending as i64);
+    }
+    for r in &c.rollout {
+        let label = metrics::budget(name, &r.budget);
+        metrics
+            .rollout_done
+            .get_or_create(&label)
+            .set(r.done as i64);
+        metrics
+            .rollout_left
+            .get_or_create(&label)
+            .set(r.left as i64);
+        metrics
+            .rollout_halted
+            .get_or_create(&label)
+            .set(i64::from(r.halted));
     }
 }
 
