@@ -616,6 +616,48 @@ fn report(
 mod tests {
     use super::*;
 
+    /// A cycle that applied exports each budget's progress: members done and left, halted.
+    #[test]
+    fn an_applying_cycle_exports_each_budgets_progress() {
+        let (metrics, registry) = Metrics::new();
+        let mut states = BTreeMap::new();
+        let progress = |budget: &str, done, left, halted| proxops_reconcile::RolloutProgress {
+            budget: budget.into(),
+            done,
+            left,
+            halted,
+        };
+        let cycle = Cycle {
+            rollout: vec![progress("db", 1, 2, true), progress("web", 2, 0, false)],
+            ..Cycle::error("applied".into())
+        };
+        let options = Options {
+            cluster: None,
+            interval: Duration::from_secs(60),
+            apply: true,
+            metrics_listen: None,
+            cycles: Some(1),
+            run: RunOptions::default(),
+        };
+        let ran = Ran {
+            woke: Instant::now(),
+            took: Duration::from_millis(5),
+            stale: false,
+        };
+        report(&metrics, &mut states, "lab", &cycle, ran, &options);
+        let text = metrics::encode(&registry);
+        for line in [
+            "proxops_watch_rollout_members_done{cluster=\"lab\",budget=\"db\"} 1",
+            "proxops_watch_rollout_members_left{cluster=\"lab\",budget=\"db\"} 2",
+            "proxops_watch_rollout_halted{cluster=\"lab\",budget=\"db\"} 1",
+            "proxops_watch_rollout_members_done{cluster=\"lab\",budget=\"web\"} 2",
+            "proxops_watch_rollout_members_left{cluster=\"lab\",budget=\"web\"} 0",
+            "proxops_watch_rollout_halted{cluster=\"lab\",budget=\"web\"} 0",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+    }
+
     #[test]
     fn intervals_parse_with_units() {
         for (text, expected) in [
