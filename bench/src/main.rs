@@ -26,6 +26,7 @@ use proxops_runtime::{CacheOutcome, Runtime, RuntimeConfig};
 use proxops_sim::{FaultKind, FaultRule, Simulator};
 use serde_json::{Value, json};
 
+mod rollout;
 mod scale;
 mod scenarios;
 use scale::*;
@@ -67,6 +68,7 @@ const SCENARIOS: &[&str] = &[
     "apply-floor",
     "ha",
     "inputs",
+    "rollout",
 ];
 
 const ENV_URL: &str = "PROXOPS_BENCH_URL";
@@ -639,6 +641,9 @@ async fn suite(n: usize, only: &[String]) {
     }
     if wants("inputs") {
         hostile_yaml(&mut table);
+    }
+    if wants("rollout") {
+        rollout::rollout_schedule(&registry, &tmp, &mut table).await;
     }
 
     println!();
