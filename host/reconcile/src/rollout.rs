@@ -446,12 +446,11 @@ fn describe_gate(health: &Health) -> String {
     if !health.uptime.is_zero() {
         what.push_str(&format!(", up {}", seconds(health.uptime)));
     }
-    match health.tcp {
-        Some(t) => match t.address {
+    if let Some(t) = health.tcp {
+        match t.address {
             Some(a) => what.push_str(&format!(", TCP {}", std::net::SocketAddr::new(a, t.port))),
             None => what.push_str(&format!(", TCP port {} of its address", t.port)),
-        },
-        None => {}
+        }
     }
     format!("{what}; at most {}", seconds(health.timeout))
 }
@@ -459,7 +458,7 @@ fn describe_gate(health: &Health) -> String {
 /// `30s`, `1.5s`, `10m`.
 fn seconds(d: std::time::Duration) -> String {
     let s = d.as_secs_f64();
-    if d.subsec_nanos() == 0 && d.as_secs() % 60 == 0 && d.as_secs() > 0 {
+    if d.subsec_nanos() == 0 && d.as_secs().is_multiple_of(60) && d.as_secs() > 0 {
         format!("{}m", d.as_secs() / 60)
     } else {
         format!("{s}s")
