@@ -312,3 +312,55 @@ async fn against_sim_serve_a_budget_rolls_one_guest_at_a_time_after_its_agent() 
         "every guest changed"
     );
 }
+
+/// `apply --reboot-pending` through the binary: a memory change PVE keeps pending (exit 3
+/// without the flag, nothing stopped), then rolled out by reboots within the budget, one
+/// guest down at a time, nothing left pending (exit 0).
+#[tokio::test(flavor = "multi_thread")]
+async fn apply_reboot_pending_reboots_a_budget_one_guest_at_a_time() {
+    let lab = Lab::start().await;
+    let names = ["db-1", "db-2", "db-3"];
+    let write = |memory: &str| {
+        for (i, name) in names.iter().enumerate() {
+            lab.write(
+                &format!("vm/lab/{name}.yaml"),
+                &vm(name, 430 + i as u32, "").replace("memory: 1GiB", memory),
+            );
+        }
+    };
+    write("memory: 1GiB");
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    lab.write(
+        "proxops.yaml",
+        "budgets:\n  - {name: db, select: {names: [\"db-*\"]}, max-unavailable: 1, health: {agent: true, timeout: 30s}}\n",
+    );
+    write("memory: 2GiB");
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(
+        !lab.sim.requests().iter().any(is_stop),
+        "no reboot without the flag"
+    );
+
+    let plan = lab.run(&["plan", "--reboot-pending"]).await;
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
+    assert!(
+        plan.stdout
+            .contains("reboot VM 430 on pve01 to apply its pending changes"),
+        "{}",
+        plan.stdout
+    );
+    lab.clear();
+    let apply = lab.run(&["apply", "--reboot-pending"]).await;
+    assert_eq!(apply.code, 0, "{}\n{}", apply.stdout, apply.stderr);
+    let log = lab.sim.requests();
+    let ids = [430, 431, 432];
+    let (most, order) = down_at_once(&log, &ids);
+    assert_eq!((most, order), (1, ids.to_vec()));
+    for vmid in ids {
+        assert_eq!(lab.sim.vm_config(vmid).unwrap()["memory"], "2048");
+        assert_eq!(lab.sim.vm_status(vmid).as_deref(), Some("running"));
+    }
+}
