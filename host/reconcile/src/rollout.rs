@@ -1,6 +1,9 @@
 //! Disruption budgets as a stage of a cluster's apply. [`Rollout::resolve`] decides, per
-//! cluster and from the validated objects, which guests each budget of `proxops.yaml` holds
-//! (a guest in two budgets, or a listed member no manifest declares, is a validation error).
+//! cluster and from the validated objects, which guests each budget of `proxops.yaml` holds,
+//! by its selector and by the manifests naming it (`metadata.budget`); a guest in two budgets,
+//! a listed member no manifest declares, or a named budget the cluster lacks is a validation
+//! error. [`Rollout::add_reboots`] adds the restarts of `--reboot-pending`, and
+//! [`Rollout::waves`] the plan's view of each budget's schedule.
 //! [`Rollout::hold_back`] shapes every plan: a budget with no place (`max-unavailable: 0`)
 //! blocks its members' disturbing actions, and so does a budget that halted earlier in the
 //! apply. During a pass the executor asks [`Lanes`] for a place before a member's first
