@@ -27,6 +27,7 @@ use proxops_sim::{FaultKind, FaultRule, Simulator};
 use serde_json::{Value, json};
 
 mod langs;
+mod rollout;
 mod scale;
 mod scenarios;
 use scale::*;
@@ -69,6 +70,7 @@ const SCENARIOS: &[&str] = &[
     "ha",
     "inputs",
     "langs",
+    "rollout",
 ];
 
 const ENV_URL: &str = "PROXOPS_BENCH_URL";
@@ -644,6 +646,9 @@ async fn suite(n: usize, only: &[String]) {
     }
     if wants("inputs") {
         hostile_yaml(&mut table);
+    }
+    if wants("rollout") {
+        rollout::rollout_schedule(&registry, &tmp, &mut table).await;
     }
 
     println!();

@@ -21,19 +21,22 @@ pub struct Served {
 impl Served {
     /// Starts `proxops sim serve` with a state file and `--task-duration task_ms`.
     pub async fn start(task_ms: u64) -> Served {
+        Served::start_with(task_ms, &[]).await
+    }
+
+    /// [`Served::start`] with more `sim serve` flags (`--agent-boot 500`).
+    pub async fn start_with(task_ms: u64, extra: &[&str]) -> Served {
         let dir = tempfile::tempdir().unwrap();
         let state = dir.path().join("sim.json");
-        let sim = crate::support::sim_child(
-            "ci",
-            SECRET,
-            &[
-                "--task-duration",
-                &task_ms.to_string(),
-                "--state",
-                state.to_str().unwrap(),
-            ],
-        )
-        .await;
+        let task_ms = task_ms.to_string();
+        let mut args = vec![
+            "--task-duration",
+            task_ms.as_str(),
+            "--state",
+            state.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let sim = crate::support::sim_child("ci", SECRET, &args).await;
         Served {
             _child: sim.child,
             client: sim.client,

@@ -292,6 +292,11 @@ struct RunFlags {
     /// Stop guests again for stop-required changes that failed in an earlier run.
     #[arg(long)]
     retry_stop_required: bool,
+    /// Reboot guests whose changes PVE keeps pending until a reboot (shut down, start), one
+    /// budget place at a time and through each budget's health gate; guests in no budget
+    /// are rebooted like any other restart. Without it, pending changes are only reported.
+    #[arg(long)]
+    reboot_pending: bool,
     /// Work on at most N clusters at once (1: one after the other, with progress shown as it
     /// happens; more: each cluster's output is printed when it is done, clusters in name
     /// order) [default: `clusters-at-once` in proxops.yaml, else 8].
@@ -304,6 +309,7 @@ impl From<RunFlags> for reconcile::RunOptions {
         reconcile::RunOptions {
             allow_prune: f.allow_prune,
             retry_stop_required: f.retry_stop_required,
+            reboot_pending: f.reboot_pending,
             clusters_at_once: f.clusters_at_once,
         }
     }

@@ -232,6 +232,24 @@ pub fn render(clusters: &[Cluster], limit: usize) -> String {
         sections.extend(attention);
     }
 
+    let mut rollout = Vec::new();
+    for c in &clusters {
+        let Some(view) = &c.view else { continue };
+        if view.rollout.is_empty() {
+            continue;
+        }
+        let lines = crate::render::rollout_lines(&view.rollout);
+        rollout.push(format!(
+            "**{}**\n\n{}",
+            text(&c.name),
+            fenced("text", &lines.join("\n"))
+        ));
+    }
+    if !rollout.is_empty() {
+        sections.push("\n#### Rollout\n\n".to_string());
+        sections.extend(rollout);
+    }
+
     let mut details = Vec::new();
     for c in &clusters {
         let Some(view) = &c.view else { continue };

@@ -65,6 +65,13 @@ pub struct PolicyLabel {
     pub mode: &'static str,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct BudgetLabel {
+    pub cluster: Name,
+    /// A disruption budget's name.
+    pub budget: Name,
+}
+
 /// A cycle's outcome, as `outcome` label values.
 pub const OUTCOMES: [&str; 4] = ["clean", "changes", "attention", "error"];
 
@@ -87,6 +94,9 @@ pub struct Metrics {
     /// `watch --audit`: running guests each policy finds in violation (not `proxops_watch_`
     /// prefixed: it is what `proxops audit` reports, whoever runs it).
     pub policy_violations: Family<PolicyLabel, Gauge>,
+    pub rollout_done: Family<BudgetLabel, Gauge>,
+    pub rollout_left: Family<BudgetLabel, Gauge>,
+    pub rollout_halted: Family<BudgetLabel, Gauge>,
 }
 
 impl Metrics {
@@ -118,6 +128,9 @@ impl Metrics {
             consecutive_errors, "consecutive_errors", "Cycles in a row that ended in an error (the next cycle backs off)";
             stale, "stale_desired_state", "1 while the repository fails validation: the last good one is planned, nothing is applied";
             requests, "pve_requests", "Requests sent to PVE by the cluster's cycles, by method (every attempt)";
+            rollout_done, "rollout_members_done", "Members of a disruption budget whose disturbing change the last applying cycle completed";
+            rollout_left, "rollout_members_left", "Members of a disruption budget whose disturbing change is still to do after the last applying cycle";
+            rollout_halted, "rollout_halted", "1 when the budget's rollout halted in the last applying cycle (a health gate ran out or a change failed)";
         }
         (m, root)
     }
@@ -132,6 +145,14 @@ impl Metrics {
                 })
                 .set(i64::from(o == outcome));
         }
+    }
+}
+
+/// The label set of `budget` in `cluster`.
+pub fn budget(cluster: &str, budget: &str) -> BudgetLabel {
+    BudgetLabel {
+        cluster: Name(cluster.to_string()),
+        budget: Name(budget.to_string()),
     }
 }
 

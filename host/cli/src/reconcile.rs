@@ -110,6 +110,8 @@ pub struct RunOptions {
     pub allow_prune: Option<usize>,
     /// Stop guests again for stop-required changes that failed in an earlier run.
     pub retry_stop_required: bool,
+    /// `--reboot-pending`: reboot guests whose changes are pending until reboot.
+    pub reboot_pending: bool,
     /// `--clusters-at-once`: overrides proxops.yaml's `clusters-at-once`.
     pub clusters_at_once: Option<usize>,
 }
@@ -349,7 +351,11 @@ pub(crate) async fn plan_one(
         memory,
         policies: p.policies.clone(),
         holds: run.holds(),
-        rollout: Arc::new(rollout.unwrap_or_default()),
+        rollout: Arc::new(
+            rollout
+                .unwrap_or_default()
+                .with_reboot_pending(run.reboot_pending),
+        ),
     };
     match cluster_run.plan().await {
         Ok(plan) => Ok(Planned {
@@ -465,6 +471,7 @@ pub async fn plan(
                     .count();
                 views.push(proxops_reconcile::plan::PlanView {
                     cluster: name,
+                    rollout: Vec::new(),
                     counts: proxops_reconcile::plan::Counts {
                         errors: items.max(1),
                         ..Default::default()

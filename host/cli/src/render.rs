@@ -1,12 +1,13 @@
 //! Human rendering of plans and apply summaries, terraform-like:
-//! `+` create, `~` update, `-` delete, `>` power, `!` anomaly, `…` pending, `✗` error.
+//! `+` create, `~` update, `-` delete, `>` power, `!` anomaly, `…` pending, `✗` error, `↻` a
+//! disruption budget's rollout (its waves, in order, with its health gate).
 
 use std::fmt::Write as _;
 
 use proxops_reconcile::{ApplyReport, ObjectId};
 
 use crate::output::inline;
-use proxops_reconcile::plan::{ClusterPlan, action_view};
+use proxops_reconcile::plan::{ClusterPlan, RolloutView, action_view};
 use proxops_runtime::kind::Operation;
 
 fn symbol(op: &Operation) -> &'static str {
@@ -171,6 +172,41 @@ pub fn plan(plan: &ClusterPlan) -> String {
                 format!("{}: ", inline(&a.path))
             };
             writeln!(out, "  ! {who}: {path}{}", inline(&a.message)).unwrap();
+        }
+    }
+    for line in rollout_lines(&plan.rollout) {
+        writeln!(out, "  {line}").unwrap();
+    }
+    out
+}
+
+/// The disruption budgets' rollouts of a plan, one line per budget, then one per wave (the
+/// members that take the budget's places together, in order), each name escaped.
+pub fn rollout_lines(rollout: &[RolloutView]) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in rollout {
+        let head = format!(
+            "↻ rollout of budget {} (max-unavailable {}",
+            inline(&r.budget),
+            inline(&r.max_unavailable)
+        );
+        if !r.waves.is_empty() {
+            out.push(format!(
+                "{head}: {} at a time; gate: {})",
+                r.places,
+                inline(&r.gate)
+            ));
+            for (i, wave) in r.waves.iter().enumerate() {
+                let names: Vec<String> = wave.iter().map(|n| inline(n).into_owned()).collect();
+                out.push(format!("    wave {}: {}", i + 1, names.join(", ")));
+            }
+        }
+        if !r.blocked.is_empty() {
+            let names: Vec<String> = r.blocked.iter().map(|n| inline(n).into_owned()).collect();
+            out.push(format!(
+                "{head}): blocked, no member may be disturbed: {}",
+                names.join(", ")
+            ));
         }
     }
     out

@@ -116,6 +116,51 @@ fn check_policy_scopes(
     diags
 }
 
+/// Disruption budget membership, per cluster with manifests: a guest in two budgets, a
+/// `members` name no manifest declares, a `metadata.budget` naming no budget of its
+/// cluster (as plan and apply refuse them). A malformed `proxops.yaml` was reported already.
+fn check_budgets(
+    ctx: &Context,
+    repo: &Path,
+    catalog: &proxops_reconcile::Catalog,
+) -> Vec<Diagnostic> {
+    let Ok(settings) = proxops_core::settings::load(ctx.config_root(repo)) else {
+        return Vec::new();
+    };
+    if settings.budgets.is_empty() && catalog.objects.iter().all(|o| o.budget.is_none()) {
+        return Vec::new();
+    }
+    let file = settings
+        .file
+        .as_deref()
+        .unwrap_or(proxops_core::settings::FILE);
+    let mut clusters: Vec<&str> = catalog
+        .objects
+        .iter()
+        .map(|o| o.id.cluster.as_str())
+        .collect();
+    clusters.sort_unstable();
+    clusters.dedup();
+    let mut diags = Vec::new();
+    for cluster in clusters {
+        let objects: Vec<proxops_reconcile::Object> = catalog
+            .objects
+            .iter()
+            .filter(|o| o.id.cluster == cluster)
+            .cloned()
+            .collect();
+        let (_, mut found) = proxops_reconcile::rollout::Rollout::resolve(
+            &settings.budgets,
+            cluster,
+            &objects,
+            file,
+        );
+        diags.append(&mut found);
+    }
+    diags.dedup();
+    diags
+}
+
 /// Load and validate every manifest.
 pub fn check(ctx: &Context, repo: &Path) -> Checked {
     let started = std::time::Instant::now();
@@ -143,6 +188,7 @@ pub fn check(ctx: &Context, repo: &Path) -> Checked {
     let (catalog, mut more) =
         proxops_reconcile::validate_repo(&ctx.kinds, &loaded, &crate::secrets::sources(&sops));
     diags.append(&mut more);
+    diags.extend(check_budgets(ctx, repo, &catalog));
     diags.sort();
     Checked {
         repo: loaded,

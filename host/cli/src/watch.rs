@@ -126,6 +126,8 @@ struct Cycle {
     sent: Vec<(proxops_pve::Method, u64)>,
     /// With `--audit`: per policy (name, mode) the running guests it finds in violation.
     violations: Option<Vec<(String, proxops_core::settings::Mode, usize)>>,
+    /// Each budget's progress, when the cycle applied.
+    rollout: Vec<proxops_reconcile::RolloutProgress>,
 }
 
 impl Cycle {
@@ -141,6 +143,7 @@ impl Cycle {
             failed: 0,
             sent: Vec::new(),
             violations: None,
+            rollout: Vec::new(),
         }
     }
 
@@ -237,6 +240,10 @@ async fn cycle(
             (plan, report, None)
         }
     };
+    let rollout = report
+        .as_ref()
+        .map(|r| r.rollout_progress())
+        .unwrap_or_default();
     let counts = plan.counts();
     let mut items = items(&render::plan(&plan));
     items.extend(policies.lines());
@@ -288,6 +295,7 @@ async fn cycle(
         failed,
         sent: Vec::new(),
         violations,
+        rollout,
     }
     .sent_by(Some(&client))
 }
@@ -627,11 +635,68 @@ fn report(
             })
             .set(*count as i64);
     }
+    for r in &c.rollout {
+        let label = metrics::budget(name, &r.budget);
+        metrics
+            .rollout_done
+            .get_or_create(&label)
+            .set(r.done as i64);
+        metrics
+            .rollout_left
+            .get_or_create(&label)
+            .set(r.left as i64);
+        metrics
+            .rollout_halted
+            .get_or_create(&label)
+            .set(i64::from(r.halted));
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cycle that applied exports each budget's progress: members done and left, halted.
+    #[test]
+    fn an_applying_cycle_exports_each_budgets_progress() {
+        let (metrics, registry) = Metrics::new();
+        let mut states = BTreeMap::new();
+        let progress = |budget: &str, done, left, halted| proxops_reconcile::RolloutProgress {
+            budget: budget.into(),
+            done,
+            left,
+            halted,
+        };
+        let cycle = Cycle {
+            rollout: vec![progress("db", 1, 2, true), progress("web", 2, 0, false)],
+            ..Cycle::error("applied".into())
+        };
+        let options = Options {
+            cluster: None,
+            interval: Duration::from_secs(60),
+            apply: true,
+            metrics_listen: None,
+            cycles: Some(1),
+            run: RunOptions::default(),
+        };
+        let ran = Ran {
+            woke: Instant::now(),
+            took: Duration::from_millis(5),
+            stale: false,
+        };
+        report(&metrics, &mut states, "lab", &cycle, ran, &options);
+        let text = metrics::encode(&registry);
+        for line in [
+            "proxops_watch_rollout_members_done{cluster=\"lab\",budget=\"db\"} 1",
+            "proxops_watch_rollout_members_left{cluster=\"lab\",budget=\"db\"} 2",
+            "proxops_watch_rollout_halted{cluster=\"lab\",budget=\"db\"} 1",
+            "proxops_watch_rollout_members_done{cluster=\"lab\",budget=\"web\"} 2",
+            "proxops_watch_rollout_members_left{cluster=\"lab\",budget=\"web\"} 0",
+            "proxops_watch_rollout_halted{cluster=\"lab\",budget=\"web\"} 0",
+        ] {
+            assert!(text.contains(line), "{line} not in\n{text}");
+        }
+    }
 
     #[test]
     fn intervals_parse_with_units() {

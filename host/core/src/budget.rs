@@ -19,6 +19,8 @@ pub enum Selector {
     Names(Vec<String>),
     /// Exactly these manifest names, in this order.
     Members(Vec<String>),
+    /// No `select:`: only the guests whose manifests name the budget (`metadata.budget`).
+    Named,
 }
 
 impl Selector {
@@ -28,6 +30,7 @@ impl Selector {
             Selector::Tags(_) => "tags",
             Selector::Names(_) => "names",
             Selector::Members(_) => "members",
+            Selector::Named => "metadata.budget",
         }
     }
 }
@@ -81,6 +84,17 @@ pub struct Health {
     pub uptime: Duration,
     /// How long the gate waits before it halts the budget.
     pub timeout: Duration,
+    /// A TCP port that must accept a connection from where proxops runs (off by default:
+    /// proxops may not reach guest networks).
+    pub tcp: Option<Tcp>,
+}
+
+/// `health.tcp`: a port to connect to, at `address` or at the guest's first configured
+/// address (`ipconfig0` of a VM, `net0` of a container).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Tcp {
+    pub port: u16,
+    pub address: Option<std::net::IpAddr>,
 }
 
 impl Health {
@@ -93,6 +107,7 @@ impl Default for Health {
             agent: false,
             uptime: Duration::ZERO,
             timeout: Health::DEFAULT_TIMEOUT,
+            tcp: None,
         }
     }
 }
@@ -109,6 +124,9 @@ pub struct Budget {
     pub max_unavailable: MaxUnavailable,
     pub order: Order,
     pub health: Health,
+    /// `reboot-pending: true`: every apply reboots members whose changes PVE keeps pending
+    /// until a reboot, within this budget (as `apply --reboot-pending` does for every guest).
+    pub reboot_pending: bool,
 }
 
 impl Budget {
@@ -129,8 +147,9 @@ const KEYS: &[&str] = &[
     "max-unavailable",
     "order",
     "health",
+    "reboot-pending",
 ];
-const HEALTH_KEYS: &[&str] = &["agent", "uptime", "timeout"];
+const HEALTH_KEYS: &[&str] = &["agent", "uptime", "timeout", "tcp"];
 const SELECTORS: &[&str] = &["tags", "names", "members"];
 
 /// Parse `budgets:`, reporting each bad field through `err`.
@@ -250,6 +269,15 @@ fn parse_budget(
         },
     };
     let health = parse_health(map.get("health"), &at("health"), err, &mut ok);
+    let reboot_pending = match map.get("reboot-pending") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => {
+            err(at("reboot-pending"), "expected true or false".into());
+            ok = false;
+            false
+        }
+    };
     let (name, select, max_unavailable) = (name?, select?, max_unavailable?);
     ok.then_some(Budget {
         index,
@@ -259,6 +287,7 @@ fn parse_budget(
         max_unavailable,
         order,
         health,
+        reboot_pending,
     })
 }
 
@@ -297,10 +326,14 @@ fn parse_selector(
     let expected =
         "expected exactly one of: {tags: [..]}, {names: [glob, ..]}, {members: [name, ..]}";
     let map = match v {
-        None | Some(Value::Null) => {
+        // Its members name it themselves (`metadata.budget`).
+        None => return Some(Selector::Named),
+        Some(Value::Null) => {
             err(
                 at.to_string(),
-                format!("required field is missing; {expected}"),
+                format!(
+                    "an empty selector; {expected}, or leave `select` out for a budget whose manifests name it (metadata.budget)"
+                ),
             );
             return None;
         }
@@ -400,7 +433,7 @@ fn parse_health(
         Some(_) => {
             err(
                 at.to_string(),
-                "expected a mapping with agent, uptime and timeout".into(),
+                "expected a mapping with agent, uptime, timeout and tcp".into(),
             );
             *ok = false;
             return health;
@@ -412,6 +445,13 @@ fn parse_health(
                 Some(b) => health.agent = b,
                 None => {
                     err(format!("{at}.agent"), "expected true or false".into());
+                    *ok = false;
+                }
+            },
+            "tcp" => match parse_tcp(value) {
+                Ok(tcp) => health.tcp = Some(tcp),
+                Err((field, why)) => {
+                    err(format!("{at}.tcp{field}"), why);
                     *ok = false;
                 }
             },
@@ -440,6 +480,48 @@ fn parse_health(
         }
     }
     health
+}
+
+/// `tcp: {port: 22, address: 192.0.2.10}` (`address` optional), or the field (`.port`) and
+/// why not.
+fn parse_tcp(v: &Value) -> Result<Tcp, (String, String)> {
+    let Some(map) = v.as_object() else {
+        return Err((
+            String::new(),
+            "expected a mapping {port: 22, address: 192.0.2.10}; address is optional".into(),
+        ));
+    };
+    if let Some(key) = map.keys().find(|k| *k != "port" && *k != "address") {
+        return Err((
+            format!(".{key}"),
+            "unknown field; expected one of: port, address".into(),
+        ));
+    }
+    let port = map
+        .get("port")
+        .and_then(Value::as_u64)
+        .and_then(|p| u16::try_from(p).ok())
+        .filter(|p| *p > 0)
+        .ok_or_else(|| {
+            (
+                ".port".to_string(),
+                "expected a port from 1 to 65535".to_string(),
+            )
+        })?;
+    let address = match map.get("address") {
+        None | Some(Value::Null) => None,
+        Some(a) => Some(
+            a.as_str()
+                .and_then(|a| a.trim().parse::<std::net::IpAddr>().ok())
+                .ok_or_else(|| {
+                    (
+                        ".address".to_string(),
+                        "expected an IP address (192.0.2.10 or 2001:db8::10); leave it out to use the guest's first configured address".to_string(),
+                    )
+                })?,
+        ),
+    };
+    Ok(Tcp { port, address })
 }
 
 /// Whether `name` matches the glob `pattern` (`*`: any run of characters, `?`: one).

@@ -23,13 +23,18 @@
 //!   - name: db                                    # unique
 //!     clusters: [prod]                            # optional: default every cluster
 //!     select: {members: [db-1, db-2, db-3]}       # exactly one of: tags: [..], names: [glob, ..],
-//!                                                 #   members: [manifest name, ..]
+//!                                                 #   members: [manifest name, ..]; left out: only
+//!                                                 #   manifests that name it (metadata.budget: db)
 //!     max-unavailable: 1                          # a count, or a percentage "25%" (floor, at least 1)
 //!     order: declared                             # declared (members order, else name) | name
 //!     health:                                     # what a disturbed guest must show before the next
 //!       agent: true                               #   its QEMU guest agent answers (default false)
 //!       uptime: 30s                               #   up at least this long (default 0s)
 //!       timeout: 10m                              #   the gate's bound; past it the budget halts (default 10m)
+//!       tcp: {port: 22, address: 192.0.2.10}      #   optional, off by default: a port accepts a connection
+//!                                                 #   from here (address: default the guest's ipconfig0/net0)
+//!     reboot-pending: false                       # reboot members with changes pending until reboot,
+//!                                                 #   in every apply (as `apply --reboot-pending`)
 //! ```
 //!
 //! A guest (any object with a vmid) in a budget is disturbed (stopped, shut down, rebooted,
@@ -617,7 +622,7 @@ mod tests {
                         .iter()
                         .map(|b| {
                             format!(
-                                "{} {:?} {} {:?} agent={} uptime={}s timeout={}s clusters={}",
+                                "{} {:?} {} {:?} agent={} uptime={}s timeout={}s clusters={} reboot={}",
                                 b.name,
                                 b.select,
                                 b.max_unavailable,
@@ -626,6 +631,7 @@ mod tests {
                                 b.health.uptime.as_secs(),
                                 b.health.timeout.as_secs(),
                                 b.clusters.join(","),
+                                b.reboot_pending,
                             )
                         })
                         .collect();
@@ -643,20 +649,75 @@ mod tests {
         check(
             "  - {name: db, select: {members: [db-2, db-1]}, max-unavailable: 1}\n",
             Ok(
-                "db Members([\"db-2\", \"db-1\"]) 1 Declared agent=false uptime=0s timeout=600s clusters=",
+                "db Members([\"db-2\", \"db-1\"]) 1 Declared agent=false uptime=0s timeout=600s clusters= reboot=false",
             ),
         );
         check(
             "  - name: web\n    clusters: [prod]\n    select: {tags: [Web]}\n    max-unavailable: \"25%\"\n    order: name\n    health: {agent: true, uptime: 30s, timeout: 2m}\n",
-            Ok("web Tags([\"web\"]) 25% Name agent=true uptime=30s timeout=120s clusters=prod"),
+            Ok(
+                "web Tags([\"web\"]) 25% Name agent=true uptime=30s timeout=120s clusters=prod reboot=false",
+            ),
         );
         check(
             "  - {name: all, select: {names: [\"app-*\"]}, max-unavailable: 0}\n",
-            Ok("all Names([\"app-*\"]) 0 Declared agent=false uptime=0s timeout=600s clusters="),
+            Ok(
+                "all Names([\"app-*\"]) 0 Declared agent=false uptime=0s timeout=600s clusters= reboot=false",
+            ),
+        );
+        check(
+            "  - {name: r, select: {tags: [r]}, max-unavailable: 1, reboot-pending: true}\n",
+            Ok(
+                "r Tags([\"r\"]) 1 Declared agent=false uptime=0s timeout=600s clusters= reboot=true",
+            ),
+        );
+        check(
+            "  - {name: r, select: {tags: [r]}, max-unavailable: 1, reboot-pending: yes}\n",
+            Err(&["budgets[0].reboot-pending"]),
+        );
+        for (tcp, path) in [
+            ("{port: 0}", "budgets[0].health.tcp.port"),
+            ("{port: 70000}", "budgets[0].health.tcp.port"),
+            ("{address: 127.0.0.1}", "budgets[0].health.tcp.port"),
+            (
+                "{port: 22, address: db.example}",
+                "budgets[0].health.tcp.address",
+            ),
+            ("{port: 22, host: x}", "budgets[0].health.tcp.host"),
+            ("22", "budgets[0].health.tcp"),
+        ] {
+            check(
+                &format!(
+                    "  - {{name: t, select: {{tags: [t]}}, max-unavailable: 1, health: {{tcp: {tcp}}}}}\n"
+                ),
+                Err(&[path]),
+            );
+        }
+        let parsed = super::parse_text(
+            "proxops.yaml",
+            "budgets:\n  - {name: t, select: {tags: [t]}, max-unavailable: 1, health: {tcp: {port: 22, address: \"::1\"}}}\n  - {name: u, select: {tags: [u]}, max-unavailable: 1, health: {tcp: {port: 5432}}}\n",
+        )
+        .expect("valid");
+        assert_eq!(
+            parsed.budgets[0].health.tcp,
+            Some(crate::budget::Tcp {
+                port: 22,
+                address: Some("::1".parse().unwrap())
+            })
+        );
+        assert_eq!(
+            parsed.budgets[1].health.tcp,
+            Some(crate::budget::Tcp {
+                port: 5432,
+                address: None
+            })
         );
         // The selector: missing, empty, an empty list, two at once, unknown.
         check(
             "  - {name: a, max-unavailable: 1}\n",
+            Ok("a Named 1 Declared agent=false uptime=0s timeout=600s clusters= reboot=false"),
+        );
+        check(
+            "  - {name: a, select: null, max-unavailable: 1}\n",
             Err(&["budgets[0].select"]),
         );
         check(

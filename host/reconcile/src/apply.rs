@@ -127,6 +127,38 @@ impl ApplyReport {
         c
     }
 
+    /// Each disruption budget's progress in this apply, from the first plan's rollout:
+    /// members whose disturbing changes were planned and ended done, those left (failed,
+    /// held back by a halt, interrupted), and whether the budget halted.
+    pub fn rollout_progress(&self) -> Vec<RolloutProgress> {
+        self.initial
+            .rollout
+            .iter()
+            .map(|r| {
+                let members: Vec<&String> = r.waves.iter().flatten().collect();
+                let done = members
+                    .iter()
+                    .filter(|name| {
+                        self.outcomes.iter().any(|o| {
+                            o.object.file.is_some()
+                                && o.object.id.name == ***name
+                                && o.status == Status::Done
+                                // A member held back by its budget's halt ends `Done`
+                                // with nothing done.
+                                && o.did.any()
+                        })
+                    })
+                    .count();
+                RolloutProgress {
+                    budget: r.budget.clone(),
+                    done,
+                    left: members.len() + r.blocked.len() - done,
+                    halted: self.halted.iter().any(|h| h.budget == r.budget),
+                }
+            })
+            .collect()
+    }
+
     /// The cluster matches the manifests: converged, and no anomaly, pending change or
     /// unplanned object is left.
     pub fn clean(&self) -> bool {
@@ -137,6 +169,18 @@ impl ApplyReport {
             && c.errors == 0
             && self.halted.is_empty()
     }
+}
+
+/// One disruption budget's progress in an apply ([`ApplyReport::rollout_progress`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RolloutProgress {
+    pub budget: String,
+    /// Members whose disturbing changes ran and succeeded.
+    pub done: usize,
+    /// Members whose disturbing changes are still to do (failed, held back, blocked,
+    /// interrupted).
+    pub left: usize,
+    pub halted: bool,
 }
 
 /// Checks a later pass's plan before it runs; `Some(reason)` stops the apply there.
@@ -502,6 +546,9 @@ impl ApplyState {
             return Ok(None);
         }
         let mut plan = plan_cluster(cycle, Some(&manifest_touched)).await?;
+        if let Some(r) = rollout {
+            r.add_reboots(&mut plan, cycle.registry);
+        }
         memory.hold_back(&mut plan, false);
         self.hold_back_budgets(&mut plan, rollout);
         leave_for_the_next_run(&mut plan, &self.taken_over);
@@ -580,6 +627,9 @@ impl ApplyState {
         }
         match plan_cluster(cycle, Some(&failed_manifest)).await {
             Ok(mut again) => {
+                if let Some(r) = rollout {
+                    r.add_reboots(&mut again, cycle.registry);
+                }
                 memory.hold_back(&mut again, false);
                 self.hold_back_budgets(&mut again, rollout);
                 leave_for_the_next_run(&mut again, &self.taken_over);
@@ -693,6 +743,7 @@ async fn run_finally(
     });
     let mut plan = ClusterPlan {
         cluster: cluster.to_string(),
+        rollout: Vec::new(),
         objects: Vec::new(),
     };
     let mut refused_steps = Vec::new();

@@ -258,6 +258,7 @@ mod tests {
     fn the_tasks_of_interest_come_from_the_plans_create_requests_and_locks() {
         let plan = ClusterPlan {
             cluster: "lab".into(),
+            rollout: Vec::new(),
             objects: vec![
                 object("idle", "pve03", 100, proposal(vec![], vec![])),
                 object(

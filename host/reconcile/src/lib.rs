@@ -26,7 +26,7 @@ pub mod validate;
 pub mod wire;
 pub mod workers;
 
-pub use apply::{ApplyOptions, ApplyReport, apply};
+pub use apply::{ApplyOptions, ApplyReport, RolloutProgress, apply};
 pub use error::{ActionError, Blocker, PlanError};
 pub use execute::{Event, Reporter, Silent, Status};
 pub use memo::Memo;

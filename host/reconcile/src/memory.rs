@@ -254,6 +254,7 @@ mod tests {
     fn plan(a: Action) -> ClusterPlan {
         ClusterPlan {
             cluster: "lab".into(),
+            rollout: Vec::new(),
             objects: vec![ObjectPlan {
                 object: ObjectRef {
                     id: proxops_core::ObjectId::new("lab", "VM", "web"),

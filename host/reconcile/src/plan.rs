@@ -68,6 +68,30 @@ impl ObjectPlan {
 pub struct ClusterPlan {
     pub cluster: String,
     pub objects: Vec<ObjectPlan>,
+    /// Each disruption budget's rollout in this plan (its members' disturbing actions, in
+    /// waves); empty without budgets ([`crate::rollout::Rollout::waves`]).
+    pub rollout: Vec<RolloutView>,
+}
+
+/// One disruption budget's rollout in a plan: the members whose changes disturb them, in the
+/// order they take the budget's places, `places` at a time (a wave), each next member only
+/// after a member before it passed the gate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RolloutView {
+    pub budget: String,
+    /// As declared: a count (`1`) or a percentage (`25%`).
+    pub max_unavailable: String,
+    /// Members disturbed at once (`max-unavailable` of the budget's members).
+    pub places: usize,
+    /// What a disturbed member must show before the next one goes, e.g. `running, guest
+    /// agent answers; at most 10m`.
+    pub gate: String,
+    /// Manifest names, wave by wave, in order.
+    #[serde(default)]
+    pub waves: Vec<Vec<String>>,
+    /// Members whose disturbing changes the budget blocks (`max-unavailable: 0`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub blocked: Vec<String>,
 }
 
 /// Counts for the summary line.
@@ -147,6 +171,9 @@ pub struct PlanView {
     /// only; absent for a planned cluster, whose own errors are in its objects).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub errors: Vec<String>,
+    /// The disruption budgets' rollouts, wave by wave (absent without budgets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rollout: Vec<RolloutView>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -319,6 +346,7 @@ impl ClusterPlan {
                 .collect(),
             policies: None,
             errors: Vec::new(),
+            rollout: self.rollout.clone(),
         }
     }
 }
@@ -372,6 +400,7 @@ mod tests {
         let power = Operation::Step(proxops_runtime::kind::POWER.into());
         let plan = ClusterPlan {
             cluster: "lab".into(),
+            rollout: Vec::new(),
             objects: vec![
                 object("noble", &[Operation::Create, Operation::Create]),
                 object(

@@ -1,6 +1,9 @@
 //! Disruption budgets as a stage of a cluster's apply. [`Rollout::resolve`] decides, per
-//! cluster and from the validated objects, which guests each budget of `proxops.yaml` holds
-//! (a guest in two budgets, or a listed member no manifest declares, is a validation error).
+//! cluster and from the validated objects, which guests each budget of `proxops.yaml` holds,
+//! by its selector and by the manifests naming it (`metadata.budget`); a guest in two budgets,
+//! a listed member no manifest declares, or a named budget the cluster lacks is a validation
+//! error. [`Rollout::add_reboots`] adds the restarts of `--reboot-pending`, and
+//! [`Rollout::waves`] the plan's view of each budget's schedule.
 //! [`Rollout::hold_back`] shapes every plan: a budget with no place (`max-unavailable: 0`)
 //! blocks its members' disturbing actions, and so does a budget that halted earlier in the
 //! apply. During a pass the executor asks [`Lanes`] for a place before a member's first
@@ -15,7 +18,9 @@ use std::sync::{Arc, Mutex};
 
 use proxops_core::budget::{Budget, Health, MaxUnavailable, Order, Selector, glob_matches};
 use proxops_core::{Diagnostic, ObjectId};
-use proxops_runtime::kind::{Action, Anomaly, Method};
+use proxops_runtime::kind::{
+    Action, Anomaly, Call, Change, Drift, Method, Operation, Param, Restore,
+};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use crate::plan::ClusterPlan;
@@ -31,6 +36,8 @@ pub struct Resolved {
     pub health: Health,
     /// Its members, in the order they are disturbed.
     pub members: Vec<ObjectId>,
+    /// `reboot-pending: true`: its members with changes pending until reboot are rebooted.
+    pub reboot_pending: bool,
 }
 
 /// A cluster's disruption budgets.
@@ -38,6 +45,9 @@ pub struct Resolved {
 pub struct Rollout {
     pub budgets: Vec<Resolved>,
     member_of: HashMap<ObjectId, usize>,
+    /// `--reboot-pending`: every guest with changes pending until reboot is rebooted (a
+    /// member within its budget, a guest in no budget as any other restart).
+    pub reboot_all: bool,
 }
 
 /// A budget that stopped in this run: the guest whose gate ran out, and which check.
@@ -115,6 +125,34 @@ impl Rollout {
         let mut rollout = Rollout::default();
         let mut guests: Vec<&Object> = objects.iter().filter(|o| is_guest(o)).collect();
         guests.sort_by(|a, b| a.id.name.cmp(&b.id.name));
+        // A manifest naming a budget no entry of this cluster has.
+        for o in &guests {
+            let Some(named) = &o.budget else { continue };
+            if budgets
+                .iter()
+                .any(|b| b.name == *named && b.applies_to(cluster))
+            {
+                continue;
+            }
+            let why = match budgets.iter().find(|b| b.name == *named) {
+                Some(b) => format!(
+                    "budget `{named}` of {settings_file} does not apply to cluster {cluster} (its clusters: {})",
+                    b.clusters.join(", ")
+                ),
+                None => {
+                    let known: Vec<&str> = budgets.iter().map(|b| b.name.as_str()).collect();
+                    format!(
+                        "no budget `{named}` in {settings_file} (budgets: {})",
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    )
+                }
+            };
+            diags.push(Diagnostic::error(&o.file, "metadata.budget", why));
+        }
         for budget in budgets.iter().filter(|b| b.applies_to(cluster)) {
             let mut members: Vec<&Object> = match &budget.select {
                 Selector::Tags(tags) => guests
@@ -141,7 +179,17 @@ impl Rollout {
                     }
                     found
                 }
+                Selector::Named => Vec::new(),
             };
+            // Manifests that name this budget join it (after its selected members, in name
+            // order) unless it selected them already.
+            for o in guests.iter().copied() {
+                if o.budget.as_deref() == Some(budget.name.as_str())
+                    && !members.iter().any(|m| m.id == o.id)
+                {
+                    members.push(o);
+                }
+            }
             if budget.order == Order::Name {
                 members.sort_by(|a, b| a.id.name.cmp(&b.id.name));
             }
@@ -151,7 +199,11 @@ impl Rollout {
                 match rollout.member_of.get(&o.id) {
                     Some(&other) => diags.push(Diagnostic::error(
                         &o.file,
-                        "metadata.name",
+                        if o.budget.is_some() {
+                            "metadata.budget"
+                        } else {
+                            "metadata.name"
+                        },
                         format!(
                             "guest {} is in two disruption budgets, {} and {} ({}); a guest may be in one",
                             o.id.name, rollout.budgets[other].name, budget.name, settings_file
@@ -169,18 +221,130 @@ impl Rollout {
                 places: budget.max_unavailable.of(kept.len()),
                 health: budget.health,
                 members: kept,
+                reboot_pending: budget.reboot_pending,
             });
         }
         (rollout, diags)
     }
 
+    /// `--reboot-pending` for this run.
+    pub fn with_reboot_pending(mut self, all: bool) -> Rollout {
+        self.reboot_all = all;
+        self
+    }
+
+    /// No budget has a member and nothing is to be rebooted: the apply is as without budgets.
     pub fn is_empty(&self) -> bool {
-        self.member_of.is_empty()
+        self.member_of.is_empty() && !self.reboot_all
+    }
+
+    /// Whether `object`'s pending changes are applied by a reboot in this run.
+    fn reboots(&self, object: &ObjectId) -> bool {
+        self.reboot_all || self.budget_of(object).is_some_and(|b| b.reboot_pending)
+    }
+
+    /// Rolling reboots for pending changes: each guest that runs, is to run, has changes
+    /// PVE keeps pending until its next boot, and nothing else to do in this plan gets one
+    /// action, a restart (shut down, start; started again should the shutdown fail), when
+    /// `--reboot-pending` is given or its budget says `reboot-pending: true`. The action
+    /// disturbs the guest, so a member waits for its budget's place and gate like any other
+    /// restart; [`Rollout::hold_back`] then holds it back in a budget with no place or one
+    /// that halted. Its calls are checked against the kind's declared calls: a kind that does
+    /// not declare its guests' shutdown and start gets an anomaly instead.
+    pub fn add_reboots(&self, plan: &mut ClusterPlan, registry: &crate::KindRegistry) {
+        if !self.reboot_all && !self.budgets.iter().any(|b| b.reboot_pending) {
+            return;
+        }
+        for o in plan.objects.iter_mut() {
+            if o.object.file.is_none()
+                || o.error.is_some()
+                || o.taking_over
+                || !o.running
+                || o.proposal.pending.is_empty()
+                || !o.proposal.actions.is_empty()
+                || !wants_running(o.desired.as_deref())
+                || !self.reboots(&o.object.id)
+            {
+                continue;
+            }
+            let node = match &o.relocated {
+                Some(r) => Some(r.to.clone()),
+                None => o.object.node.clone(),
+            };
+            let Some(action) = reboot_action(
+                o.object.resource.as_deref(),
+                node.as_deref(),
+                &o.proposal.pending,
+            ) else {
+                continue;
+            };
+            let info = registry.get(o.kind_index).info();
+            let mut calls = action.calls.clone();
+            let refused = calls
+                .iter_mut()
+                .find_map(|c| crate::request::form::canonicalize(c, &info.calls).err());
+            match refused {
+                Some(r) => o.proposal.anomalies.push(Anomaly {
+                    path: String::new(),
+                    message: format!(
+                        "its pending changes are not applied by a reboot: kind {} does not declare the calls ({})",
+                        info.kind, r
+                    ),
+                    locked: false,
+                }),
+                None => o.proposal.actions.push(Action { calls, ..action }),
+            }
+        }
     }
 
     /// The budget `object` is in.
     pub fn budget_of(&self, object: &ObjectId) -> Option<&Resolved> {
         self.member_of.get(object).map(|&i| &self.budgets[i])
+    }
+
+    /// Each budget's rollout in `plan` (after [`Rollout::hold_back`]): the members with
+    /// disturbing actions, in the order they take its places, `places` to a wave, and the
+    /// members a budget with no place blocks. Budgets with neither are left out.
+    pub fn waves(&self, plan: &ClusterPlan) -> Vec<crate::plan::RolloutView> {
+        let acting = acting(plan);
+        self.budgets
+            .iter()
+            .filter_map(|b| {
+                let ordered = pass_order(b, &acting);
+                let blocked: Vec<String> = if b.places == 0 {
+                    let marker = format!("blocked by its disruption budget {} ", b.name);
+                    b.members
+                        .iter()
+                        .filter(|m| {
+                            plan.objects.iter().any(|o| {
+                                o.object.id == **m
+                                    && o.proposal
+                                        .anomalies
+                                        .iter()
+                                        .any(|a| a.message.starts_with(&marker))
+                            })
+                        })
+                        .map(|m| m.name.clone())
+                        .collect()
+                } else {
+                    Vec::new()
+                };
+                if ordered.is_empty() && blocked.is_empty() {
+                    return None;
+                }
+                Some(crate::plan::RolloutView {
+                    budget: b.name.clone(),
+                    max_unavailable: b.max_unavailable.to_string(),
+                    places: b.places,
+                    gate: describe_gate(&b.health),
+                    waves: ordered
+                        .chunks(b.places.max(1))
+                        .map(|w| w.iter().map(|id| id.name.clone()).collect())
+                        .collect(),
+                    blocked,
+                })
+            })
+            .collect()
     }
 
     /// Hold back the disturbing actions of every member of a budget with no place
@@ -224,6 +388,83 @@ impl Rollout {
                 locked: false,
             });
         }
+    }
+}
+
+/// The manifest objects of `plan` with a disturbing action to run.
+fn acting(plan: &ClusterPlan) -> HashMap<&ObjectId, &crate::plan::ObjectPlan> {
+    plan.objects
+        .iter()
+        .filter(|o| o.object.file.is_some() && o.error.is_none())
+        .filter(|o| o.proposal.actions.iter().any(disturbs))
+        .map(|o| (&o.object.id, o))
+        .collect()
+}
+
+/// The members of `budget` with disturbing actions in a pass, in the order they take its
+/// places: the budget's order, a member's in-budget dependencies moved before it.
+fn pass_order(
+    budget: &Resolved,
+    acting: &HashMap<&ObjectId, &crate::plan::ObjectPlan>,
+) -> Vec<ObjectId> {
+    fn visit(
+        id: &ObjectId,
+        acting: &HashMap<&ObjectId, &crate::plan::ObjectPlan>,
+        members: &HashSet<&ObjectId>,
+        seen: &mut HashSet<ObjectId>,
+        ordered: &mut Vec<ObjectId>,
+    ) {
+        if !seen.insert(id.clone()) {
+            return;
+        }
+        if let Some(o) = acting.get(id) {
+            for d in &o.depends_on {
+                if members.contains(d) {
+                    visit(d, acting, members, seen, ordered);
+                }
+            }
+        }
+        ordered.push(id.clone());
+    }
+    let in_pass: Vec<&ObjectId> = budget
+        .members
+        .iter()
+        .filter(|m| acting.contains_key(m))
+        .collect();
+    let members: HashSet<&ObjectId> = in_pass.iter().copied().collect();
+    let mut ordered = Vec::new();
+    let mut seen = HashSet::new();
+    for id in &in_pass {
+        visit(id, acting, &members, &mut seen, &mut ordered);
+    }
+    ordered
+}
+
+/// A gate for plans: `running, guest agent answers, up 30s; at most 10m`.
+fn describe_gate(health: &Health) -> String {
+    let mut what = String::from("running");
+    if health.agent {
+        what.push_str(", guest agent answers");
+    }
+    if !health.uptime.is_zero() {
+        what.push_str(&format!(", up {}", seconds(health.uptime)));
+    }
+    if let Some(t) = health.tcp {
+        match t.address {
+            Some(a) => what.push_str(&format!(", TCP {}", std::net::SocketAddr::new(a, t.port))),
+            None => what.push_str(&format!(", TCP port {} of its address", t.port)),
+        }
+    }
+    format!("{what}; at most {}", seconds(health.timeout))
+}
+
+/// `30s`, `1.5s`, `10m`.
+fn seconds(d: std::time::Duration) -> String {
+    let s = d.as_secs_f64();
+    if d.subsec_nanos() == 0 && d.as_secs().is_multiple_of(60) && d.as_secs() > 0 {
+        format!("{}m", d.as_secs() / 60)
+    } else {
+        format!("{s}s")
     }
 }
 
@@ -285,48 +526,16 @@ impl Lanes {
         if rollout.is_empty() {
             return None;
         }
-        let acting: HashMap<&ObjectId, &crate::plan::ObjectPlan> = plan
-            .objects
-            .iter()
-            .filter(|o| o.object.file.is_some() && o.error.is_none())
-            .filter(|o| o.proposal.actions.iter().any(disturbs))
-            .map(|o| (&o.object.id, o))
-            .collect();
+        let acting = acting(plan);
         let mut lanes = Vec::new();
         let mut seats = HashMap::new();
         for budget in &rollout.budgets {
-            let in_pass: Vec<&ObjectId> = budget
-                .members
-                .iter()
-                .filter(|m| acting.contains_key(m))
-                .collect();
-            if in_pass.is_empty() || budget.places == 0 {
+            if budget.places == 0 {
                 continue;
             }
-            let mut ordered: Vec<ObjectId> = Vec::new();
-            let mut seen = HashSet::new();
-            fn visit(
-                id: &ObjectId,
-                acting: &HashMap<&ObjectId, &crate::plan::ObjectPlan>,
-                members: &HashSet<&ObjectId>,
-                seen: &mut HashSet<ObjectId>,
-                ordered: &mut Vec<ObjectId>,
-            ) {
-                if !seen.insert(id.clone()) {
-                    return;
-                }
-                if let Some(o) = acting.get(id) {
-                    for d in &o.depends_on {
-                        if members.contains(d) {
-                            visit(d, acting, members, seen, ordered);
-                        }
-                    }
-                }
-                ordered.push(id.clone());
-            }
-            let members: HashSet<&ObjectId> = in_pass.iter().copied().collect();
-            for id in &in_pass {
-                visit(id, &acting, &members, &mut seen, &mut ordered);
+            let ordered = pass_order(budget, &acting);
+            if ordered.is_empty() {
+                continue;
             }
             let lane = lanes.len();
             for (position, id) in ordered.iter().enumerate() {
@@ -402,6 +611,58 @@ impl Seat {
     }
 }
 
+/// The restart that applies `pending` to guest `resource` (`qemu/100`, `lxc/200`) on `node`.
+fn reboot_action(resource: Option<&str>, node: Option<&str>, pending: &[Drift]) -> Option<Action> {
+    let (kind, vmid) = resource?.split_once('/')?;
+    let noun = match kind {
+        "qemu" => "VM",
+        "lxc" => "container",
+        _ => return None,
+    };
+    let vmid: u64 = vmid.parse().ok()?;
+    let node = node?;
+    let base = format!("/nodes/{node}/{kind}/{vmid}/status");
+    let param = |name: &str, value: &str| Param {
+        name: name.to_string(),
+        value: value.to_string(),
+        sensitive: false,
+    };
+    let start = Call {
+        method: Method::Post,
+        path: format!("{base}/start"),
+        params: Vec::new(),
+    };
+    let shutdown = Call {
+        method: Method::Post,
+        path: format!("{base}/shutdown"),
+        params: vec![param("forceStop", "1"), param("timeout", "180")],
+    };
+    let keys: Vec<&str> = pending.iter().map(|d| d.path.as_str()).collect();
+    Some(Action {
+        operation: Operation::Update,
+        summary: format!(
+            "reboot {noun} {vmid} on {node} to apply its pending changes (shut down, start): {}",
+            keys.join(", ")
+        ),
+        calls: vec![shutdown, start.clone()],
+        changes: pending
+            .iter()
+            .map(|d| Change {
+                key: d.path.clone(),
+                old: d.live.clone(),
+                new: d.desired.clone(),
+                sensitive: d.sensitive,
+            })
+            .collect(),
+        disturbs_availability: true,
+        destructive: false,
+        restore: Some(Restore {
+            after: 0,
+            calls: vec![start],
+        }),
+    })
+}
+
 /// The health gate of a member disturbed in this pass, when its desired state is running:
 /// the guest (`qemu/100`), the node its calls went to.
 pub(crate) fn gate_for(
@@ -420,5 +681,6 @@ pub(crate) fn gate_for(
         node: node.to_string(),
         agent: health.agent,
         uptime: health.uptime,
+        tcp: health.tcp.map(|t| (t.port, t.address)),
     })
 }

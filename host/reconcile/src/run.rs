@@ -180,6 +180,7 @@ impl ClusterRun {
     /// Observe and plan the cluster, with the hold-backs of every plan.
     pub async fn plan(&self) -> Result<ClusterPlan, ObserveError> {
         let mut plan = plan_cluster(&self.cycle(), None).await?;
+        self.rollout.add_reboots(&mut plan, &self.kinds);
         hold_back(
             &mut plan,
             &self.memory,
@@ -187,6 +188,7 @@ impl ClusterRun {
             self.holds,
         );
         self.rollout.hold_back(&mut plan, &[]);
+        plan.rollout = self.rollout.waves(&plan);
         Ok(plan)
     }
 

@@ -125,6 +125,9 @@ where
     }
 }
 
+/// How long one TCP connection attempt of a health gate may take.
+const TCP_CONNECT: Duration = Duration::from_secs(2);
+
 /// A disruption budget's health gate for one guest that was disturbed: what it must show
 /// before the next member of its budget is disturbed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +142,9 @@ pub struct Healthy {
     pub agent: bool,
     /// It must have been up this long.
     pub uptime: Duration,
+    /// A TCP port that must accept a connection from here: the port, and the address (else
+    /// the guest's first configured one, `ipconfig0` or `net0`).
+    pub tcp: Option<(u16, Option<std::net::IpAddr>)>,
 }
 
 /// The check of a health gate that did not pass.
@@ -151,6 +157,8 @@ pub enum Check {
     Agent,
     /// `status/current`'s `uptime` reached the minimum.
     Uptime,
+    /// The TCP port accepted a connection from where proxops runs.
+    Tcp,
 }
 
 impl std::fmt::Display for Check {
@@ -159,6 +167,7 @@ impl std::fmt::Display for Check {
             Check::Running => "running",
             Check::Agent => "guest agent",
             Check::Uptime => "uptime",
+            Check::Tcp => "tcp port",
         })
     }
 }
@@ -191,7 +200,48 @@ impl Healthy {
         if !self.uptime.is_zero() {
             what.push_str(&format!(", up {} s", self.uptime.as_secs_f64().ceil()));
         }
+        match self.tcp {
+            Some((port, Some(address))) => {
+                what.push_str(&format!(", TCP port {port} of {address} answering"))
+            }
+            Some((port, None)) => what.push_str(&format!(", its TCP port {port} answering")),
+            None => {}
+        }
         what
+    }
+
+    /// The address of the TCP check: the one given, else the guest's first configured one
+    /// (`ip=` of a VM's `ipconfig0`, of a container's `net0`), read from its config.
+    async fn tcp_address(
+        &self,
+        client: &Client,
+        given: Option<std::net::IpAddr>,
+    ) -> Result<std::net::IpAddr, String> {
+        if let Some(a) = given {
+            return Ok(a);
+        }
+        let base = format!("/nodes/{}/{}/{}", self.node, self.kind, self.vmid);
+        let config = client
+            .get(&format!("{base}/config"), &[])
+            .await
+            .map_err(|e| seen_from(&e))?;
+        let key = if self.kind == "lxc" {
+            "net0"
+        } else {
+            "ipconfig0"
+        };
+        config
+            .get(key)
+            .and_then(Value::as_str)
+            .and_then(|v| {
+                v.split(',')
+                    .find_map(|p| p.strip_prefix("ip="))
+                    .and_then(|ip| ip.split('/').next())
+                    .and_then(|ip| ip.parse().ok())
+            })
+            .ok_or_else(|| {
+                format!("no static address in {key}; give health.tcp.address in the budget")
+            })
     }
 
     /// One look: running, then up long enough (both from one `status/current`), then the
@@ -220,6 +270,23 @@ impl Healthy {
                 )
                 .await
                 .map_err(|e| (Check::Agent, e.to_string()))?;
+        }
+        if let Some((port, given)) = self.tcp {
+            let address = self
+                .tcp_address(client, given)
+                .await
+                .map_err(|seen| (Check::Tcp, seen))?;
+            let target = std::net::SocketAddr::new(address, port);
+            match tokio::time::timeout(TCP_CONNECT, tokio::net::TcpStream::connect(target)).await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err((Check::Tcp, format!("{target}: {e}"))),
+                Err(_) => {
+                    return Err((
+                        Check::Tcp,
+                        format!("{target}: no answer within {} s", TCP_CONNECT.as_secs()),
+                    ));
+                }
+            }
         }
         Ok(())
     }

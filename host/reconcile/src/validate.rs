@@ -31,6 +31,9 @@ pub struct Object {
     pub references: Vec<Reference>,
     /// `metadata.adopt`: an explicit take-over of a live guest proxops did not create.
     pub adopt: Option<crate::ownership::AdoptClaim>,
+    /// `metadata.budget`: the disruption budget of `proxops.yaml` this guest names itself
+    /// into ([`crate::rollout::Rollout::resolve`] checks it).
+    pub budget: Option<String>,
 }
 
 /// The validated objects of a repository.
@@ -311,9 +314,10 @@ fn validate_with(
         manifests,
         |instances, m| -> Result<Validated, Vec<Diagnostic>> {
             let index = route(registry, m).map_err(|d| vec![d])?;
-            // `metadata.adopt` belongs to the host, not to the kind's schema.
-            let (adopt, stripped) = take_adopt(m)
-                .map_err(|msg| vec![Diagnostic::error(&m.file, "metadata.adopt", msg)])?;
+            // `metadata.adopt` and `metadata.budget` belong to the host, not to the kind's
+            // schema.
+            let (adopt, budget, stripped) = take_host_fields(m)
+                .map_err(|(path, msg)| vec![Diagnostic::error(&m.file, path, msg)])?;
             let fingerprint = fingerprints[index].as_ref();
             let replayed = fingerprint.and_then(|f| known?.replay(m, f));
             let (answers, remember) = match replayed {
@@ -393,7 +397,18 @@ fn validate_with(
                 key,
                 references,
                 adopt,
+                budget,
             };
+            if object.budget.is_some() && object.key.space != "guest-id" {
+                return Err(vec![Diagnostic::error(
+                    &m.file,
+                    "metadata.budget",
+                    format!(
+                        "only guests can be in a disruption budget; a {} has no vmid",
+                        registry.get(index).info().kind
+                    ),
+                )]);
+            }
             Ok((object, warnings, remember))
         },
     );
@@ -441,12 +456,47 @@ fn validate_with(
     (objects, diags, remember)
 }
 
-/// Split `metadata.adopt: {vmid, name}` off a manifest: the claim, and the manifest's JSON
-/// without it (`None` when there was nothing to remove).
-fn take_adopt(m: &Manifest) -> Result<(Option<AdoptClaim>, Option<String>), String> {
-    let Some(adopt) = m.adopt() else {
-        return Ok((None, None));
+/// Split the host's fields off a manifest: `metadata.adopt: {vmid, name}` (the claim) and
+/// `metadata.budget: NAME`, and the manifest's JSON without them (`None` when there was
+/// nothing to remove). A malformed field is `(its path, why)`.
+type HostFields = (Option<AdoptClaim>, Option<String>, Option<String>);
+fn take_host_fields(m: &Manifest) -> Result<HostFields, (String, String)> {
+    // The JSON text holds the key only when some mapping has it: most manifests are not
+    // parsed again.
+    let has_budget = m.json().contains("\"budget\"");
+    if m.adopt().is_none() && !has_budget {
+        return Ok((None, None, None));
+    }
+    let adopt = match m.adopt() {
+        Some(adopt) => Some(adopt_claim(adopt).map_err(|e| ("metadata.adopt".to_string(), e))?),
+        None => None,
     };
+    let mut stripped = m.document();
+    let Some(meta) = stripped
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    else {
+        return Ok((adopt, None, None));
+    };
+    meta.remove("adopt");
+    let budget = match meta.remove("budget") {
+        None => None,
+        Some(serde_json::Value::String(name)) if !name.trim().is_empty() => Some(name),
+        Some(_) => {
+            return Err((
+                "metadata.budget".to_string(),
+                "expected the name of a budget of proxops.yaml's `budgets:`".to_string(),
+            ));
+        }
+    };
+    if adopt.is_none() && budget.is_none() {
+        return Ok((None, None, None));
+    }
+    Ok((adopt, budget, Some(stripped.to_string())))
+}
+
+/// `metadata.adopt: {vmid, name}` read, or why it cannot be.
+fn adopt_claim(adopt: &serde_json::Value) -> Result<AdoptClaim, String> {
     let shape = "write it as `adopt: {vmid: <the live vmid>, name: <the live PVE name>}`";
     let fields = adopt
         .as_object()
@@ -465,20 +515,10 @@ fn take_adopt(m: &Manifest) -> Result<(Option<AdoptClaim>, Option<String>), Stri
         .and_then(serde_json::Value::as_str)
         .filter(|n| !n.is_empty())
         .ok_or_else(|| format!("metadata.adopt.name is missing or empty; {shape}"))?;
-    let mut stripped = m.document();
-    if let Some(meta) = stripped
-        .get_mut("metadata")
-        .and_then(serde_json::Value::as_object_mut)
-    {
-        meta.remove("adopt");
-    }
-    Ok((
-        Some(AdoptClaim {
-            vmid,
-            name: name.to_string(),
-        }),
-        Some(stripped.to_string()),
-    ))
+    Ok(AdoptClaim {
+        vmid,
+        name: name.to_string(),
+    })
 }
 
 /// Resolve every reference by (cluster, kind, name) and let the referring kind check the

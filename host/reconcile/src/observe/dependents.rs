@@ -133,6 +133,7 @@ mod tests {
         broken.proposal.actions.clear();
         let mut plan = ClusterPlan {
             cluster: "lab".into(),
+            rollout: Vec::new(),
             objects: vec![
                 iso,
                 broken,

@@ -319,6 +319,7 @@ pub async fn plan_cluster(
         .collect();
     let mut plan = ClusterPlan {
         cluster: cluster.to_string(),
+        rollout: Vec::new(),
         objects: Vec::new(),
     };
     for ((item, (mut proposal, error)), (_, observed)) in

@@ -180,6 +180,7 @@ fn every_example_loads_and_answers() {
 fn plan_with(actions: Vec<(&str, Option<&str>, Action, bool)>) -> ClusterPlan {
     ClusterPlan {
         cluster: "lab".into(),
+        rollout: Vec::new(),
         objects: actions
             .into_iter()
             .map(|(name, file, action, running)| ObjectPlan {
@@ -653,6 +654,7 @@ fn the_plan_document_reads_back_as_written() {
     use crate::plan::{ActionView, CallView, ChangeView, ObjectRef, ObjectView, PlanView};
     let written = vec![PlanView {
         cluster: "lab".into(),
+        rollout: Vec::new(),
         counts: crate::plan::Counts {
             update: 1,
             ..Default::default()

@@ -54,9 +54,22 @@ fn budgets(scene: &Scene, settings: &str) -> Arc<Rollout> {
 
 /// Apply with the budgets, as `ClusterRun::apply` does (the first plan with their hold-back).
 async fn apply_in(scene: &Scene, rollout: &Arc<Rollout>, write_concurrency: usize) -> ApplyReport {
+    apply_with_cancel(scene, rollout, write_concurrency, None, Arc::new(Silent)).await
+}
+
+/// [`apply_in`] with a cancel signal and a reporter.
+async fn apply_with_cancel(
+    scene: &Scene,
+    rollout: &Arc<Rollout>,
+    write_concurrency: usize,
+    cancel: Option<tokio::sync::watch::Receiver<bool>>,
+    reporter: Arc<dyn Reporter>,
+) -> ApplyReport {
     let objects = scene.objects();
     let mut first = scene.plan(&objects, Holds::default()).await;
+    rollout.add_reboots(&mut first, &scene.kinds);
     rollout.hold_back(&mut first, &[]);
+    first.rollout = rollout.waves(&first);
     let options = ApplyOptions {
         gate: None,
         limits: Limits {
@@ -67,7 +80,7 @@ async fn apply_in(scene: &Scene, rollout: &Arc<Rollout>, write_concurrency: usiz
         read_concurrency: Some(4),
         max_passes: 4,
         memory: scene.memory.clone(),
-        cancel: None,
+        cancel,
         rollout: Some(rollout.clone()),
     };
     proxops_reconcile::apply(
@@ -76,7 +89,7 @@ async fn apply_in(scene: &Scene, rollout: &Arc<Rollout>, write_concurrency: usiz
         &objects,
         first,
         options,
-        Arc::new(Silent),
+        reporter,
     )
     .await
     .expect("the apply runs")
@@ -251,6 +264,16 @@ async fn an_unhealthy_guest_halts_its_budget_and_others_go_on() {
     // Not a failure: converged, nothing failed, the held members are anomalies.
     assert!(report.converged, "{:?}", report.outcomes);
     assert!(report.failures().next().is_none(), "{:?}", report.outcomes);
+    // What `watch --apply` exports: per budget, members done and left, and the halt.
+    let progress: Vec<(String, usize, usize, bool)> = report
+        .rollout_progress()
+        .into_iter()
+        .map(|p| (p.budget, p.done, p.left, p.halted))
+        .collect();
+    assert_eq!(
+        progress,
+        [("db".into(), 1, 2, true), ("web".into(), 2, 0, false)]
+    );
     let held = report
         .last
         .objects
@@ -356,4 +379,327 @@ async fn membership_errors_name_the_file_and_the_budgets() {
     assert!(diags[1].message.contains("a and b"), "{}", diags[1].message);
     // The budget of another cluster does not apply here.
     assert_eq!(rollout.budgets.len(), 2);
+}
+
+/// Rolling reboots for changes PVE keeps pending (memory on a running VM without memory
+/// hotplug): without `reboot-pending` they stay pending and nothing is stopped; a budget with
+/// `reboot-pending: true` reboots its members one at a time, each next shutdown only after
+/// the previous guest's agent answered, and leaves a guest in no budget pending; the
+/// operator's `--reboot-pending` reboots that one too. Pending is gone afterwards.
+#[tokio::test(flavor = "multi_thread")]
+async fn reboot_pending_applies_pending_changes_one_member_at_a_time() {
+    let scene = Scene::with(proxops_sim::SimConfig {
+        agent_boot: Duration::from_millis(1000),
+        ..proxops_sim::SimConfig::default()
+    })
+    .await;
+    let guests: Vec<(String, u32, &str)> = (1..=4)
+        .map(|i| (format!("db-{i}"), 500 + i, "db"))
+        .chain([("other".to_string(), 510, "web")])
+        .collect();
+    let write = |memory: &str| {
+        for (name, vmid, tags) in &guests {
+            scene.write(
+                &format!("vm/lab/{name}.yaml"),
+                &guest(name, *vmid, tags, "").replace("memory: 1GiB", memory),
+            );
+        }
+    };
+    write("memory: 1GiB");
+    let first = scene
+        .apply_with(
+            Holds::default(),
+            |o| o.limits.write_concurrency = 8,
+            Arc::new(Silent),
+        )
+        .await;
+    assert!(first.converged, "{:?}", first.outcomes);
+    write("memory: 2GiB");
+    let members: Vec<u32> = (501..=504).collect();
+    let pending = |report: &ApplyReport| report.last.counts().pending;
+    let stops = |scene: &Scene| {
+        scene
+            .sim
+            .requests()
+            .iter()
+            .filter(|r| is_stop(r))
+            .filter_map(|r| vmid_of(&r.path))
+            .collect::<Vec<u32>>()
+    };
+
+    // No reboot asked for: the memory is written, PVE keeps it pending, nothing is stopped.
+    let plain = budgets(
+        &scene,
+        "budgets:\n  - {name: db, select: {tags: [db]}, max-unavailable: 1, health: {agent: true, timeout: 30s}}\n",
+    );
+    scene.sim.clear_requests();
+    let report = apply_in(&scene, &plain, 8).await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    assert_eq!(pending(&report), 5, "{:?}", report.last.objects);
+    assert_eq!(stops(&scene), Vec::<u32>::new());
+    assert_eq!(scene.vm_key(501, "memory").as_deref(), Some("1024"));
+
+    // The budget reboots its members, one at a time, through the agent gate.
+    let rolling = budgets(
+        &scene,
+        "budgets:\n  - {name: db, select: {tags: [db]}, max-unavailable: 1, reboot-pending: true, health: {agent: true, timeout: 30s}}\n",
+    );
+    scene.sim.clear_requests();
+    let report = apply_in(&scene, &rolling, 8).await;
+    assert!(report.converged, "{:?}", report.outcomes);
+    assert!(report.halted.is_empty(), "{:?}", report.halted);
+    let log = scene.sim.requests();
+    let (most, order) = down_at_once(&log, &members);
+    assert_eq!(most, 1, "never two members down at once");
+    assert_eq!(order, members, "rebooted in name order, each once");
+    for pair in members.windows(2) {
+        let shutdown = log
+            .iter()
+            .position(|r| is_stop(r) && vmid_of(&r.path) == Some(pair[1]))
+            .expect("the next member was rebooted");
+        assert!(
+            log[..shutdown].iter().any(|r| r.path
+                == format!("/nodes/pve01/qemu/{}/agent/ping", pair[0])
+                && r.status == 200),
+            "VM {} was shut down before VM {}'s agent answered",
+            pair[1],
+            pair[0]
+        );
+    }
+    for vmid in &members {
+        assert_eq!(scene.vm_key(*vmid, "memory").as_deref(), Some("2048"));
+        assert_eq!(scene.sim.vm_status(*vmid).as_deref(), Some("running"));
+    }
+    // The guest in no budget: still pending, never stopped.
+    assert_eq!(pending(&report), 1, "{:?}", report.last.objects);
+    assert!(!order.contains(&510));
+    assert_eq!(scene.vm_key(510, "memory").as_deref(), Some("1024"));
+
+    // `--reboot-pending`: the guest in no budget too; nothing is left pending.
+    let everyone = Arc::new((*plain).clone().with_reboot_pending(true));
+    scene.sim.clear_requests();
+    let report = apply_in(&scene, &everyone, 8).await;
+    assert!(
+        report.clean(),
+        "{:?} {:?}",
+        report.outcomes,
+        report.last.objects
+    );
+    assert_eq!(stops(&scene), vec![510]);
+    assert_eq!(scene.vm_key(510, "memory").as_deref(), Some("2048"));
+    assert_eq!(scene.sim.vm_status(510).as_deref(), Some("running"));
+}
+
+/// A manifest may name its budget (`metadata.budget`): it joins a budget with no selector,
+/// and one whose selector already has it; naming a budget it is also selected into by
+/// another, or one that does not exist (or applies to other clusters), is an error on
+/// `metadata.budget` of its file.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_manifest_names_its_budget() {
+    let scene = Scene::start().await;
+    let named = |name: &str, vmid: u32, tags: &str, budget: &str| {
+        guest(name, vmid, tags, "").replace(
+            &format!("metadata: {{name: {name}}}"),
+            &format!("metadata: {{name: {name}, budget: {budget}}}"),
+        )
+    };
+    scene.write("vm/lab/db-1.yaml", &named("db-1", 201, "db", "db"));
+    scene.write("vm/lab/db-2.yaml", &guest("db-2", 202, "db", ""));
+    scene.write("vm/lab/cache-1.yaml", &named("cache-1", 211, "x", "cache"));
+    scene.write("vm/lab/cache-2.yaml", &named("cache-2", 212, "db", "cache"));
+    scene.write("vm/lab/odd.yaml", &named("odd", 221, "x", "nope"));
+    scene.write("vm/lab/far.yaml", &named("far", 222, "x", "prod-only"));
+    let objects = scene.objects();
+    assert_eq!(
+        objects
+            .iter()
+            .find(|o| o.id.name == "db-1")
+            .and_then(|o| o.budget.as_deref()),
+        Some("db"),
+        "metadata.budget is the host's, kept off the kind's schema"
+    );
+    let settings = proxops_core::settings::parse_text(
+        "proxops.yaml",
+        "budgets:\n  - {name: db, select: {tags: [db]}, max-unavailable: 1}\n  - {name: cache, max-unavailable: 1}\n  - {name: prod-only, clusters: [prod], max-unavailable: 1}\n",
+    )
+    .expect("valid");
+    let (rollout, diags) = Rollout::resolve(&settings.budgets, CLUSTER, &objects, "proxops.yaml");
+    let got: Vec<(&str, &str)> = diags
+        .iter()
+        .map(|d| (d.file.as_str(), d.path.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("vm/lab/far.yaml", "metadata.budget"),
+            ("vm/lab/odd.yaml", "metadata.budget"),
+            ("vm/lab/cache-2.yaml", "metadata.budget"),
+        ],
+        "{diags:?}"
+    );
+    assert!(
+        diags[0].message.contains("does not apply to cluster"),
+        "{}",
+        diags[0].message
+    );
+    assert!(
+        diags[1].message.contains("no budget `nope`"),
+        "{}",
+        diags[1].message
+    );
+    assert!(
+        diags[2].message.contains("db and cache"),
+        "{}",
+        diags[2].message
+    );
+    let members = |b: usize| -> Vec<&str> {
+        rollout.budgets[b]
+            .members
+            .iter()
+            .map(|m| m.name.as_str())
+            .collect()
+    };
+    assert_eq!(members(0), ["cache-2", "db-1", "db-2"]);
+    assert_eq!(members(1), ["cache-1"]);
+}
+
+/// Cancels the run when the first action starts, as SIGINT would.
+struct CancelOnFirstAction(tokio::sync::watch::Sender<bool>);
+
+impl Reporter for CancelOnFirstAction {
+    fn event(&self, event: Event) {
+        if matches!(event, Event::ActionStarted { .. }) {
+            self.0.send_replace(true);
+        }
+    }
+}
+
+/// A signal mid-rollout: the member in flight finishes its restart (changed, running), no
+/// later member is disturbed, nothing halts; a second run resumes from the live state alone
+/// (no state file) and completes the budget, one at a time, without touching the first
+/// member again.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_signal_mid_rollout_finishes_the_member_in_flight_and_a_second_run_completes_it() {
+    let guests: Vec<(String, u32)> = (1..=4).map(|i| (format!("db-{i}"), 600 + i)).collect();
+    let all: Vec<(&str, u32, &str)> = guests.iter().map(|(n, v)| (n.as_str(), *v, "db")).collect();
+    let scene = applied_then_q35(
+        proxops_sim::SimConfig {
+            agent_boot: Duration::from_millis(500),
+            ..proxops_sim::SimConfig::default()
+        },
+        &all,
+    )
+    .await;
+    let rollout = budgets(
+        &scene,
+        "budgets:\n  - {name: db, select: {tags: [db]}, max-unavailable: 1, health: {agent: true, timeout: 30s}}\n",
+    );
+    let vmids: Vec<u32> = guests.iter().map(|(_, v)| *v).collect();
+    scene.sim.clear_requests();
+    let (tx, rx) = tokio::sync::watch::channel(false);
+    let report = apply_with_cancel(
+        &scene,
+        &rollout,
+        8,
+        Some(rx),
+        Arc::new(CancelOnFirstAction(tx)),
+    )
+    .await;
+    assert!(!report.converged, "interrupted: {:?}", report.outcomes);
+    assert!(
+        report.halted.is_empty(),
+        "a signal is no halt: {:?}",
+        report.halted
+    );
+    let [progress] = report.rollout_progress().try_into().expect("one budget");
+    assert_eq!(
+        (progress.done, progress.left, progress.halted),
+        (1, 3, false)
+    );
+    // The member in flight finished: changed and running again.
+    assert_eq!(scene.vm_key(601, "machine").as_deref(), Some("q35"));
+    assert_eq!(scene.sim.vm_status(601).as_deref(), Some("running"));
+    let log = scene.sim.requests();
+    for later in [602, 603, 604] {
+        assert!(
+            !log.iter()
+                .any(|r| r.is_mutating() && vmid_of(&r.path) == Some(later)),
+            "VM {later} was disturbed after the signal: {:?}",
+            scene.writes()
+        );
+        assert_ne!(scene.vm_key(later, "machine").as_deref(), Some("q35"));
+    }
+
+    // The second run: from what PVE says, the rest, one at a time, the first left alone.
+    scene.sim.clear_requests();
+    let report = apply_in(&scene, &rollout, 8).await;
+    assert!(report.clean(), "{:?} {:?}", report.outcomes, report.halted);
+    let log = scene.sim.requests();
+    let (most, order) = down_at_once(&log, &vmids);
+    assert_eq!(most, 1);
+    assert_eq!(order, [602, 603, 604]);
+    for vmid in vmids {
+        assert_eq!(scene.vm_key(vmid, "machine").as_deref(), Some("q35"));
+        assert_eq!(scene.sim.vm_status(vmid).as_deref(), Some("running"));
+    }
+}
+
+/// The optional TCP gate, against a loopback listener: while it listens, the budget rolls
+/// through; once it is closed, the first member's gate runs out on `tcp port` and the later
+/// members are not touched.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_tcp_gate_waits_for_the_port_and_halts_when_it_stays_closed() {
+    let all = [
+        ("db-1", 231, "db"),
+        ("db-2", 232, "db"),
+        ("db-3", 233, "db"),
+    ];
+    let scene = applied_then_q35(proxops_sim::SimConfig::default(), &all).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let port = listener.local_addr().expect("bound").port();
+    let rollout = budgets(
+        &scene,
+        &format!(
+            "budgets:\n  - {{name: db, select: {{tags: [db]}}, max-unavailable: 1, health: {{tcp: {{port: {port}, address: 127.0.0.1}}, timeout: 2s}}}}\n"
+        ),
+    );
+    assert_eq!(
+        rollout.waves(&scene.plan(&scene.objects(), Holds::default()).await)[0].gate,
+        format!("running, TCP 127.0.0.1:{port}; at most 2s")
+    );
+    let report = apply_in(&scene, &rollout, 8).await;
+    assert!(report.clean(), "{:?} {:?}", report.outcomes, report.halted);
+    for (_, vmid, _) in all {
+        assert_eq!(scene.vm_key(vmid, "machine").as_deref(), Some("q35"));
+    }
+
+    // The port closes: the first member's gate halts the budget.
+    drop(listener);
+    for (name, vmid, tags) in all {
+        scene.write(
+            &format!("vm/lab/{name}.yaml"),
+            &guest(name, vmid, tags, "  hardware: {machine: i440fx}\n"),
+        );
+    }
+    scene.sim.clear_requests();
+    let report = apply_in(&scene, &rollout, 8).await;
+    let [halt] = report.halted.as_slice() else {
+        panic!("the budget halted: {:?}", report.halted);
+    };
+    assert_eq!(
+        (halt.guest.as_str(), halt.check.as_str()),
+        ("db-1", "tcp port")
+    );
+    assert!(halt.detail.contains(&format!("127.0.0.1:{port}")), "{halt}");
+    let log = scene.sim.requests();
+    for untouched in [232, 233] {
+        assert!(
+            !log.iter()
+                .any(|r| r.is_mutating() && vmid_of(&r.path) == Some(untouched)),
+            "VM {untouched} was touched"
+        );
+    }
+    assert_eq!(scene.sim.vm_status(231).as_deref(), Some("running"));
 }
