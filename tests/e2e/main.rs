@@ -4,6 +4,7 @@
 mod adopt;
 mod adopt_props;
 mod availability;
+mod backupjobs;
 mod canary;
 mod clients;
 mod concurrency;
@@ -24,6 +25,7 @@ mod memo;
 mod ownership_gate;
 mod pipeline;
 mod policies;
+mod pools;
 mod provision;
 mod reconcile;
 mod rollouts;

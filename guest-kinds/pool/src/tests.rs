@@ -61,14 +61,13 @@ fn observed(entry: Option<Value>, members: &[Value]) -> Observation {
 }
 
 fn plan(desired: Option<&str>, resolved: &[Resolved], o: Observation) -> Proposal {
-    let p = <Kind as Guest>::plan(
+    <Kind as Guest>::plan(
         desired.map(str::to_string),
         wit_resolved(resolved),
         vec![],
         o,
     )
-    .unwrap_or_else(|e| panic!("plan failed: {e:?}"));
-    p
+    .unwrap_or_else(|e| panic!("plan failed: {e:?}"))
 }
 
 /// Each call as `METHOD path k=v …`.
@@ -198,6 +197,9 @@ fn named_guests_are_references_resolved_to_vmids() {
     );
 }
 
+/// What a plan case is: its name, the live pool, its members, the calls expected.
+type Case = (&'static str, Option<Value>, Vec<Value>, Vec<&'static str>);
+
 #[test]
 fn plans_use_pves_forms_and_the_fewest_calls() {
     let d = desired(
@@ -206,7 +208,7 @@ fn plans_use_pves_forms_and_the_fewest_calls() {
     );
     let r = [vm(0, "VM", "web-01", 100)];
     let marked = json!({"poolid": "web", "comment": "web tier (proxops:web)"});
-    let cases: Vec<(&str, Option<Value>, Vec<Value>, Vec<&str>)> = vec![
+    let cases: Vec<Case> = vec![
         (
             "absent: a create, members in the next pass",
             None,
