@@ -17,13 +17,18 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const TARGET: &str = "wasm32-wasip2";
-/// Guests built for tests only: their paths are exported, their bytes are not embedded.
-/// The example third-party kind under examples/ is one of them: it is loaded from its file.
+/// Guests not embedded: their paths are exported, their bytes are not embedded. Test-only
+/// guests, the example third-party kind under examples/, and the cluster-level kinds
+/// (`guest-kinds/pool`, `guest-kinds/backupjob`), which are loaded from their file with an
+/// operator's grant.
 const TEST_ONLY: &[&str] = &[
     "proxops-kind-misbehave",
     "proxops-kind-hostile",
     "proxops-policy-misbehave",
     "proxops-kind-container",
+    // Cluster-level kinds: third-party components loaded with an operator's grant.
+    "proxops-kind-pool",
+    "proxops-kind-backupjob",
 ];
 
 struct GuestCrate {

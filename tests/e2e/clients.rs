@@ -355,3 +355,122 @@ async fn ansible_manages_ha_resources_and_rules() {
     let resources = sim.client.get("/cluster/ha/resources", &[]).await.unwrap();
     assert_eq!(resources, serde_json::json!([]));
 }
+
+/// Ansible's pool modules (`proxmox_pool`, `proxmox_pool_member`) against the simulator's
+/// `/pools`: a pool, guests by vmid and by name, a storage, then all out and the pool gone,
+/// each idempotent.
+#[tokio::test(flavor = "multi_thread")]
+async fn ansible_manages_pools_and_their_members() {
+    if !have_ansible() {
+        return;
+    }
+    let sim = Served::start("ansible").await;
+    let temp = tempfile::tempdir().unwrap();
+    for (vmid, name) in [("300", "web300"), ("301", "web301")] {
+        sim.client
+            .request(
+                proxops_pve::Method::Post,
+                "/nodes/pve01/qemu",
+                &[
+                    proxops_pve::Param::new("vmid", vmid),
+                    proxops_pve::Param::new("name", name),
+                ],
+                false,
+            )
+            .await
+            .unwrap();
+    }
+
+    let pools = "ansible_pools.yml";
+    assert_eq!(playbook(&sim, pools, true, temp.path()).await, 4);
+    assert_eq!(playbook(&sim, pools, false, temp.path()).await, 0);
+    // The simulator's own view: the pool, its comment and members, and the guests' `pool`.
+    let info = sim
+        .client
+        .get(
+            "/pools",
+            &[proxops_pve::Param::new("poolid", "ansible-web")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(info[0]["comment"], "made by ansible", "{info}");
+    let members: Vec<String> = info[0]["members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        members,
+        ["qemu/300", "qemu/301", "storage/pve01/local-lvm"],
+        "{info}"
+    );
+    let listing = sim.client.get("/cluster/resources", &[]).await.unwrap();
+    let vm = listing
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["vmid"] == 301)
+        .unwrap();
+    assert_eq!(vm["pool"], "ansible-web", "{vm}");
+
+    let teardown = "ansible_pools_teardown.yml";
+    assert_eq!(playbook(&sim, teardown, true, temp.path()).await, 3);
+    assert_eq!(playbook(&sim, teardown, false, temp.path()).await, 0);
+    let delete = "ansible_pools_delete.yml";
+    assert_eq!(playbook(&sim, delete, true, temp.path()).await, 1);
+    assert_eq!(playbook(&sim, delete, false, temp.path()).await, 0);
+    let pools = sim.client.get("/pools", &[]).await.unwrap();
+    assert_eq!(pools, serde_json::json!([]));
+}
+
+/// Ansible's `proxmox_backup_schedule` against the simulator's `/cluster/backup`: it reads the
+/// job (`GET /cluster/backup/{id}`, the listing) and rewrites its `vmid` list with `PUT`.
+#[tokio::test(flavor = "multi_thread")]
+async fn ansible_edits_a_backup_jobs_guests() {
+    if !have_ansible() {
+        return;
+    }
+    let sim = Served::start("ansible").await;
+    let temp = tempfile::tempdir().unwrap();
+    for (vmid, name) in [("300", "web300"), ("301", "web301")] {
+        sim.client
+            .request(
+                proxops_pve::Method::Post,
+                "/nodes/pve01/qemu",
+                &[
+                    proxops_pve::Param::new("vmid", vmid),
+                    proxops_pve::Param::new("name", name),
+                ],
+                false,
+            )
+            .await
+            .unwrap();
+    }
+    sim.client
+        .request(
+            proxops_pve::Method::Post,
+            "/cluster/backup",
+            &[
+                proxops_pve::Param::new("id", "nightly"),
+                proxops_pve::Param::new("schedule", "mon..fri 21:00"),
+                proxops_pve::Param::new("storage", "local"),
+                proxops_pve::Param::new("vmid", "300,200"),
+            ],
+            false,
+        )
+        .await
+        .unwrap();
+
+    let backup = "ansible_backup.yml";
+    assert_eq!(playbook(&sim, backup, true, temp.path()).await, 2);
+    assert_eq!(playbook(&sim, backup, false, temp.path()).await, 0);
+    let job = sim
+        .client
+        .get("/cluster/backup/nightly", &[])
+        .await
+        .unwrap();
+    assert_eq!(job["vmid"], "200,301", "{job}");
+    assert_eq!(job["schedule"], "mon..fri 21:00", "{job}");
+    assert_eq!(job["enabled"], 1, "{job}");
+}

@@ -15,8 +15,8 @@ const KIND_WIT: &str = include_str!("../../../wit/kind/0.2.1/kind.wit");
 #[derive(Debug, Subcommand)]
 pub enum KindCommand {
     /// Create a kind crate to start from: a small `Pool` kind (PVE resource pools) that
-    /// validates, reads and plans. The host refuses its writes (only guests below
-    /// /nodes/{node}/ can be proven proxops's); examples/container-kind is a kind that applies.
+    /// validates, plans and applies creates and comment updates, owned by the `proxops:<id>`
+    /// mark in the pool's comment. The full kind (members, prune, adopt) is guest-kinds/pool.
     #[command(
         after_help = "Example:\n  proxops kind new pool-kind && cd pool-kind && \
         cargo build --release --target wasm32-wasip2"
@@ -67,6 +67,10 @@ pub fn scaffold(name: &str, dir: &Path) -> anyhow::Result<PathBuf> {
 
 const LIB_RS: &str = r##"//! `{{name}}`: a proxops resource kind (`kind: Pool`): PVE resource pools, created and
 //! kept at their declared comment. A starting point: replace the logic, keep the shape.
+//!
+//! Ownership: proxops writes a named object only when it carries proxops's mark,
+//! `proxops:<id>` in its `comment` (the host checks every call). This kind writes the mark on
+//! create and keeps it on update, and leaves a pool without it alone.
 //!
 //! Build: `cargo build --release --target wasm32-wasip2`
 //! Test:  `cargo test` (the logic runs natively).
@@ -119,10 +123,26 @@ pub fn validate_manifest(m: &Value) -> Result<Value, Vec<Diagnostic>> {
     }
 }
 
-/// Desired state and the pool's `/pools` entry (if any) -> actions.
+/// Whether `comment` carries the mark `proxops:<id>` as a token of its own.
+pub fn has_mark(comment: &str, id: &str) -> bool {
+    let mark = format!("proxops:{id}");
+    comment.split(|c: char| c.is_whitespace() || c == '(' || c == ')').any(|t| t == mark)
+}
+
+/// The comment PVE gets: the declared one with the mark appended, or the mark alone.
+pub fn marked(comment: &str, id: &str) -> String {
+    match comment {
+        "" => format!("proxops:{id}"),
+        c if has_mark(c, id) => c.to_string(),
+        c => format!("{c} (proxops:{id})"),
+    }
+}
+
+/// Desired state and the pool's `/pools` entry (if any) -> actions. A live pool without the
+/// mark is not proxops's: no action.
 pub fn plan_pool(desired: &Value, live: Option<&Value>) -> Vec<Action> {
     let id = desired["poolid"].as_str().unwrap_or_default().to_string();
-    let comment = desired["comment"].as_str().unwrap_or_default().to_string();
+    let comment = marked(desired["comment"].as_str().unwrap_or_default(), &id);
     let param = |name: &str, value: &str| Param {
         name: name.into(),
         value: value.into(),
@@ -150,7 +170,7 @@ pub fn plan_pool(desired: &Value, live: Option<&Value>) -> Vec<Action> {
         }],
         Some(entry) => {
             let live_comment = entry.get("comment").and_then(Value::as_str).unwrap_or("");
-            if live_comment == comment {
+            if live_comment == comment || !has_mark(live_comment, &id) {
                 return Vec::new();
             }
             vec![Action {
@@ -241,7 +261,7 @@ impl Guest for Pool {
         })
     }
 
-    /// Pools carry no ownership mark, so this kind never prunes.
+    /// This kind never prunes (it declares no DELETE); see guest-kinds/pool for one that does.
     fn claims(_listing: String, _entry: String) -> bool {
         false
     }
@@ -267,7 +287,10 @@ mod tests {
     fn creates_then_converges() {
         let d = validate_manifest(&json!({"metadata": {"name": "db"}, "spec": {"comment": "x"}})).unwrap();
         assert!(matches!(plan_pool(&d, None)[0].operation, Operation::Create));
-        assert!(plan_pool(&d, Some(&json!({"poolid": "db", "comment": "x"}))).is_empty());
+        assert!(plan_pool(&d, Some(&json!({"poolid": "db", "comment": "x (proxops:db)"}))).is_empty());
+        // Marked: the comment is repaired. Unmarked: someone else's pool, left alone.
+        assert_eq!(plan_pool(&d, Some(&json!({"poolid": "db", "comment": "y proxops:db"}))).len(), 1);
+        assert!(plan_pool(&d, Some(&json!({"poolid": "db", "comment": "y"}))).is_empty());
         assert!(validate_manifest(&json!({"metadata": {"name": "db"}, "spec": {"size": 1}})).is_err());
     }
 }
@@ -276,11 +299,12 @@ mod tests {
 const README: &str = r#"# {{name}}
 
 A proxops resource kind (contract `proxops:kind@0.2.1`, WIT in `wit/`), scaffolded by
-`proxops kind new`. It plans PVE resource pools (`kind: Pool`, manifests in `pool/<cluster>/`):
-it validates manifests, reads `/pools` and proposes creates and updates. proxops does not send
-them: the host writes only below `/nodes/{node}/`, about a guest it can prove is proxops's (a
-pool carries no ownership mark), so `apply` refuses these calls. It is a starting point for the
-contract; proxops's `examples/container-kind` is a kind whose writes go through.
+`proxops kind new`. It manages PVE resource pools (`kind: Pool`, manifests in `pool/<cluster>/`):
+it validates manifests, reads `/pools`, creates missing pools and keeps their comment. A pool is
+proxops's when its comment carries the mark `proxops:<id>`: the kind writes it on create and
+keeps it on update, and the host refuses any write to a pool without it (docs/kinds.md §7). It
+is a starting point for the contract; proxops's `guest-kinds/pool` is the full kind (members,
+prune, adopt), and `examples/container-kind` a guest kind.
 
 Build and pin it:
 
@@ -353,6 +377,17 @@ mod tests {
             .expect("called")
             .expect("planned");
         assert_eq!(plan.actions.len(), 1);
-        assert_eq!(plan.actions[0].calls[0].path, "/pools");
+        let call = &plan.actions[0].calls[0];
+        assert_eq!(call.path, "/pools");
+        let comment = call
+            .params
+            .iter()
+            .find(|p| p.name == "comment")
+            .map(|p| p.value.as_str());
+        assert_eq!(
+            comment,
+            Some("databases (proxops:db)"),
+            "the create carries the mark"
+        );
     }
 }

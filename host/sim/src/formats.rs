@@ -89,6 +89,20 @@ pub(crate) fn named_dict(name: &str) -> Option<&'static Map<String, Value>> {
                 "reported-model": {"optional": 1, "type": "string"}
             }),
         );
+        // pve-common `PVE::JSONSchema`'s `prune-backups` (backup retention).
+        let keep = json!({"optional": 1, "type": "integer", "minimum": 1});
+        m.insert(
+            "prune-backups",
+            json!({
+                "keep-all": {"optional": 1, "type": "boolean"},
+                "keep-last": keep.clone(),
+                "keep-hourly": keep.clone(),
+                "keep-daily": keep.clone(),
+                "keep-weekly": keep.clone(),
+                "keep-monthly": keep.clone(),
+                "keep-yearly": keep
+            }),
+        );
         m
     });
     dicts.get(name).and_then(Value::as_object)
@@ -106,6 +120,18 @@ pub(crate) fn check_parsed(name: &str, parsed: &BTreeMap<String, String>) -> Res
             }
         }
         "pve-qm-ipconfig" => check_ipconfig(parsed),
+        // `validate_prune_backups`: `keep-all` alone, or only the other options.
+        "prune-backups" => {
+            let keep_all = parsed.get("keep-all").is_some_and(|v| v == "1");
+            let others = parsed
+                .iter()
+                .any(|(k, v)| k != "keep-all" && v.parse::<u64>().is_ok_and(|n| n > 0));
+            if keep_all && others {
+                Err("keep-all cannot be set together with other options.\n".to_string())
+            } else {
+                Ok(())
+            }
+        }
         _ => Ok(()),
     }
 }
@@ -128,6 +154,13 @@ pub(crate) fn check_named(name: &str, value: &str) -> Result<(), String> {
         "pve-storage-id" => matches_pattern("[a-z][a-z0-9\\-_.]*[a-z0-9]", value),
         "pve-configid" => matches_pattern("[a-z][a-z0-9_-]+", value),
         "pve-poolid" => return verify_poolname(value),
+        // pve-common `PVE::CalendarEvent::pve_verify_calendar_event` (proxmox-time's parser).
+        "pve-calendar-event" => {
+            return proxops_names::calendar::check(value)
+                .map_err(|e| format!("invalid calendar event '{value}' - {e}\n"));
+        }
+        // pve-manager `PVE::API2::Backup::verify_day_of_week`.
+        "pve-day-of-week" => matches!(value, "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun"),
         "urlencoded" => matches_pattern("[-%a-zA-Z0-9_.!~*'()]*", value),
         "mac-addr" => matches_pattern("[a-fA-F0-9][02468aceACE](?::[a-fA-F0-9]{2}){5}", value),
         "dns-name" => matches_pattern(
@@ -177,6 +210,7 @@ pub(crate) fn check_named(name: &str, value: &str) -> Result<(), String> {
     }
     Err(match name {
         "pve-node" => "value does not look like a valid node name\n".to_string(),
+        "pve-day-of-week" => format!("invalid day '{value}'\n"),
         "pve-vmid" => "value does not look like a valid VM ID\n".to_string(),
         "pve-task-status-type" => format!("invalid status '{value}'\n"),
         "pve-ha-resource-id" | "pve-ha-resource-or-vm-id" => {
@@ -244,6 +278,7 @@ fn list_item_format(item: &str) -> bool {
             | "pve-vmid"
             | "pve-storage-id"
             | "pve-task-status-type"
+            | "pve-day-of-week"
     )
 }
 

@@ -8,7 +8,8 @@
 //! Served endpoints (everything else answers 501 `Method '<M> <path>' not implemented`) are listed in
 //! `schema/served.txt`: `/` and the indexes below it (each listing only served children), `/version`,
 //! `/cluster/{resources,nextid,tasks,status}`, `/cluster/mapping` with `pci[/{id}]` and `usb[/{id}]` (`mapping`:
-//! full CRUD), `/pools` and `/pools/{poolid}` (`pools`: full CRUD), `/nodes`, `/nodes/{node}/qemu` (GET,
+//! full CRUD), `/cluster/backup[/{id}]` (`backup`: full CRUD), `/pools` and `/pools/{poolid}` (`pools`: full
+//! CRUD), `/nodes`, `/nodes/{node}/qemu` (GET,
 //! POST), `/nodes/{node}/qemu/{vmid}` (GET, DELETE), `.../config` (GET, POST, PUT), `.../pending`,
 //! `.../snapshot` (GET: the `current` entry alone), `.../unlink`,
 //! `.../clone`, `.../template`, `.../status/{current,start,stop,shutdown,reboot,reset,suspend,resume}`,
@@ -46,6 +47,7 @@
 //! them at start and in the migration checks.
 
 mod api;
+mod backup;
 mod cluster;
 mod config;
 mod faults;

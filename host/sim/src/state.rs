@@ -291,6 +291,12 @@ pub(crate) struct State {
     /// PCI and USB resource mappings (`mapping/{pci,usb}.cfg`); absent from the state file while there are none.
     #[serde(default, skip_serializing_if = "crate::mapping::Mappings::is_empty")]
     pub mappings: crate::mapping::Mappings,
+    /// Backup jobs (`jobs.cfg`'s `vzdump` sections) by id; absent from the state file while there are none.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub backups: BTreeMap<String, crate::backup::Job>,
+    /// The backup jobs' ids in the order they were created (`jobs.cfg`'s section order, which the listing keeps).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub backup_ids: Vec<String>,
     /// Nodes taken offline through the control API (`Simulator::set_node_online`).
     #[serde(default)]
     pub offline_nodes: std::collections::BTreeSet<String>,
@@ -315,6 +321,21 @@ fn default_rng() -> ChaCha8Rng {
 }
 
 impl State {
+    /// The backup jobs in `jobs.cfg`'s order.
+    pub(crate) fn backup_order(&self) -> Vec<(&str, &crate::backup::Job)> {
+        self.backup_ids
+            .iter()
+            .filter_map(|id| self.backups.get(id).map(|j| (id.as_str(), j)))
+            .collect()
+    }
+
+    /// A new backup job, last in `jobs.cfg`.
+    pub(crate) fn insert_backup(&mut self, id: String, job: crate::backup::Job) {
+        self.backup_ids.retain(|i| *i != id);
+        self.backup_ids.push(id.clone());
+        self.backups.insert(id, job);
+    }
+
     pub(crate) fn new(seed: u64) -> State {
         State {
             vms: BTreeMap::new(),
@@ -323,6 +344,8 @@ impl State {
             ha: crate::ha::HaState::default(),
             pools: BTreeMap::new(),
             mappings: crate::mapping::Mappings::default(),
+            backups: BTreeMap::new(),
+            backup_ids: Vec::new(),
             offline_nodes: std::collections::BTreeSet::new(),
             pid_counter: 0,
             rng_draws: 0,

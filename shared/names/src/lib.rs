@@ -3,6 +3,8 @@
 //! configs against them. One definition, so the two never disagree. No dependencies, so it
 //! builds for wasm32-wasip2 and natively alike.
 
+pub mod calendar;
+
 /// PVE's `pve-node`: a host name label.
 pub fn is_node_name(s: &str) -> bool {
     let b = s.as_bytes();

@@ -11,7 +11,7 @@ use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::faults::Drawn;
 use crate::mapping::Kind;
 use crate::sim::Sim;
-use crate::{cluster, ha, lxc, mapping, migrate, pools, qemu, storage, storage_cfg, tasks};
+use crate::{backup, cluster, ha, lxc, mapping, migrate, pools, qemu, storage, storage_cfg, tasks};
 
 /// Matches an API path to its template; path parameters are returned in order.
 pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, String)>)> {
@@ -24,6 +24,8 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
         ["cluster", "nextid"] => ("/cluster/nextid", vec![]),
         ["cluster", "tasks"] => ("/cluster/tasks", vec![]),
         ["cluster", "status"] => ("/cluster/status", vec![]),
+        ["cluster", "backup"] => ("/cluster/backup", vec![]),
+        ["cluster", "backup", id] => ("/cluster/backup/{id}", vec![p("id", id)]),
         ["cluster", "mapping"] => ("/cluster/mapping", vec![]),
         ["cluster", "mapping", "pci"] => ("/cluster/mapping/pci", vec![]),
         ["cluster", "mapping", "pci", id] => ("/cluster/mapping/pci/{id}", vec![p("id", id)]),
@@ -245,6 +247,11 @@ pub(super) async fn call(
         ("GET", "/cluster/nextid") => cluster::nextid(sim, &req),
         ("GET", "/cluster/tasks") => tasks::cluster_list(sim),
         ("GET", "/cluster/status") => cluster::status(sim),
+        ("GET", "/cluster/backup") => backup::list(sim, &req),
+        ("POST", "/cluster/backup") => backup::create(sim, &req),
+        ("GET", "/cluster/backup/{id}") => backup::read(sim, &req),
+        ("PUT", "/cluster/backup/{id}") => backup::update(sim, &req),
+        ("DELETE", "/cluster/backup/{id}") => backup::delete(sim, &req),
         ("GET", "/cluster/mapping") => Ok(index(template, "name")),
         ("GET", "/cluster/mapping/pci") => mapping::list(sim, &req, Kind::Pci),
         ("POST", "/cluster/mapping/pci") => mapping::create(sim, &req, Kind::Pci),

@@ -32,7 +32,15 @@ async fn indexes_list_only_what_is_served() {
         (
             "/cluster",
             "name",
-            &["resources", "nextid", "tasks", "status", "mapping", "ha"],
+            &[
+                "resources",
+                "nextid",
+                "tasks",
+                "status",
+                "backup",
+                "mapping",
+                "ha",
+            ],
         ),
         // PVE lists `dir` too, which the simulator does not serve.
         ("/cluster/mapping", "name", &["pci", "usb"]),

@@ -1,0 +1,108 @@
+//! The normalised desired state of a pool, and the `comment` PVE gets for it.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+/// PVE's pool collection: the listing (`poolid`, `comment`), the create, and the
+/// collection-level update and delete (`poolid` as a parameter; PVE 8.1+).
+pub const POOLS: &str = "/pools";
+
+/// Highest vmid PVE takes.
+pub const VMID_MAX: u64 = 999_999_999;
+
+/// One entry of `spec.guests`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Guest {
+    /// A proxops VM by manifest name (`web-01`, `VM/web-01`): a reference, resolved to its
+    /// vmid at plan time.
+    Vm(String),
+    /// A proxops TemplateVM by manifest name (`TemplateVM/base`).
+    Template(String),
+    /// A raw vmid, for a guest proxops does not manage (a container, a VM made by hand).
+    Vmid(u64),
+}
+
+impl Guest {
+    /// How a manifest writes it.
+    pub fn display(&self) -> String {
+        match self {
+            Guest::Vm(name) => name.clone(),
+            Guest::Template(name) => format!("TemplateVM/{name}"),
+            Guest::Vmid(n) => n.to_string(),
+        }
+    }
+
+    /// The kind a named guest references.
+    pub fn kind(&self) -> Option<(&'static str, &str)> {
+        match self {
+            Guest::Vm(name) => Some(("VM", name)),
+            Guest::Template(name) => Some(("TemplateVM", name)),
+            Guest::Vmid(_) => None,
+        }
+    }
+}
+
+/// The desired state of one pool (`validate`'s output; what plan compares).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Desired {
+    /// The pool id: `metadata.name`.
+    pub pool: String,
+    /// `spec.comment` as written (without the mark, unless the manifest wrote it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// `spec.guests` in manifest order (the index is the reference path's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guests: Vec<Guest>,
+    /// `spec.storages`, sorted.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub storages: BTreeSet<String>,
+}
+
+impl Desired {
+    /// The `comment` PVE gets: see [`pve_comment`].
+    pub fn pve_comment(&self) -> String {
+        pve_comment(&self.pool, self.comment.as_deref())
+    }
+}
+
+/// The manifest's comment with proxops's mark appended (`<comment> (proxops:<id>)`), or the
+/// mark alone; a comment that already carries the mark is taken as it is.
+pub fn pve_comment(pool: &str, comment: Option<&str>) -> String {
+    let mark = proxops_names::named_mark(pool);
+    match comment {
+        None | Some("") => mark,
+        Some(c) if proxops_names::has_named_mark(c, pool) => c.to_string(),
+        Some(c) => format!("{c} ({mark})"),
+    }
+}
+
+/// The manifest's comment for a live `comment`: [`pve_comment`] undone where it can be (`<c>
+/// (proxops:<id>)` gives `<c>`, the mark alone gives none); any other comment is kept whole,
+/// which [`pve_comment`] gives back unchanged.
+pub fn manifest_comment(pool: &str, live: &str) -> Option<String> {
+    let mark = proxops_names::named_mark(pool);
+    if live.is_empty() || live == mark {
+        return None;
+    }
+    if let Some(c) = live.strip_suffix(&format!(" ({mark})"))
+        && !c.is_empty()
+        && !proxops_names::has_named_mark(c, pool)
+    {
+        return Some(c.to_string());
+    }
+    Some(live.to_string())
+}
+
+/// PVE's `verify_poolname` for a top-level pool, on a manifest name (already a DNS label):
+/// why `id` is not a pool id. PVE wants a letter first.
+pub fn poolid_problem(id: &str) -> Option<String> {
+    if !id.starts_with(|c: char| c.is_ascii_alphabetic()) {
+        return Some(format!(
+            "`{id}` must start with a letter to be a PVE pool id (PVE: pool name must start with a letter)"
+        ));
+    }
+    None
+}

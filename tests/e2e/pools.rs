@@ -1,0 +1,280 @@
+//! The Pool kind (guest-kinds/pool), a third-party component loaded from its file with the
+//! grant of examples/grants/pool.yaml, against the simulator's `/pools`: create (members in
+//! the next pass), drift repaired with the fewest calls, prune, an unmarked pool with a
+//! managed name (reported, untouched), and a grant too small (refused before any request).
+
+use proxops_pve::Method;
+use serde_json::Value;
+
+use crate::support::{Lab, sha256_hex, vm};
+
+fn pool_wasm() -> Vec<u8> {
+    let path = proxops_guests::artifact_path("proxops-kind-pool").expect("built");
+    std::fs::read(path).expect("read the pool kind")
+}
+
+/// `proxops.yaml` from examples/grants/pool.yaml with `kinds/pool.wasm` pinned to this
+/// build; `edit` may change the grant.
+pub fn install(lab: &Lab, edit: impl Fn(String) -> String) {
+    let wasm = pool_wasm();
+    lab.write_bytes("kinds/pool.wasm", &wasm);
+    let example =
+        std::fs::read_to_string(crate::support::workspace().join("examples/grants/pool.yaml"))
+            .expect("the grant snippet");
+    let pinned: Vec<String> = example
+        .lines()
+        .map(|l| match l.trim_start().strip_prefix("sha256:") {
+            Some(_) => format!("    sha256: {}", sha256_hex(&wasm)),
+            None => l.to_string(),
+        })
+        .collect();
+    lab.write("proxops.yaml", &edit(pinned.join("\n") + "\n"));
+}
+
+fn pool(name: &str, spec: &str) -> String {
+    format!("apiVersion: proxops/v1alpha1\nkind: Pool\nmetadata: {{name: {name}}}\nspec:\n{spec}")
+}
+
+/// The pool as PVE answers `GET /pools?poolid=`: its comment, member vmids and storages.
+async fn live(lab: &Lab, id: &str) -> Option<(String, Vec<u64>, Vec<String>)> {
+    let all = lab.client.get("/pools", &[]).await.unwrap();
+    let entry = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["poolid"] == id)?
+        .clone();
+    let info = lab
+        .client
+        .get("/pools", &[proxops_pve::Param::new("poolid", id)])
+        .await
+        .unwrap();
+    let members = info[0]["members"].as_array().cloned().unwrap_or_default();
+    let vms = members.iter().filter_map(|m| m["vmid"].as_u64()).collect();
+    let storages = members
+        .iter()
+        .filter_map(|m| m["storage"].as_str().map(str::to_string))
+        .collect();
+    Some((
+        entry["comment"].as_str().unwrap_or("").to_string(),
+        vms,
+        storages,
+    ))
+}
+
+/// Mutations with their parameters: `PUT /pools poolid=web vms=100 -> 200`.
+fn writes(lab: &Lab) -> Vec<String> {
+    lab.sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_mutating())
+        .map(|r| {
+            let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!(
+                "{} {} {} -> {}",
+                r.method,
+                r.path,
+                params.join(" "),
+                r.status
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_kind_from_a_file_creates_repairs_drift_and_prunes() {
+    let lab = Lab::start().await;
+    install(&lab, |y| y);
+    lab.write("vm/lab/web-01.yaml", &vm("web-01", "pve01", 100, ""));
+    lab.write(
+        "pool/lab/web.yaml",
+        &pool(
+            "web",
+            "  comment: web tier\n  guests: [web-01]\n  storages: [local-lvm]\n",
+        ),
+    );
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(
+        live(&lab, "web").await,
+        Some((
+            "web tier (proxops:web)".into(),
+            vec![100],
+            vec!["local-lvm".into()]
+        )),
+        "{}",
+        run.stdout
+    );
+    let pool_writes: Vec<String> = writes(&lab)
+        .into_iter()
+        .filter(|w| w.contains("/pools"))
+        .collect();
+    assert_eq!(
+        pool_writes,
+        [
+            "POST /pools poolid=web comment=web tier (proxops:web) -> 200",
+            "PUT /pools poolid=web vms=100 storage=local-lvm -> 200",
+        ],
+        "the create, then the members once the pool exists"
+    );
+
+    // Converged: a second run changes nothing.
+    lab.clear();
+    let again = lab.run(&["apply"]).await;
+    assert_eq!(again.code, 0, "{}", again.stdout);
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "{}", again.stdout);
+
+    // Drift behind proxops's back: a stranger added, the storage removed, the comment
+    // edited with the mark kept. One removal and one add, nothing else.
+    lab.pve(
+        Method::Post,
+        "/nodes/pve01/qemu",
+        &[("vmid", "300"), ("name", "stray")],
+    )
+    .await;
+    lab.pve(Method::Put, "/pools", &[("poolid", "web"), ("vms", "300")])
+        .await;
+    lab.pve(
+        Method::Put,
+        "/pools",
+        &[("poolid", "web"), ("storage", "local-lvm"), ("delete", "1")],
+    )
+    .await;
+    lab.pve(
+        Method::Put,
+        "/pools",
+        &[("poolid", "web"), ("comment", "edited proxops:web")],
+    )
+    .await;
+    let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
+    lab.clear();
+    let repair = lab.run(&["apply"]).await;
+    assert_eq!(repair.code, 0, "{}\n{}", repair.stdout, repair.stderr);
+    assert_eq!(
+        writes(&lab),
+        [
+            "PUT /pools poolid=web vms=300 delete=1 -> 200",
+            "PUT /pools poolid=web comment=web tier (proxops:web) storage=local-lvm -> 200",
+        ]
+    );
+    assert_eq!(
+        live(&lab, "web").await,
+        Some((
+            "web tier (proxops:web)".into(),
+            vec![100],
+            vec!["local-lvm".into()]
+        ))
+    );
+
+    // Prune: the manifest goes, the pool is emptied and deleted; its guest stays.
+    lab.remove("pool/lab/web.yaml");
+    lab.clear();
+    let prune = lab.run(&["apply"]).await;
+    assert_eq!(prune.code, 0, "{}\n{}", prune.stdout, prune.stderr);
+    assert_eq!(
+        writes(&lab),
+        [
+            "PUT /pools poolid=web vms=100 storage=local-lvm delete=1 -> 200",
+            "DELETE /pools poolid=web -> 200",
+        ]
+    );
+    assert_eq!(live(&lab, "web").await, None);
+    assert!(lab.sim.vm_config(100).is_some(), "the member VM is kept");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unmarked_pool_with_a_managed_name_is_reported_and_untouched() {
+    let lab = Lab::start().await;
+    install(&lab, |y| y);
+    lab.pve(
+        Method::Post,
+        "/pools",
+        &[("poolid", "ops"), ("comment", "made by hand")],
+    )
+    .await;
+    // Another team's pool that happens to carry proxops's mark for another id.
+    lab.pve(
+        Method::Post,
+        "/pools",
+        &[("poolid", "copy"), ("comment", "proxops:ops")],
+    )
+    .await;
+    lab.write("pool/lab/ops.yaml", &pool("ops", "  storages: [local]\n"));
+    lab.clear();
+    let run = lab.run(&["apply"]).await;
+    assert!(
+        run.stdout
+            .contains("pool ops exists but was not created by proxops"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "{}", run.stdout);
+    assert_eq!(
+        live(&lab, "ops").await,
+        Some(("made by hand".into(), vec![], vec![]))
+    );
+    assert!(
+        live(&lab, "copy").await.is_some(),
+        "a foreign pool is never pruned"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_kind_with_too_small_a_grant_is_refused_before_any_request() {
+    let lab = Lab::start().await;
+    install(&lab, |y| {
+        y.lines()
+            .filter(|l| !l.contains("DELETE /pools"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    lab.write("pool/lab/web.yaml", &pool("web", "  comment: web tier\n"));
+    lab.clear();
+    let run = lab.run(&["plan"]).await;
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stderr.contains("add to its grant: call DELETE /pools"),
+        "{}",
+        run.stderr
+    );
+    assert!(lab.sim.requests().is_empty());
+}
+
+/// A guest already in someone else's pool: proxops never sends `allow-move` (that would
+/// write the other pool), so PVE's refusal fails the pool's update and the other pool keeps it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_guest_in_another_pool_is_not_moved() {
+    let lab = Lab::start().await;
+    install(&lab, |y| y);
+    lab.write("vm/lab/web-01.yaml", &vm("web-01", "pve01", 100, ""));
+    lab.apply().await;
+    lab.pve(Method::Post, "/pools", &[("poolid", "theirs")])
+        .await;
+    lab.pve(
+        Method::Put,
+        "/pools",
+        &[("poolid", "theirs"), ("vms", "100")],
+    )
+    .await;
+    lab.write("pool/lab/web.yaml", &pool("web", "  guests: [web-01]\n"));
+    lab.clear();
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout.contains("belongs already to pool 'theirs'"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let moved: Vec<Value> = lab
+        .sim
+        .requests()
+        .into_iter()
+        .filter(|r| r.params.iter().any(|(k, _)| k == "allow-move"))
+        .map(|r| serde_json::json!(r.path))
+        .collect();
+    assert!(moved.is_empty(), "never allow-move: {moved:?}");
+    assert_eq!(live(&lab, "theirs").await.unwrap().1, vec![100]);
+}
