@@ -49,6 +49,7 @@ mod api;
 mod cluster;
 mod config;
 mod faults;
+mod firewall;
 mod formats;
 mod grammar;
 mod ha;

@@ -291,6 +291,10 @@ pub(crate) struct State {
     /// PCI and USB resource mappings (`mapping/{pci,usb}.cfg`); absent from the state file while there are none.
     #[serde(default, skip_serializing_if = "crate::mapping::Mappings::is_empty")]
     pub mappings: crate::mapping::Mappings,
+    /// Guest firewall files and the cluster file's groups, aliases and ipsets; absent from the state file while
+    /// there are none.
+    #[serde(default, skip_serializing_if = "crate::firewall::Firewall::is_empty")]
+    pub firewall: crate::firewall::Firewall,
     /// Nodes taken offline through the control API (`Simulator::set_node_online`).
     #[serde(default)]
     pub offline_nodes: std::collections::BTreeSet<String>,
@@ -323,6 +327,7 @@ impl State {
             ha: crate::ha::HaState::default(),
             pools: BTreeMap::new(),
             mappings: crate::mapping::Mappings::default(),
+            firewall: crate::firewall::Firewall::default(),
             offline_nodes: std::collections::BTreeSet::new(),
             pid_counter: 0,
             rng_draws: 0,

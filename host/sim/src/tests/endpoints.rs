@@ -32,7 +32,15 @@ async fn indexes_list_only_what_is_served() {
         (
             "/cluster",
             "name",
-            &["resources", "nextid", "tasks", "status", "mapping", "ha"],
+            &[
+                "resources",
+                "nextid",
+                "tasks",
+                "status",
+                "mapping",
+                "ha",
+                "firewall",
+            ],
         ),
         // PVE lists `dir` too, which the simulator does not serve.
         ("/cluster/mapping", "name", &["pci", "usb"]),
@@ -42,9 +50,15 @@ async fn indexes_list_only_what_is_served() {
             "subdir",
             &[
                 "config", "pending", "snapshot", "unlink", "clone", "template", "status", "resize",
-                "migrate",
+                "migrate", "firewall",
             ],
         ),
+        (
+            "/nodes/pve01/qemu/100/firewall",
+            "name",
+            &["options", "rules", "aliases", "ipset"],
+        ),
+        ("/cluster/firewall", "name", &["groups", "aliases", "ipset"]),
         (
             "/nodes/pve01/qemu/100/status",
             "subdir",
