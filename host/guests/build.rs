@@ -24,6 +24,8 @@ const TEST_ONLY: &[&str] = &[
     "proxops-kind-hostile",
     "proxops-policy-misbehave",
     "proxops-kind-container",
+    // Built from this repository, used as a third-party kind: loaded from its .wasm with a grant.
+    "proxops-kind-firewall",
 ];
 
 struct GuestCrate {
