@@ -12,6 +12,7 @@ mod crash;
 mod dataloss;
 mod examples;
 mod faults;
+mod firewall;
 mod fleet;
 mod gitops;
 mod guests;
