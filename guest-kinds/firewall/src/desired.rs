@@ -607,7 +607,7 @@ fn rules(
                         join(&path, k),
                         "needs `proto` (PVE: `proto` is required with ports)",
                     ),
-                    Some(p) if !has_ports(p) && !(k == "dport" && is_icmp(p)) => c.error(
+                    Some(p) if !(has_ports(p) || k == "dport" && is_icmp(p)) => c.error(
                         join(&path, k),
                         format!("protocol `{p}` does not support ports"),
                     ),
