@@ -29,6 +29,8 @@ const TEST_ONLY: &[&str] = &[
     // Cluster-level kinds: third-party components loaded with an operator's grant.
     "proxops-kind-pool",
     "proxops-kind-backupjob",
+    // Built from this repository, used as a third-party kind: loaded from its .wasm with a grant.
+    "proxops-kind-firewall",
 ];
 
 struct GuestCrate {

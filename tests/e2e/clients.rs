@@ -474,3 +474,59 @@ async fn ansible_edits_a_backup_jobs_guests() {
     assert_eq!(job["schedule"], "mon..fri 21:00", "{job}");
     assert_eq!(job["enabled"], 1, "{job}");
 }
+
+/// Ansible's `proxmox_firewall` against the simulator's firewall: a security group and its
+/// rule, a VM's rules in order (created at position 0 and moved, as PVE makes every client do)
+/// and an alias, each idempotent.
+#[tokio::test(flavor = "multi_thread")]
+async fn ansible_manages_a_vms_firewall_and_a_security_group() {
+    if !have_ansible() {
+        return;
+    }
+    let sim = Served::start("ansible").await;
+    let temp = tempfile::tempdir().unwrap();
+    sim.client
+        .request(
+            proxops_pve::Method::Post,
+            "/nodes/pve01/qemu",
+            &[proxops_pve::Param::new("vmid", "300")],
+            false,
+        )
+        .await
+        .unwrap();
+    let firewall = "ansible_firewall.yml";
+    assert_eq!(playbook(&sim, firewall, true, temp.path()).await, 4);
+    assert_eq!(playbook(&sim, firewall, false, temp.path()).await, 0);
+    let comments = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["comment"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let rules = sim
+        .client
+        .get("/nodes/pve01/qemu/300/firewall/rules", &[])
+        .await
+        .unwrap();
+    assert_eq!(comments(&rules), ["ssh", "telnet", "tier"], "{rules}");
+    assert_eq!(rules[2]["action"], "webtier", "{rules}");
+    let group = sim
+        .client
+        .get("/cluster/firewall/groups/webtier", &[])
+        .await
+        .unwrap();
+    assert_eq!(comments(&group), ["http"], "{group}");
+    let groups = sim
+        .client
+        .get("/cluster/firewall/groups", &[])
+        .await
+        .unwrap();
+    assert_eq!(groups[0]["comment"], "web tier", "{groups}");
+    let aliases = sim
+        .client
+        .get("/nodes/pve01/qemu/300/firewall/aliases", &[])
+        .await
+        .unwrap();
+    assert_eq!(aliases[0]["cidr"], "192.0.2.0/24", "{aliases}");
+}

@@ -14,6 +14,7 @@ mod crash;
 mod dataloss;
 mod examples;
 mod faults;
+mod firewall;
 mod fleet;
 mod foreign_policies;
 mod gitops;

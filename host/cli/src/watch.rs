@@ -676,6 +676,7 @@ mod tests {
             interval: Duration::from_secs(60),
             apply: true,
             metrics_listen: None,
+            audit: false,
             cycles: Some(1),
             run: RunOptions::default(),
         };

@@ -51,6 +51,7 @@ mod backup;
 mod cluster;
 mod config;
 mod faults;
+mod firewall;
 mod formats;
 mod grammar;
 mod ha;

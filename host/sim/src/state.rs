@@ -297,6 +297,10 @@ pub(crate) struct State {
     /// The backup jobs' ids in the order they were created (`jobs.cfg`'s section order, which the listing keeps).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub backup_ids: Vec<String>,
+    /// Guest firewall files and the cluster file's groups, aliases and ipsets; absent from the state file while
+    /// there are none.
+    #[serde(default, skip_serializing_if = "crate::firewall::Firewall::is_empty")]
+    pub firewall: crate::firewall::Firewall,
     /// Nodes taken offline through the control API (`Simulator::set_node_online`).
     #[serde(default)]
     pub offline_nodes: std::collections::BTreeSet<String>,
@@ -346,6 +350,7 @@ impl State {
             mappings: crate::mapping::Mappings::default(),
             backups: BTreeMap::new(),
             backup_ids: Vec::new(),
+            firewall: crate::firewall::Firewall::default(),
             offline_nodes: std::collections::BTreeSet::new(),
             pid_counter: 0,
             rng_draws: 0,

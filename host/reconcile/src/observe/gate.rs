@@ -51,7 +51,12 @@ pub(super) fn gate(
     observed: Option<&Observation>,
     cluster: &LiveCluster<'_>,
 ) -> (Proposal, Option<PlanError>) {
-    let guest = item.live.and_then(LiveGuest::from_entry);
+    // A guest-scoped object's live entry is its guest's: it is judged as a write to that guest
+    // (below), never as the guest itself.
+    let guest = item
+        .live
+        .filter(|_| item.guest_scope.is_none())
+        .and_then(LiveGuest::from_entry);
     let empty_proposal = || Proposal {
         actions: Vec::new(),
         drift: Vec::new(),
@@ -68,9 +73,28 @@ pub(super) fn gate(
             locked: false,
         }],
     };
-    let is_guest_entry = item
-        .live
-        .is_some_and(|entry| matches!(entry.str("type"), Some("qemu" | "lxc")));
+    let is_guest_entry = item.guest_scope.is_none()
+        && item
+            .live
+            .is_some_and(|entry| matches!(entry.str("type"), Some("qemu" | "lxc")));
+    if let Some((vmid, sub)) = &item.guest_scope
+        && item.desired.is_some()
+        && let Some(g) = cluster.guest(*vmid)
+        && !(g.tagged() && g.mark() == ownership::Mark::Own)
+    {
+        // Owned through its guest: nothing is planned for the firewall of a guest proxops
+        // does not own (the gate would refuse every write anyway).
+        let mut message = format!(
+            "the {sub} of {} is not planned: proxops does not own that guest (it needs the `{}` tag and the mark `{}`); take the guest over first (`metadata.adopt` on its manifest)",
+            g.describe(),
+            ownership::OWNERSHIP_TAG,
+            ownership::mark_for(*vmid)
+        );
+        if !proposal.actions.is_empty() {
+            message.push_str(&ownership_rule());
+        }
+        return (only(message), None);
+    }
     if is_guest_entry && guest.is_none() {
         // A guest entry without node or vmid: ownership cannot be proved, so nothing is sent.
         return (empty_proposal(), Some(PlanError::NoIdentity));
@@ -183,6 +207,13 @@ pub(super) fn gate(
     let guests = |v: u64| cluster.guest(v);
     let scope = Scope {
         vmid: item.vmid,
+        guest_scope: item.guest_scope.as_ref().map(|(v, s)| {
+            let created_in_run = cluster.guest(*v).is_none()
+                && cluster
+                    .named(*v)
+                    .is_some_and(|id| item.depends_on.contains(id));
+            (*v, s.as_str(), created_in_run)
+        }),
         clone_sources,
         nodes: &cluster.nodes,
         offline: &cluster.offline,

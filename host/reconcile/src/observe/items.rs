@@ -88,6 +88,7 @@ pub(super) fn manifest_items<'a>(
             offline: None,
             adopt: o.adopt.as_ref(),
             vmid: guest_vmid(o),
+            guest_scope: crate::ownership::guest_scope(&o.key.space, &o.key.key),
             sources: o
                 .references
                 .iter()
@@ -249,6 +250,7 @@ pub(super) fn prune_items<'a>(
                 offline: None,
                 adopt: None,
                 vmid: LiveGuest::from_entry(entry).map(|g| g.vmid),
+                guest_scope: None,
                 sources: Vec::new(),
             });
         }

@@ -64,6 +64,9 @@ pub(super) struct Item<'a> {
     adopt: Option<&'a AdoptClaim>,
     /// The object's own vmid (guest id space).
     vmid: Option<u64>,
+    /// A guest-scoped object (identity space `guest:<sub>`, key a vmid): the guest it belongs
+    /// to and the sub-path of that guest it writes (`firewall`).
+    guest_scope: Option<(u64, String)>,
     /// Templates it references: their vmid and live guest (absent: created in this run).
     sources: Vec<(String, u64, Option<LiveGuest>)>,
 }

@@ -313,11 +313,32 @@ pub fn prune_refusal(guest: &LiveGuest) -> Option<String> {
     }
 }
 
+/// The prefix of a guest-scoped identity space: `guest:<sub>` with a vmid as key names an object
+/// that belongs to that guest and lives under its `<sub>/` path (a VM's `firewall`).
+pub const GUEST_SCOPE_PREFIX: &str = "guest:";
+
+/// The guest and sub-path a guest-scoped identity (`guest:<sub>`, key a canonical vmid) names;
+/// `None` for any other identity (a `guest:` space whose key is not a vmid or whose sub-path is
+/// not one path segment is no guest scope, and so reaches no guest at all).
+pub fn guest_scope(space: &str, key: &str) -> Option<(u64, String)> {
+    let sub = space.strip_prefix(GUEST_SCOPE_PREFIX)?;
+    let ok = !sub.is_empty()
+        && sub
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    let vmid = request::form::canonical_vmid(key)?;
+    ok.then(|| (vmid, sub.to_string()))
+}
+
 /// What the mutating calls of one object may touch, and what the host knows of the cluster
 /// to judge them by.
 pub struct Scope<'a> {
     /// The object's own vmid, for objects in the guest id space.
     pub vmid: Option<u64>,
+    /// For a guest-scoped object ([`guest_scope`]): the guest it belongs to, the sub-path of
+    /// that guest it may write, and whether a manifest it depends on creates that guest in
+    /// this apply (the guest is not live yet; its writes run after that manifest's).
+    pub guest_scope: Option<(u64, &'a str, bool)>,
     /// Vmids it may clone from: its resolved, owned (or still to be created) templates.
     pub clone_sources: Vec<u64>,
     /// The cluster's nodes (the plan fails before this check when the listing has none).
@@ -387,8 +408,16 @@ fn check_named(
     }
     let mark = proxops_names::named_mark(id);
     let comment = param(call, "comment");
-    let keeps_mark = comment.is_none_or(|c| proxops_names::has_named_mark(c, id))
-        && !param(call, "delete").is_some_and(|d| d.split([',', ';', ' ']).any(|k| k == "comment"));
+    // A write inside the object (below its item path, or a POST to the item, which PVE uses to
+    // add an entry: a rule to a security group, an address to an ipset) sets that entry's
+    // comment, not the object's: the object must carry the mark, the entry need not.
+    let depth = listing.split('/').filter(|s| !s.is_empty()).count() + 1;
+    let segments = request::form::pve_view(&call.path).len();
+    let inside = segments > depth || (segments == depth && call.method == Method::Post);
+    let keeps_mark = inside
+        || (comment.is_none_or(|c| proxops_names::has_named_mark(c, id))
+            && !param(call, "delete")
+                .is_some_and(|d| d.split([',', ';', ' ']).any(|k| k == "comment")));
     let refusal = match ((scope.named)(listing, id), create) {
         (NamedLive::Unread, _) => Some(format!(
             "{shown}: the listing {} was not read in this cycle, so proxops cannot tell whose the {what} is",
@@ -518,6 +547,16 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal>
                 _ => {}
             }
         }
+        if let (
+            Some(owner),
+            Target::Guest {
+                vmid, rest, kind, ..
+            },
+        ) = (scope.guest_scope, &target)
+        {
+            check_guest_scoped(&shown, (*vmid, rest, *kind), owner, scope)?;
+            continue;
+        }
         let own = |v: u64| scope.vmid == Some(v);
         let about = scope
             .vmid
@@ -630,6 +669,68 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal>
                 return Err(Refusal::new(Rule::Ownership, format!("{shown}: {why}")));
             }
         }
+    }
+    Ok(())
+}
+
+/// The rules of a write by a guest-scoped object (a VM's firewall): it reaches only its own
+/// guest, only below that guest's `<sub>/` path, and only while the guest lives with the
+/// `proxops` tag and its own mark `proxops-<vmid>`, or does not live yet and a manifest the
+/// object depends on creates it in this apply (owned through its guest; the manifest that
+/// names the guest is expected, not a conflict).
+fn check_guest_scoped(
+    shown: &str,
+    (vmid, rest, kind): (u64, &[String], request::target::GuestType),
+    (owner, sub, created_in_run): (u64, &str, bool),
+    scope: &Scope<'_>,
+) -> Result<(), Refusal> {
+    if vmid != owner {
+        return Err(Refusal::new(
+            Rule::Target,
+            format!("{shown} reaches guest {vmid}; this object belongs to guest {owner}"),
+        ));
+    }
+    if rest.first().map(String::as_str) != Some(sub) {
+        return Err(Refusal::new(
+            Rule::Target,
+            format!(
+                "{shown} reaches guest {vmid} outside its `{sub}/` path, the only part of the guest this object may write"
+            ),
+        ));
+    }
+    let Some(g) = (scope.guests)(vmid) else {
+        if created_in_run {
+            return Ok(());
+        }
+        return Err(Refusal::new(
+            Rule::Ownership,
+            format!(
+                "{shown}: guest {vmid} does not exist, so its {sub} cannot be proven proxops's"
+            ),
+        ));
+    };
+    let path_kind = match kind {
+        request::target::GuestType::Qemu => "qemu",
+        request::target::GuestType::Lxc => "lxc",
+    };
+    if g.kind != path_kind {
+        return Err(Refusal::new(
+            Rule::Target,
+            format!(
+                "{shown} names a {path_kind} guest, but {} is not one",
+                g.describe()
+            ),
+        ));
+    }
+    if !g.tagged() || g.mark() != Mark::Own {
+        return Err(Refusal::new(
+            Rule::Ownership,
+            format!(
+                "{shown} writes to the {sub} of {}, which proxops does not own: a guest's {sub} is owned through the guest (the `{OWNERSHIP_TAG}` tag and the mark `{}`)",
+                g.describe(),
+                mark_for(vmid)
+            ),
+        ));
     }
     Ok(())
 }

@@ -90,6 +90,7 @@ pub(crate) fn destroy(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             }
             st.lxc.remove(&vmid);
             crate::pools::remove_guest(st, vmid);
+            crate::firewall::remove_guest(st, vmid);
             Ok(())
         }),
     );

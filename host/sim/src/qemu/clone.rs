@@ -80,6 +80,8 @@ pub(crate) fn clone_vm(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             if let Some(vm) = st.vms.get_mut(&newid) {
                 vm.conf = conf;
             }
+            // `clone_vmfw_conf`: the clone gets a copy of the source's firewall file.
+            crate::firewall::clone_guest(st, vmid, newid);
             if let Some(pool) = &pool {
                 crate::pools::add_guest(st, newid, pool);
             }

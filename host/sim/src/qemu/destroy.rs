@@ -110,6 +110,7 @@ pub(crate) fn destroy(sim: &Arc<Sim>, req: &Req) -> ApiResult {
             st.vms.remove(&vmid);
             // `remove_vm_access`: the guest leaves its pool.
             crate::pools::remove_guest(st, vmid);
+            crate::firewall::remove_guest(st, vmid);
             Ok(())
         }),
     );

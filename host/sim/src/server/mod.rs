@@ -18,7 +18,7 @@ use crate::faults::FaultRule;
 use crate::sim::Sim;
 use crate::{RequestRecord, ha};
 
-mod routes;
+pub(crate) mod routes;
 
 use routes::call;
 pub(crate) use routes::{index, route, served};

@@ -15,6 +15,9 @@ use crate::{backup, cluster, ha, lxc, mapping, migrate, pools, qemu, storage, st
 
 /// Matches an API path to its template; path parameters are returned in order.
 pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, String)>)> {
+    if let Some(r) = crate::firewall::route(segments) {
+        return Some(r);
+    }
     let p = |k: &str, v: &str| (k.to_string(), v.to_string());
     let r = match segments {
         [] => ("/", vec![]),
@@ -346,6 +349,9 @@ pub(super) async fn call(
         }
         ("POST", "/nodes/{node}/storage/{storage}/download-url") => {
             storage::download_url(sim, &req)
+        }
+        (method, template) if crate::firewall::serves(template) => {
+            crate::firewall::call(sim, method, template, &req)
         }
         _ => Err(ApiError::not_implemented(method, template)),
     }?;

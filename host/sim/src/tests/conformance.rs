@@ -84,6 +84,8 @@ fn pattern_sample(p: &str) -> Option<&'static str> {
         "net\\d+=\\d+(,net\\d+=\\d+)*" => "net0=1500",
         "(?^:^[0-9A-Fa-f]{4}:[0-9A-Fa-f]{4}$)" => "10de:2204",
         "(?^:^(\\d+)\\-(\\d+(\\.\\d+)*)$)" => "1-2",
+        // PVE's firewall names: security groups, aliases, ipsets (and a group rule's action).
+        "[A-Za-z][A-Za-z0-9\\-\\_]+" => "set1",
         p if p.starts_with("(?:[a-f0-9]{4,}:") => "0000:01:00.0",
         p if p.starts_with("(?^:(?:(?:(?^:(0x)?") => "1234:5678",
         p if p.starts_with("(pc|pc(-i440fx)?") => "q35",
@@ -135,6 +137,11 @@ fn format_sample(f: &str) -> &'static str {
         "pve-ha-resource-or-vm-id" => "vm:100",
         "pve-ha-resource-id-list" => "vm:100,ct:200",
         "pve-ha-node-list" => "pve01:2,pve02",
+        "pve-iface" => "net0",
+        "pve-fw-addr-spec" => "10.0.0.1",
+        "pve-fw-dport-spec" | "pve-fw-sport-spec" => "22",
+        "pve-fw-protocol-spec" => "tcp",
+        "IPorCIDR" | "IPorCIDRorAlias" => "10.0.0.2",
         _ => "x",
     }
 }
@@ -215,6 +222,10 @@ fn path_for(template: &str, upid: &str) -> String {
         .replace("{rule}", "r1")
         .replace("{poolid}", "pool1")
         .replace("{id}", "gpu")
+        .replace("{pos}", "0")
+        .replace("{group}", "grp1")
+        .replace("{name}", "set1")
+        .replace("{cidr}", "10.0.0.2")
 }
 
 #[tokio::test]
@@ -531,6 +542,62 @@ async fn return_shapes_match_pve_schema() {
         ),
     ] {
         t.check(method, path, params, 200, "null").await;
+    }
+    // The firewall paths read group `grp1`, alias and ipset `set1` (with 10.0.0.2) and rule 0 of VM 100,
+    // container 200 and the group.
+    t.check(
+        "POST",
+        "/cluster/firewall/groups",
+        &[("group", "grp1")],
+        200,
+        "null",
+    )
+    .await;
+    for base in [
+        "/cluster/firewall",
+        "/nodes/pve01/qemu/100/firewall",
+        "/nodes/pve01/lxc/200/firewall",
+    ] {
+        let alias = [
+            ("name", "set1"),
+            ("cidr", "10.0.0.0/24"),
+            ("comment", "shape"),
+        ];
+        t.check("POST", &format!("{base}/aliases"), &alias, 200, "null")
+            .await;
+        t.check(
+            "POST",
+            &format!("{base}/ipset"),
+            &[("name", "set1")],
+            200,
+            "null",
+        )
+        .await;
+        let ip = [("cidr", "10.0.0.2"), ("nomatch", "1")];
+        t.check("POST", &format!("{base}/ipset/set1"), &ip, 200, "null")
+            .await;
+        let rules = if base == "/cluster/firewall" {
+            "/cluster/firewall/groups/grp1".to_string()
+        } else {
+            t.check(
+                "PUT",
+                &format!("{base}/options"),
+                &[("enable", "1")],
+                200,
+                "null",
+            )
+            .await;
+            format!("{base}/rules")
+        };
+        let rule = [
+            ("type", "in"),
+            ("action", "ACCEPT"),
+            ("source", "10.0.0.1"),
+            ("proto", "tcp"),
+            ("dport", "22"),
+            ("comment", "shape"),
+        ];
+        t.check("POST", &rules, &rule, 200, "null").await;
     }
     let mut errs = Vec::new();
     for line in SERVED.lines().filter(|l| l.starts_with("GET ")) {

@@ -40,6 +40,7 @@ async fn indexes_list_only_what_is_served() {
                 "backup",
                 "mapping",
                 "ha",
+                "firewall",
             ],
         ),
         // PVE lists `dir` too, which the simulator does not serve.
@@ -50,9 +51,15 @@ async fn indexes_list_only_what_is_served() {
             "subdir",
             &[
                 "config", "pending", "snapshot", "unlink", "clone", "template", "status", "resize",
-                "migrate",
+                "migrate", "firewall",
             ],
         ),
+        (
+            "/nodes/pve01/qemu/100/firewall",
+            "name",
+            &["options", "rules", "aliases", "ipset"],
+        ),
+        ("/cluster/firewall", "name", &["groups", "aliases", "ipset"]),
         (
             "/nodes/pve01/qemu/100/status",
             "subdir",

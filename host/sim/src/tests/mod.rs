@@ -5,6 +5,7 @@ mod clients;
 mod conformance;
 mod endpoints;
 mod fidelity;
+mod firewall;
 mod ha;
 mod infra;
 mod locks;

@@ -108,6 +108,7 @@ fn no_accepted_request_reaches_what_the_object_does_not_own() {
     let nodes: std::collections::HashSet<String> = ["pve01".into(), "pve02".into()].into();
     let scope = Scope {
         vmid: Some(150),
+        guest_scope: None,
         clone_sources: vec![9000],
         nodes: &nodes,
         offline: &std::collections::HashSet::new(),

@@ -182,6 +182,23 @@ fn writes_are_judged_by_what_pve_routes() {
             &[],
             Ok(guest(100, Qemu, &["agent", "ping"])),
         ),
+        // A guest's firewall is a write to that guest (owned through it); the cluster's
+        // security groups are network configuration until a kind's listing names them.
+        (
+            "/nodes/pve01/qemu/100/firewall/rules/3",
+            &[("moveto", "0")],
+            Ok(guest(100, Qemu, &["firewall", "rules", "3"])),
+        ),
+        (
+            "/nodes/pve01/lxc/101/firewall/options",
+            &[],
+            Ok(guest(101, Lxc, &["firewall", "options"])),
+        ),
+        (
+            "/cluster/firewall/groups/web/0",
+            &[],
+            Ok(endpoint(None, NetworkConfig)),
+        ),
         ("/access/users", &[], Ok(endpoint(None, Access))),
         ("/access/acl", &[], Ok(endpoint(None, Access))),
         ("/storage", &[], Ok(endpoint(None, StorageConfig))),

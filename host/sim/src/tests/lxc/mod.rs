@@ -531,7 +531,7 @@ async fn indexes_list_served_children() {
     };
     assert_eq!(
         subdirs(t.get(CT, &[]).await),
-        vec!["config", "pending", "status", "migrate"]
+        vec!["config", "pending", "status", "migrate", "firewall"]
     );
     assert_eq!(
         subdirs(t.get(&format!("{CT}/status"), &[]).await),
