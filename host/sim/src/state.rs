@@ -291,6 +291,10 @@ pub(crate) struct State {
     /// PCI and USB resource mappings (`mapping/{pci,usb}.cfg`); absent from the state file while there are none.
     #[serde(default, skip_serializing_if = "crate::mapping::Mappings::is_empty")]
     pub mappings: crate::mapping::Mappings,
+    /// Users, groups, roles, ACL entries and API tokens (`user.cfg`, `priv/token.cfg`); absent from the state file
+    /// while there are none.
+    #[serde(default, skip_serializing_if = "crate::access::Access::is_empty")]
+    pub access: crate::access::Access,
     /// Nodes taken offline through the control API (`Simulator::set_node_online`).
     #[serde(default)]
     pub offline_nodes: std::collections::BTreeSet<String>,
@@ -323,6 +327,7 @@ impl State {
             ha: crate::ha::HaState::default(),
             pools: BTreeMap::new(),
             mappings: crate::mapping::Mappings::default(),
+            access: crate::access::Access::default(),
             offline_nodes: std::collections::BTreeSet::new(),
             pid_counter: 0,
             rng_draws: 0,

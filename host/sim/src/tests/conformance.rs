@@ -112,6 +112,13 @@ fn format_sample(f: &str) -> &'static str {
         "pve-storage-content-list" => "iso",
         "pve-qm-bootdisk" => "scsi0",
         "pve-poolid" => "pool1",
+        "pve-userid" | "pve-userid-list" => "u1@pve",
+        "email-opt" => "u1@example.com",
+        "pve-groupid" | "pve-groupid-list" => "g1",
+        "pve-roleid" | "pve-roleid-list" => "r1",
+        "pve-priv-list" => "VM.Audit",
+        "pve-tokenid-list" => "u1@pve!t1",
+        "pve-realm" => "pve",
         "pve-vmid-list" => "100",
         "pve-storage-id-list" => "local",
         "pve-qm-hostpci" => "mapping=gpu",
@@ -211,6 +218,10 @@ fn path_for(template: &str, upid: &str) -> String {
         .replace("{rule}", "r1")
         .replace("{poolid}", "pool1")
         .replace("{id}", "gpu")
+        .replace("{userid}", "u1@pve")
+        .replace("{tokenid}", "t1")
+        .replace("{groupid}", "g1")
+        .replace("{roleid}", "r1")
 }
 
 #[tokio::test]
@@ -512,9 +523,34 @@ async fn return_shapes_match_pve_schema() {
                 ("description", "shape"),
             ][..],
         ),
+        // The access paths read user u1@pve with token t1, group g1 and role r1.
+        ("POST", "/access/groups", &[("groupid", "g1")][..]),
+        (
+            "POST",
+            "/access/users",
+            &[("userid", "u1@pve"), ("groups", "g1"), ("comment", "shape")][..],
+        ),
+        (
+            "POST",
+            "/access/roles",
+            &[("roleid", "r1"), ("privs", "VM.Audit")][..],
+        ),
+        (
+            "PUT",
+            "/access/acl",
+            &[("path", "/vms"), ("roles", "r1"), ("users", "u1@pve")][..],
+        ),
     ] {
         t.check(method, path, params, 200, "null").await;
     }
+    t.check(
+        "POST",
+        "/access/users/u1@pve/token/t1",
+        &[],
+        200,
+        "full-tokenid",
+    )
+    .await;
     let mut errs = Vec::new();
     for line in SERVED.lines().filter(|l| l.starts_with("GET ")) {
         let template = &line[4..];
