@@ -24,6 +24,9 @@ const TEST_ONLY: &[&str] = &[
     "proxops-kind-hostile",
     "proxops-policy-misbehave",
     "proxops-kind-container",
+    // The Access kind is loaded from its `.wasm` with a grant that includes `access`: access
+    // control is a capability an operator grants, never a bundled default.
+    "proxops-kind-access",
 ];
 
 struct GuestCrate {
