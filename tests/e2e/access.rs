@@ -255,15 +255,15 @@ async fn access_objects_are_created_repaired_and_pruned_and_the_token_secret_lan
 async fn a_token_whose_secret_was_not_stored_is_deleted_and_created_again() {
     let lab = Lab::start().await;
     repo(&lab);
-    // `pve-tokens` is a string in this SOPS file: no secret can go under it.
+    // The token's key is taken by a mapping in this SOPS file: its secret cannot be written.
     let text = std::fs::read_to_string(lab.repo.path().join("secrets/lab.sops.yaml")).unwrap();
     let ids = proxops_secrets::Identities::from_file(std::path::Path::new(&identity())).unwrap();
     let broken = proxops_secrets::add_strings(
         std::path::Path::new("lab.sops.yaml"),
         &text,
         &ids,
-        &[],
-        &[("pve-tokens", "not-a-mapping")],
+        &["pve-tokens", "deploy_40pve_21ci"],
+        &[("taken", "not-the-secret")],
         1_796_040_000,
     )
     .unwrap();

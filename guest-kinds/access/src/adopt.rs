@@ -40,7 +40,10 @@ fn label_for(id: &str) -> String {
 }
 
 fn read<'a>(observed: &'a Observation, path: &str) -> Option<Value> {
-    let r = observed.reads.iter().find(|r| r.call.path == path)?;
+    let r = observed
+        .reads
+        .iter()
+        .find(|r| r.call.path == path || crate::plan::decoded(&r.call.path) == path)?;
     (r.status == 200)
         .then(|| serde_json::from_str(&r.body).ok())
         .flatten()

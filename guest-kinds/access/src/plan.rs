@@ -111,8 +111,33 @@ pub fn claims(listing: &str, entry: &Value) -> bool {
         && entry_id(entry) != Some("root@pam")
 }
 
+/// `path` with its `%XX` escapes decoded (the host hands reads back in its canonical form,
+/// `/access/users/deploy%40pve`).
+pub fn decoded(path: &str) -> String {
+    let bytes = path.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2]))
+        {
+            out.push((h * 16 + l) as u8);
+            i += 3;
+            continue;
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 fn read<'a>(observed: &'a Observation, path: &str) -> Option<Result<Value, String>> {
-    let r = observed.reads.iter().find(|r| r.call.path == path)?;
+    let r = observed
+        .reads
+        .iter()
+        .find(|r| r.call.path == path || decoded(&r.call.path) == path)?;
     if r.status != 200 {
         return Some(Err(format!("GET {path} answered {}: {}", r.status, r.body)));
     }
