@@ -39,7 +39,7 @@ fn label_for(id: &str) -> String {
         .to_string()
 }
 
-fn read<'a>(observed: &'a Observation, path: &str) -> Option<Value> {
+fn read(observed: &Observation, path: &str) -> Option<Value> {
     let r = observed
         .reads
         .iter()

@@ -133,7 +133,7 @@ pub fn decoded(path: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn read<'a>(observed: &'a Observation, path: &str) -> Option<Result<Value, String>> {
+fn read(observed: &Observation, path: &str) -> Option<Result<Value, String>> {
     let r = observed
         .reads
         .iter()
