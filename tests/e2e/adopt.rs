@@ -239,7 +239,7 @@ fn sshkeys(lines: &[&str]) -> String {
 }
 
 /// The `sops` binary, as the secrets crate's oracle tests find it: skipped outside CI when absent.
-fn sops_binary() -> Option<std::path::PathBuf> {
+pub(crate) fn sops_binary() -> Option<std::path::PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|dir| dir.join("sops"))

@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `proxops` binary against fixture repositories and the
 //! simulator. One integration-test binary for the whole workspace.
 
+mod access;
 mod adopt;
 mod adopt_props;
 mod audit;

@@ -3,9 +3,9 @@
 //! redactor ([`proxops_core::text::register`]) the moment it is resolved, before anyone
 //! sees it; a value shorter than 8 bytes is refused with an error naming its path.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use proxops_runtime::{SecretError, SecretSource};
 use proxops_secrets::{Identities, LookupError, SopsDocument};
@@ -21,6 +21,9 @@ pub struct LazySops {
     doc: OnceLock<Result<SopsDocument, String>>,
     /// SHA-256 of the bytes the document was read from: a write refuses a file that changed since.
     read_digest: OnceLock<[u8; 32]>,
+    /// What this process wrote since it read the document: the SHA-256 of the file it wrote
+    /// last (the next write expects it) and the dot-paths stored.
+    written: Mutex<(Option<[u8; 32]>, BTreeSet<String>)>,
 }
 
 impl LazySops {
@@ -32,6 +35,7 @@ impl LazySops {
             identity,
             doc: OnceLock::new(),
             read_digest: OnceLock::new(),
+            written: Mutex::new((None, BTreeSet::new())),
         }
     }
 
@@ -50,13 +54,26 @@ impl LazySops {
     /// ciphertexts untouched, a new MAC, written atomically with the file's permissions.
     /// Refused when the file changed since this run read it. Errors never hold a value.
     pub fn add_entries(&self, parent: &[&str], entries: &[(&str, &str)]) -> Result<(), String> {
+        self.write_entries(parent, entries, false)
+    }
+
+    /// [`LazySops::add_entries`], or with `replace` as `sops set`: a string at a taken name is
+    /// replaced. A later write in this process expects the file as the earlier one left it.
+    fn write_entries(
+        &self,
+        parent: &[&str],
+        entries: &[(&str, &str)],
+        replace: bool,
+    ) -> Result<(), String> {
         self.check()?;
+        let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
         let dir = proxops_core::RepoDir::open(&self.root).map_err(|e| e.to_string())?;
         let bytes = dir
             .read(&self.shown, proxops_secrets::MAX_BYTES)
             .map_err(|e| format!("the cluster's SOPS file: {e}"))?;
         let digest: [u8; 32] = sha2::Sha256::digest(&bytes).into();
-        if self.read_digest.get() != Some(&digest) {
+        let expected = written.0.as_ref().or(self.read_digest.get());
+        if expected != Some(&digest) {
             return Err(format!(
                 "{} changed while this run had it open; nothing was written, run again",
                 self.shown
@@ -69,10 +86,20 @@ impl LazySops {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        let out = proxops_secrets::add_strings(&self.path, text, &identities, parent, entries, now)
-            .map_err(|e| e.to_string())?;
+        let edit = if replace {
+            proxops_secrets::set_strings
+        } else {
+            proxops_secrets::add_strings
+        };
+        let out =
+            edit(&self.path, text, &identities, parent, entries, now).map_err(|e| e.to_string())?;
         dir.write_atomic(&self.shown, out.as_bytes(), true)
-            .map_err(|e| format!("writing {}: {e}", self.shown))
+            .map_err(|e| format!("writing {}: {e}", self.shown))?;
+        written.0 = Some(sha2::Sha256::digest(out.as_bytes()).into());
+        for (name, _) in entries {
+            written.1.insert(format!("{}.{name}", parent.join(".")));
+        }
+        Ok(())
     }
 
     fn doc(&self) -> Result<&SopsDocument, String> {
@@ -138,6 +165,24 @@ impl SecretSource for LazySops {
             .into_iter()
             .find(|(_, v)| *v == value)
             .map(|(path, _)| path))
+    }
+
+    fn contains(&self, path: &str) -> bool {
+        let written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        written.1.contains(path)
+            || self
+                .doc()
+                .is_ok_and(|doc| doc.get(path).is_ok_and(|v| !v.is_empty()))
+    }
+
+    fn writable(&self) -> Result<(), SecretError> {
+        self.check().map_err(SecretError::Invalid)
+    }
+
+    fn store(&self, parent: &[&str], name: &str, value: &str) -> Result<(), SecretError> {
+        register(value).map_err(SecretError::Invalid)?;
+        self.write_entries(parent, &[(name, value)], true)
+            .map_err(SecretError::Invalid)
     }
 }
 

@@ -80,6 +80,13 @@ pub enum CallError {
     /// Not sent: the host could not form the request (a secret reference it cannot resolve).
     #[error("{0}")]
     Unsent(String),
+    /// PVE created an API token, but its secret (shown once) could not be stored in the
+    /// cluster's SOPS file; the next cycle sees the token without it, and its kind deletes
+    /// and re-creates it.
+    #[error(
+        "API token {token} was created, but its secret could not be stored in the cluster's SOPS file ({why}); the next run deletes and re-creates the token"
+    )]
+    SecretNotStored { token: String, why: String },
     /// PVE's HA manager accepted the request but the guest did not reach the state in time.
     #[error("{method} {path}: {error}")]
     Unsettled {
@@ -109,7 +116,10 @@ impl CallError {
         match self {
             CallError::Stale { .. } => true,
             CallError::Pve(e) | CallError::Task { error: e, .. } => e.is_stale_digest(),
-            CallError::Unverified(_) | CallError::Unsent(_) | CallError::Unsettled { .. } => false,
+            CallError::Unverified(_)
+            | CallError::Unsent(_)
+            | CallError::Unsettled { .. }
+            | CallError::SecretNotStored { .. } => false,
         }
     }
 

@@ -22,6 +22,7 @@ pub mod request;
 pub mod rollout;
 pub mod run;
 pub mod settle;
+pub mod tokens;
 pub mod validate;
 pub mod wire;
 pub mod workers;

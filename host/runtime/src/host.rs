@@ -85,6 +85,28 @@ pub trait SecretSource: Send + Sync {
     /// The dot-path of the string entry below `prefix` whose value equals `value` (adopt's
     /// match of a live value against the document; no value is handed out).
     fn find(&self, prefix: &str, value: &str) -> Result<Option<String>, SecretError>;
+
+    /// Whether a string is stored at `path`, without handing out its value (the host's own
+    /// question: is an API token's secret in the document?).
+    fn contains(&self, path: &str) -> bool {
+        self.resolve(path).is_ok()
+    }
+
+    /// Whether [`SecretSource::store`] can write now (the document opens and verifies): asked
+    /// before a request whose answer must be stored is sent.
+    fn writable(&self) -> Result<(), SecretError> {
+        Err(SecretError::Invalid(
+            "this secret source cannot store values".to_string(),
+        ))
+    }
+
+    /// Stores `value` as the string at `parent.name` of the document (replacing a string
+    /// there), for the host's own use: an API token's secret, which PVE shows once. Sources
+    /// that cannot write refuse. Errors never hold the value.
+    fn store(&self, parent: &[&str], name: &str, value: &str) -> Result<(), SecretError> {
+        let _ = (parent, name, value);
+        self.writable()
+    }
 }
 
 /// Log lines one call produced, bounded: `log` imports as `<level>: <text>`, output as

@@ -29,6 +29,31 @@ pub fn add_strings(
     entries: &[(&str, &str)],
     now: u64,
 ) -> Result<String, SopsError> {
+    edit_strings(path, text, identities, parent, entries, now, false)
+}
+
+/// [`add_strings`], except that an entry whose name is taken by a string is replaced (its
+/// line rewritten in place), as `sops set` does; a name taken by anything else is refused.
+pub fn set_strings(
+    path: &Path,
+    text: &str,
+    identities: &Identities,
+    parent: &[&str],
+    entries: &[(&str, &str)],
+    now: u64,
+) -> Result<String, SopsError> {
+    edit_strings(path, text, identities, parent, entries, now, true)
+}
+
+fn edit_strings(
+    path: &Path,
+    text: &str,
+    identities: &Identities,
+    parent: &[&str],
+    entries: &[(&str, &str)],
+    now: u64,
+    replace: bool,
+) -> Result<String, SopsError> {
     let refuse = |reason: String| SopsError::Edit {
         file: path.to_owned(),
         reason,
@@ -47,6 +72,7 @@ pub fn add_strings(
         }
     }
     let mut names: Vec<&str> = Vec::new();
+    let mut replaced: Vec<&str> = Vec::new();
     for (name, value) in entries {
         let shown = format!("{shown_parent}.{name}");
         if !plain_key(name) {
@@ -61,8 +87,10 @@ pub fn add_strings(
         names.push(name);
         let mut segments: Vec<&str> = parent.to_vec();
         segments.push(name);
-        if before.describe_at(&segments).is_some() {
-            return Err(refuse(format!("`{shown}` already exists")));
+        match before.describe_at(&segments) {
+            None => {}
+            Some("a string") if replace => replaced.push(name),
+            Some(_) => return Err(refuse(format!("`{shown}` already exists"))),
         }
         if value.is_empty() || value.contains(['\n', '\r']) {
             return Err(refuse(format!(
@@ -85,11 +113,20 @@ pub fn add_strings(
     let mut new_lines = Vec::with_capacity(entries.len());
     for (name, value) in entries {
         let aad = format!("{}:{name}:", parent.join(":"));
-        new_lines.push((*name, encrypt(&before.key, value, &aad, "str")));
+        let encrypted = encrypt(&before.key, value, &aad, "str");
+        if replaced.contains(name) {
+            let mut segments: Vec<&str> = parent.to_vec();
+            segments.push(name);
+            lines.replace_leaf(&segments, &encrypted).map_err(refuse)?;
+        } else {
+            new_lines.push((*name, encrypted));
+        }
     }
-    lines
-        .insert_under(parent, &new_lines, unit)
-        .map_err(refuse)?;
+    if !new_lines.is_empty() {
+        lines
+            .insert_under(parent, &new_lines, unit)
+            .map_err(refuse)?;
+    }
 
     // The MAC is over the values in their final order, so it is computed from the edited text.
     let stamp = rfc3339(now);
@@ -108,18 +145,26 @@ pub fn add_strings(
     let (old, new) = (before.into_document(), after.into_document());
     let old_entries = old.entries("");
     let new_entries = new.entries("");
-    let kept = old_entries.iter().all(|(p, v)| {
-        new_entries
+    let is_replaced = |p: &str| {
+        replaced
             .iter()
-            .any(|(q, w)| q == p && w.as_bytes() == v.as_bytes())
-    });
+            .any(|name| p == format!("{shown_parent}.{name}"))
+    };
+    let kept = old_entries
+        .iter()
+        .filter(|(p, _)| !is_replaced(p))
+        .all(|(p, v)| {
+            new_entries
+                .iter()
+                .any(|(q, w)| q == p && w.as_bytes() == v.as_bytes())
+        });
     let added = entries.iter().all(|(name, value)| {
         let full = format!("{shown_parent}.{name}");
         new_entries
             .iter()
             .any(|(q, w)| *q == full && w.as_bytes() == value.as_bytes())
     });
-    if !kept || !added || new_entries.len() != old_entries.len() + entries.len() {
+    if !kept || !added || new_entries.len() != old_entries.len() + entries.len() - replaced.len() {
         return Err(refuse(
             "the edited file did not read back as the old values plus the new ones; nothing was written (edit it with `sops set` instead)".to_owned(),
         ));
@@ -288,6 +333,60 @@ impl Lines {
         }
         self.lines.splice(insert_at..insert_at, added);
         Ok(())
+    }
+
+    /// Rewrites the value of the scalar at `segments` (a key on one line, under block
+    /// mappings), keeping its indentation and end of line.
+    fn replace_leaf(&mut self, segments: &[&str], value: &str) -> Result<(), String> {
+        let (mut from, mut to, mut indent) = (0usize, self.lines.len(), 0usize);
+        for (depth, want) in segments.iter().enumerate() {
+            let line = (from..to)
+                .find(|&i| {
+                    self.shape(i)
+                        .is_some_and(|s| s.indent == indent && s.key.as_deref() == Some(*want))
+                })
+                .ok_or_else(|| {
+                    format!(
+                        "`{}` is not written as a block key",
+                        segments[..=depth].join(".")
+                    )
+                })?;
+            if depth + 1 == segments.len() {
+                let eol = if self.lines[line].ends_with("\r\n") {
+                    "\r\n"
+                } else if self.lines[line].ends_with('\n') {
+                    "\n"
+                } else {
+                    ""
+                };
+                let rest = self
+                    .shape(line)
+                    .map(|s| s.rest.to_string())
+                    .unwrap_or_default();
+                if !rest.starts_with("ENC[") {
+                    return Err(format!(
+                        "`{}` is not one encrypted value on its line; edit it with `sops set`",
+                        segments.join(".")
+                    ));
+                }
+                self.lines[line] = format!("{}{want}: {value}{eol}", " ".repeat(indent));
+                return Ok(());
+            }
+            let (end, last) = self.block_end(line, indent);
+            indent = (line + 1..end)
+                .find_map(|i| self.shape(i))
+                .map(|s| s.indent)
+                .filter(|&c| c > indent)
+                .ok_or_else(|| {
+                    format!(
+                        "`{}` has no entries written as a block",
+                        segments[..=depth].join(".")
+                    )
+                })?;
+            from = line + 1;
+            to = last;
+        }
+        Err("no key to replace".to_string())
     }
 
     /// Replaces the value of `sops.<key>` (a scalar on one line).

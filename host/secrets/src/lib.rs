@@ -20,6 +20,6 @@ mod identity;
 mod yaml;
 
 pub use document::{MAX_BYTES, SopsDocument};
-pub use edit::add_strings;
+pub use edit::{add_strings, set_strings};
 pub use error::{LookupError, SecretError, SopsError};
 pub use identity::Identities;

@@ -148,6 +148,9 @@ pub(crate) fn check_named(name: &str, value: &str) -> Result<(), String> {
         }
         return Ok(());
     }
+    if let Some(r) = crate::access::check_format(name, value) {
+        return r;
+    }
     let ok = match name {
         "pve-node" => matches_pattern("[a-zA-Z0-9]([a-zA-Z0-9\\-]*[a-zA-Z0-9])?", value),
         "pve-vmid" => matches_pattern("[1-9][0-9]{2,8}", value),
@@ -268,6 +271,11 @@ fn list_item_format(item: &str) -> bool {
     matches!(
         item,
         "pve-configid"
+            | "pve-userid"
+            | "pve-groupid"
+            | "pve-roleid"
+            | "pve-priv"
+            | "pve-tokenid"
             | "pve-ha-resource-id"
             | "pve-ha-node"
             | "pve-tag"

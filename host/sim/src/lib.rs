@@ -46,6 +46,7 @@
 //! [`SimConfig::usb_mappings`] and managed through the API; `hostpciN`/`usbN` `mapping=` names resolve against
 //! them at start and in the migration checks.
 
+mod access;
 mod api;
 mod backup;
 mod cluster;

@@ -301,6 +301,10 @@ pub(crate) struct State {
     /// there are none.
     #[serde(default, skip_serializing_if = "crate::firewall::Firewall::is_empty")]
     pub firewall: crate::firewall::Firewall,
+    /// Users, groups, roles, ACL entries and API tokens (`user.cfg`, `priv/token.cfg`); absent from the state file
+    /// while there are none.
+    #[serde(default, skip_serializing_if = "crate::access::Access::is_empty")]
+    pub access: crate::access::Access,
     /// Nodes taken offline through the control API (`Simulator::set_node_online`).
     #[serde(default)]
     pub offline_nodes: std::collections::BTreeSet<String>,
@@ -351,6 +355,7 @@ impl State {
             backups: BTreeMap::new(),
             backup_ids: Vec::new(),
             firewall: crate::firewall::Firewall::default(),
+            access: crate::access::Access::default(),
             offline_nodes: std::collections::BTreeSet::new(),
             pid_counter: 0,
             rng_draws: 0,

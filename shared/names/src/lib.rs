@@ -76,7 +76,9 @@ pub fn named_mark(id: &str) -> String {
 /// longer id (`proxops:web` does not mark `web-2`, nor does `proxops:web-2` mark `web`).
 pub fn has_named_mark(comment: &str, id: &str) -> bool {
     let mark = named_mark(id);
-    let is_id_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':');
+    // `@` and `!` belong to user and token ids (`deploy@pve`, `deploy@pve!ci`).
+    let is_id_char =
+        |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '@' | '!');
     comment.match_indices(&mark).any(|(at, _)| {
         let before = comment[..at].chars().next_back();
         let after = comment[at + mark.len()..].chars().next();
@@ -98,6 +100,10 @@ mod mark_tests {
             ("proxops:web", "web-2", false),
             ("xproxops:web", "web", false),
             ("proxops:prefer-pve02", "prefer-pve02", true),
+            ("CI (proxops:deploy@pve)", "deploy@pve", true),
+            ("proxops:deploy@pve!ci", "deploy@pve", false),
+            ("proxops:deploy@pve!ci", "deploy@pve!ci", true),
+            ("proxops:deploy@pve", "deploy", false),
             ("", "web", false),
             ("proxops", "web", false),
         ] {

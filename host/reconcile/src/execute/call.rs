@@ -148,6 +148,12 @@ pub(super) async fn run_call(
         Permit::Take => write_permit(shared, call).await,
         Permit::Held => None,
     };
+    // A token creation's answer holds the token's secret, shown once: it must have a place in
+    // the SOPS document before the request is sent.
+    let token = crate::tokens::created_token(call);
+    if let Some(full) = &token {
+        crate::tokens::ready_to_store(full, shared.secrets.as_deref())?;
+    }
     // A config write guarded by the digest it was planned against is safe to repeat: if the
     // first attempt landed, the repeat fails with "checksum mismatch" and the next pass
     // re-plans. So is a start (see `is_start`). Other writes are sent once.
@@ -161,6 +167,9 @@ pub(super) async fn run_call(
         && e.is_transient()
         && *operation == Operation::Create
         && call.method == Method::Post
+        // A token whose answer was lost has lost its secret with it: the error stands, and
+        // the next cycle finds the token without a stored secret.
+        && token.is_none()
     {
         // Did the create land although its answer was lost? Then it is done; the next
         // pass observes the new object. Sent again only when a read shows it did not land:
@@ -177,6 +186,9 @@ pub(super) async fn run_call(
         }
     }
     let data = result.map_err(CallError::from)?;
+    if let Some(full) = &token {
+        return crate::tokens::store_secret(full, data, shared.secrets.as_deref());
+    }
     let task_type = data.as_str().and_then(Upid::parse).map(|u| u.task_type);
     let wait = crate::settle::needed(
         &crate::request::form::pve_view(&call.path),

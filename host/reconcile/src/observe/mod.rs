@@ -230,6 +230,23 @@ pub struct Cycle<'a> {
     pub secrets: Option<Arc<dyn SecretSource>>,
 }
 
+/// Each token in an answer to `GET /access/users/{userid}` gets `secret-stored`: whether its
+/// secret is in the cluster's SOPS document ([`crate::tokens`]). Decided by the read's path.
+fn flag_stored_tokens(reads: &mut HashMap<String, Answer>, secrets: Option<&dyn SecretSource>) {
+    for (key, answer) in reads.iter_mut() {
+        let path = key.split_once('?').map_or(key.as_str(), |(p, _)| p);
+        let Some(userid) = crate::tokens::user_read(path) else {
+            continue;
+        };
+        if answer.answer.0 != 200 {
+            continue;
+        }
+        if let Some(text) = crate::tokens::with_stored_flags(&answer.answer.1, &userid, secrets) {
+            answer.answer.1 = text;
+        }
+    }
+}
+
 /// Plan the cycle's objects against the live cluster. With `only`, plan just those objects
 /// (later passes of an apply), and skip prune discovery.
 pub async fn plan_cluster(
@@ -298,7 +315,8 @@ pub async fn plan_cluster(
     let read_concurrency = read_concurrency
         .unwrap_or(proxops_core::cluster::READS_PER_NODE * online)
         .max(1);
-    let reads = perform_reads(client, &wanted, read_concurrency).await;
+    let mut reads = perform_reads(client, &wanted, read_concurrency).await;
+    flag_stored_tokens(&mut reads, secrets.as_deref());
     tracing::debug!(
         "{cluster}: read {} answers in {:?} ({read_concurrency} at a time)",
         reads.len(),

@@ -398,6 +398,7 @@ fn check_named(
     shown: &str,
     (listing, id, create): (&str, &str, bool),
     scope: &Scope<'_>,
+    created: &HashSet<(String, String)>,
 ) -> Result<(), Refusal> {
     let what = format!("{} object {}", request::shown(listing), request::shown(id));
     if scope.resource != Some(id) {
@@ -406,19 +407,59 @@ fn check_named(
             format!("{shown} reaches the {what}, which is not this object"),
         ));
     }
+    // PVE's roles have no comment: a role is proxops's by its id (`proxops-<name>`).
+    if let Some(prefix) = id_marked(listing) {
+        let live = (scope.named)(listing, id);
+        let refusal = if !id.starts_with(prefix) {
+            Some(format!(
+                "{shown}: the {what} is not proxops's (PVE keeps no comment on it, so proxops writes only ids starting with `{prefix}`)"
+            ))
+        } else {
+            match (live, create) {
+                (NamedLive::Unread, _) => Some(format!(
+                    "{shown}: the listing {} was not read in this cycle, so proxops cannot tell whose the {what} is",
+                    request::shown(listing)
+                )),
+                (NamedLive::Present { .. }, true) => {
+                    Some(format!("{shown}: the {what} already exists"))
+                }
+                (NamedLive::Absent, false)
+                    if !created.contains(&(listing.to_string(), id.to_string())) =>
+                {
+                    Some(format!("{shown}: the {what} does not exist"))
+                }
+                _ => None,
+            }
+        };
+        return match refusal {
+            Some(why) => Err(Refusal::new(Rule::Ownership, why)),
+            None => Ok(()),
+        };
+    }
     let mark = proxops_names::named_mark(id);
-    let comment = param(call, "comment");
     // A write inside the object (below its item path, or a POST to the item, which PVE uses to
-    // add an entry: a rule to a security group, an address to an ipset) sets that entry's
+    // add an entry: a rule to a security group, an address to an ipset; a user's API token,
+    // `/access/users/<id>/token/<t>`) is owned through the object and sets that entry's
     // comment, not the object's: the object must carry the mark, the entry need not.
     let depth = listing.split('/').filter(|s| !s.is_empty()).count() + 1;
     let segments = request::form::pve_view(&call.path).len();
     let inside = segments > depth || (segments == depth && call.method == Method::Post);
+    let comment = param(call, "comment").filter(|_| !inside);
     let keeps_mark = inside
         || (comment.is_none_or(|c| proxops_names::has_named_mark(c, id))
             && !param(call, "delete")
                 .is_some_and(|d| d.split([',', ';', ' ']).any(|k| k == "comment")));
-    let refusal = match ((scope.named)(listing, id), create) {
+    let mut live = (scope.named)(listing, id);
+    if live == NamedLive::Absent
+        && !create
+        && created.contains(&(listing.to_string(), id.to_string()))
+    {
+        // Created by an earlier call of this proposal, with the mark.
+        live = NamedLive::Present {
+            comment: mark.clone(),
+        };
+    }
+    let refusal = match (live, create) {
         (NamedLive::Unread, _) => Some(format!(
             "{shown}: the listing {} was not read in this cycle, so proxops cannot tell whose the {what} is",
             request::shown(listing)
@@ -448,6 +489,85 @@ fn check_named(
     }
 }
 
+/// The listings whose objects PVE keeps no comment on, and the id prefix that marks proxops's
+/// own instead: `/access/roles` (`proxops-`).
+fn id_marked(listing: &str) -> Option<&'static str> {
+    (listing == ROLES).then_some(ROLE_PREFIX)
+}
+
+/// PVE's roles, and the prefix of the roles proxops creates and may change or delete.
+const ROLES: &str = "/access/roles";
+pub const ROLE_PREFIX: &str = "proxops-";
+
+/// `PUT /access/acl` changes the ACL entries of the users, groups and tokens it names (ACL
+/// entries have no id or comment of their own): each is owned through its principal, which
+/// must be this object's own user or group (a token's user), marked, or created by an earlier
+/// call of this proposal. `None` when the call is not an ACL write.
+fn check_acl(
+    call: &Call,
+    shown: &str,
+    scope: &Scope<'_>,
+    created: &HashSet<(String, String)>,
+) -> Option<Result<(), Refusal>> {
+    let segments = request::form::pve_view(&call.path);
+    if segments != ["access", "acl"] {
+        return None;
+    }
+    let list = |name: &str| -> Vec<String> {
+        param(call, name)
+            .unwrap_or_default()
+            .split([',', ';', ' '])
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
+    };
+    let mut principals: Vec<(&str, String, String)> = Vec::new();
+    for u in list("users") {
+        principals.push(("/access/users", u.clone(), format!("user {u}")));
+    }
+    for g in list("groups") {
+        principals.push(("/access/groups", g.clone(), format!("group {g}")));
+    }
+    for t in list("tokens") {
+        let user = t
+            .rsplit_once('!')
+            .map_or(String::new(), |(u, _)| u.to_string());
+        principals.push(("/access/users", user, format!("token {t}")));
+    }
+    let refuse = |why: String| Some(Err(Refusal::new(Rule::Ownership, why)));
+    if principals.is_empty() {
+        return refuse(format!("{shown} names no user, group or token"));
+    }
+    for (listing, id, who) in principals {
+        let who = request::shown(&who);
+        if scope.resource != Some(id.as_str()) {
+            return Some(Err(Refusal::new(
+                Rule::Target,
+                format!("{shown} changes the ACL entries of {who}, which is not this object"),
+            )));
+        }
+        if created.contains(&(listing.to_string(), id.clone())) {
+            continue;
+        }
+        match (scope.named)(listing, &id) {
+            NamedLive::Present { comment } if proxops_names::has_named_mark(&comment, &id) => {}
+            NamedLive::Unread => {
+                return refuse(format!(
+                    "{shown}: the listing {} was not read in this cycle, so proxops cannot tell whose {who} is",
+                    request::shown(listing)
+                ));
+            }
+            _ => {
+                return refuse(format!(
+                    "{shown} changes the ACL entries of {who}, which does not exist or does not carry proxops's mark (`{}` in its comment)",
+                    proxops_names::named_mark(&id)
+                ));
+            }
+        }
+    }
+    Some(Ok(()))
+}
+
 /// Check every mutating call of `actions` against `scope`, by what each request touches
 /// (never by the action's label or the kind's identity): its node exists; a guest it reaches
 /// (by path, by a create's `vmid`, by a volume's owner) is the object's own, or for
@@ -456,8 +576,13 @@ fn check_named(
 /// object is a prune; a new guest's vmid is free; a file that belongs to no guest is touched
 /// only by the object that declared it, and deleted only by its prune.
 pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal> {
+    let mut created: HashSet<(String, String)> = HashSet::new();
     for call in every_call(actions) {
         if call.method == Method::Get {
+            continue;
+        }
+        if let Some(result) = check_acl(call, &request::describe_call(call), scope, &created) {
+            result?;
             continue;
         }
         let target = path_target(call)?.named_in(
@@ -473,7 +598,10 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal>
             create,
         } = &target
         {
-            check_named(call, &shown, (listing, id, *create), scope)?;
+            check_named(call, &shown, (listing, id, *create), scope, &created)?;
+            if *create {
+                created.insert((listing.clone(), id.clone()));
+            }
             continue;
         }
         if let Some(node) = target.node()

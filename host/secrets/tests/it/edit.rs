@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use proxops_secrets::{SopsDocument, SopsError, add_strings};
+use proxops_secrets::{SopsDocument, SopsError, add_strings, set_strings};
 
 use crate::common::{fixture, other_key, test_key};
 
@@ -258,4 +258,63 @@ fn a_key_that_cannot_open_the_file_adds_nothing() {
     )
     .unwrap_err();
     assert!(matches!(err, SopsError::NoMatchingIdentity { .. }), "{err}");
+}
+
+#[test]
+fn set_strings_replaces_a_string_in_place_and_adds_the_rest() {
+    let name = "cluster.sops.yaml";
+    let old = read(name);
+    let before = SopsDocument::from_yaml(Path::new(name), &old, &test_key()).unwrap();
+    let ci = &["cloud-init", "ssh-keys"][..];
+    let out = set_strings(
+        Path::new(name),
+        &old,
+        &test_key(),
+        ci,
+        &entries(&[("alice", KEY), ("adopted-9", KEY)]),
+        NOW,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let doc = SopsDocument::from_yaml(Path::new(name), &out, &test_key()).unwrap();
+    assert_eq!(doc.get("cloud-init.ssh-keys.alice"), Ok(KEY));
+    assert_eq!(doc.get("cloud-init.ssh-keys.adopted-9"), Ok(KEY));
+    assert_eq!(doc.entries("").len(), before.entries("").len() + 1);
+    let now = doc.entries("");
+    for entry in before.entries("") {
+        if entry.0 != "cloud-init.ssh-keys.alice" {
+            assert!(now.contains(&entry), "`{}` kept", entry.0);
+        }
+    }
+    // One line replaced where it was, one added, and the two metadata lines: nothing else.
+    let changed = old
+        .lines()
+        .filter(|l| !out.lines().any(|m| m == *l))
+        .count();
+    assert_eq!(changed, 3, "alice, lastmodified and mac change:\n{out}");
+    // add_strings still refuses the taken name; set_strings refuses a mapping.
+    assert!(
+        add_strings(
+            Path::new(name),
+            &old,
+            &test_key(),
+            ci,
+            &entries(&[("alice", KEY)]),
+            NOW
+        )
+        .is_err()
+    );
+    let err = set_strings(
+        Path::new(name),
+        &old,
+        &test_key(),
+        &["cloud-init"],
+        &entries(&[("ssh-keys", KEY)]),
+        NOW,
+    )
+    .expect_err("a mapping is not replaced")
+    .to_string();
+    assert!(
+        err.contains("`cloud-init.ssh-keys` already exists"),
+        "{err}"
+    );
 }

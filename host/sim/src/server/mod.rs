@@ -170,7 +170,8 @@ fn ok_response(reply: &Reply) -> Response<Body> {
     response(200, Some("OK"), Some(text))
 }
 
-/// Checks the `Authorization: PVEAPIToken=USER@REALM!ID=SECRET` header; returns the token id or the 401 reason.
+/// Checks the `Authorization: PVEAPIToken=USER@REALM!ID=SECRET` header against the simulator's own token and
+/// the tokens created through `/access`; returns the token id or the 401 reason.
 fn authenticate(sim: &Sim, headers: &hyper::HeaderMap) -> Result<String, &'static str> {
     let Some(value) = headers
         .get_all(hyper::header::AUTHORIZATION)
@@ -185,10 +186,17 @@ fn authenticate(sim: &Sim, headers: &hyper::HeaderMap) -> Result<String, &'stati
     let Some((id, secret)) = decoded.rsplit_once('=') else {
         return Err("Authentication failed!");
     };
-    if id == sim.token_id && secret == sim.token_secret {
-        Ok(id.to_string())
-    } else {
-        Err("Authentication failed!")
+    if id == sim.token_id {
+        return if secret == sim.token_secret {
+            Ok(id.to_string())
+        } else {
+            Err("Authentication failed!")
+        };
+    }
+    // A token created through `/access` (`AccessControl::verify_token`).
+    match crate::access::authenticate(&sim.read(), id, secret) {
+        Ok(()) => Ok(id.to_string()),
+        Err(_) => Err("Authentication failed!"),
     }
 }
 

@@ -11,7 +11,9 @@ use crate::api::{ApiError, ApiResult, Reply, Req};
 use crate::faults::Drawn;
 use crate::mapping::Kind;
 use crate::sim::Sim;
-use crate::{backup, cluster, ha, lxc, mapping, migrate, pools, qemu, storage, storage_cfg, tasks};
+use crate::{
+    access, backup, cluster, ha, lxc, mapping, migrate, pools, qemu, storage, storage_cfg, tasks,
+};
 
 /// Matches an API path to its template; path parameters are returned in order.
 pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, String)>)> {
@@ -34,6 +36,20 @@ pub(crate) fn route(segments: &[&str]) -> Option<(&'static str, Vec<(String, Str
         ["cluster", "mapping", "pci", id] => ("/cluster/mapping/pci/{id}", vec![p("id", id)]),
         ["cluster", "mapping", "usb"] => ("/cluster/mapping/usb", vec![]),
         ["cluster", "mapping", "usb", id] => ("/cluster/mapping/usb/{id}", vec![p("id", id)]),
+        ["access"] => ("/access", vec![]),
+        ["access", "users"] => ("/access/users", vec![]),
+        ["access", "users", u] => ("/access/users/{userid}", vec![p("userid", u)]),
+        ["access", "users", u, "token"] => ("/access/users/{userid}/token", vec![p("userid", u)]),
+        ["access", "users", u, "token", t] => (
+            "/access/users/{userid}/token/{tokenid}",
+            vec![p("userid", u), p("tokenid", t)],
+        ),
+        ["access", "groups"] => ("/access/groups", vec![]),
+        ["access", "groups", g] => ("/access/groups/{groupid}", vec![p("groupid", g)]),
+        ["access", "roles"] => ("/access/roles", vec![]),
+        ["access", "roles", r] => ("/access/roles/{roleid}", vec![p("roleid", r)]),
+        ["access", "acl"] => ("/access/acl", vec![]),
+        ["access", "domains"] => ("/access/domains", vec![]),
         ["pools"] => ("/pools", vec![]),
         ["pools", id] => ("/pools/{poolid}", vec![p("poolid", id)]),
         ["cluster", "ha"] => ("/cluster/ha", vec![]),
@@ -238,6 +254,7 @@ pub(super) async fn call(
         params: merged,
         faults: drawn,
     };
+    access::authorize(sim, user, method, template, &req)?;
     let wait = req
         .get("background_delay")
         .or_else(|| req.get("delay"))
@@ -266,6 +283,30 @@ pub(super) async fn call(
         ("GET", "/cluster/mapping/usb/{id}") => mapping::read(sim, &req, Kind::Usb),
         ("PUT", "/cluster/mapping/usb/{id}") => mapping::update(sim, &req, Kind::Usb),
         ("DELETE", "/cluster/mapping/usb/{id}") => mapping::delete(sim, &req, Kind::Usb),
+        ("GET", "/access") => Ok(index(template, "subdir")),
+        ("GET", "/access/users") => access::users_list(sim, &req),
+        ("POST", "/access/users") => access::user_create(sim, &req),
+        ("GET", "/access/users/{userid}") => access::user_read(sim, &req),
+        ("PUT", "/access/users/{userid}") => access::user_update(sim, &req),
+        ("DELETE", "/access/users/{userid}") => access::user_delete(sim, &req),
+        ("GET", "/access/users/{userid}/token") => access::token_list(sim, &req),
+        ("GET", "/access/users/{userid}/token/{tokenid}") => access::token_read(sim, &req),
+        ("POST", "/access/users/{userid}/token/{tokenid}") => access::token_create(sim, &req),
+        ("PUT", "/access/users/{userid}/token/{tokenid}") => access::token_update(sim, &req),
+        ("DELETE", "/access/users/{userid}/token/{tokenid}") => access::token_delete(sim, &req),
+        ("GET", "/access/groups") => access::groups_list(sim, &req),
+        ("POST", "/access/groups") => access::group_create(sim, &req),
+        ("GET", "/access/groups/{groupid}") => access::group_read(sim, &req),
+        ("PUT", "/access/groups/{groupid}") => access::group_update(sim, &req),
+        ("DELETE", "/access/groups/{groupid}") => access::group_delete(sim, &req),
+        ("GET", "/access/roles") => access::roles_list(sim, &req),
+        ("POST", "/access/roles") => access::role_create(sim, &req),
+        ("GET", "/access/roles/{roleid}") => access::role_read(sim, &req),
+        ("PUT", "/access/roles/{roleid}") => access::role_update(sim, &req),
+        ("DELETE", "/access/roles/{roleid}") => access::role_delete(sim, &req),
+        ("GET", "/access/acl") => access::acl_list(sim, &req),
+        ("PUT", "/access/acl") => access::acl_update(sim, &req),
+        ("GET", "/access/domains") => access::domains(sim, &req),
         ("GET", "/pools") => pools::list(sim, &req),
         ("POST", "/pools") => pools::create(sim, &req),
         ("PUT", "/pools") | ("PUT", "/pools/{poolid}") => pools::update(sim, &req),

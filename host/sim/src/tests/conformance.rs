@@ -118,6 +118,13 @@ fn format_sample(f: &str) -> &'static str {
         "pve-calendar-event" => "mon..fri 21:00",
         "pve-day-of-week-list" => "mon,fri",
         "prune-backups" => "keep-last=3,keep-daily=7",
+        "pve-userid" | "pve-userid-list" => "u1@pve",
+        "email-opt" => "u1@example.com",
+        "pve-groupid" | "pve-groupid-list" => "g1",
+        "pve-roleid" | "pve-roleid-list" => "r1",
+        "pve-priv-list" => "VM.Audit",
+        "pve-tokenid-list" => "u1@pve!t1",
+        "pve-realm" => "pve",
         "pve-vmid-list" => "100",
         "pve-storage-id-list" => "local",
         "pve-qm-hostpci" => "mapping=gpu",
@@ -226,6 +233,10 @@ fn path_for(template: &str, upid: &str) -> String {
         .replace("{group}", "grp1")
         .replace("{name}", "set1")
         .replace("{cidr}", "10.0.0.2")
+        .replace("{userid}", "u1@pve")
+        .replace("{tokenid}", "t1")
+        .replace("{groupid}", "g1")
+        .replace("{roleid}", "r1")
 }
 
 #[tokio::test]
@@ -540,6 +551,23 @@ async fn return_shapes_match_pve_schema() {
                 ("description", "shape"),
             ][..],
         ),
+        // The access paths read user u1@pve with token t1, group g1 and role r1.
+        ("POST", "/access/groups", &[("groupid", "g1")][..]),
+        (
+            "POST",
+            "/access/users",
+            &[("userid", "u1@pve"), ("groups", "g1"), ("comment", "shape")][..],
+        ),
+        (
+            "POST",
+            "/access/roles",
+            &[("roleid", "r1"), ("privs", "VM.Audit")][..],
+        ),
+        (
+            "PUT",
+            "/access/acl",
+            &[("path", "/vms"), ("roles", "r1"), ("users", "u1@pve")][..],
+        ),
     ] {
         t.check(method, path, params, 200, "null").await;
     }
@@ -599,6 +627,14 @@ async fn return_shapes_match_pve_schema() {
         ];
         t.check("POST", &rules, &rule, 200, "null").await;
     }
+    t.check(
+        "POST",
+        "/access/users/u1@pve/token/t1",
+        &[],
+        200,
+        "full-tokenid",
+    )
+    .await;
     let mut errs = Vec::new();
     for line in SERVED.lines().filter(|l| l.starts_with("GET ")) {
         let template = &line[4..];

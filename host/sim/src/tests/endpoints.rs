@@ -27,7 +27,13 @@ async fn indexes_list_only_what_is_served() {
         (
             "/",
             "subdir",
-            &["version", "cluster", "nodes", "storage", "pools"],
+            &["version", "cluster", "nodes", "storage", "pools", "access"],
+        ),
+        // PVE lists `ticket`, `password`, `permissions`, `tfa`, `openid` and `vncticket` too.
+        (
+            "/access",
+            "subdir",
+            &["users", "groups", "roles", "acl", "domains"],
         ),
         (
             "/cluster",

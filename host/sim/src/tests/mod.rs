@@ -1,5 +1,6 @@
 //! In-process HTTP tests of the simulator: each starts a server and talks to it with reqwest.
 
+mod access;
 mod behaviour;
 mod clients;
 mod conformance;

@@ -1,0 +1,212 @@
+//! The desired state of one Access manifest: a user (with its group memberships, ACL entries
+//! and API tokens), a group (with its ACL entries) or a role, and PVE's names for each.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+/// The listings the kind reads, each with its id field.
+pub const USERS: &str = "/access/users";
+pub const GROUPS: &str = "/access/groups";
+pub const ROLES: &str = "/access/roles";
+/// PVE's ACL, read whole (one read per cycle, shared by every object that asks).
+pub const ACL: &str = "/access/acl";
+/// The realms.
+pub const DOMAINS: &str = "/access/domains";
+
+/// The prefix of every role proxops owns: PVE keeps no comment on a role, so the id is the
+/// mark (the host refuses a role write without it).
+pub const ROLE_PREFIX: &str = "proxops-";
+
+/// One Access object.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Desired {
+    User(User),
+    Group(Group),
+    Role(Role),
+}
+
+impl Desired {
+    /// The PVE id: `user@realm`, the group id or the role id.
+    pub fn id(&self) -> &str {
+        match self {
+            Desired::User(u) => &u.id,
+            Desired::Group(g) => &g.id,
+            Desired::Role(r) => &r.id,
+        }
+    }
+
+    /// `user`, `group` or `role`.
+    pub fn what(&self) -> &'static str {
+        match self {
+            Desired::User(_) => "user",
+            Desired::Group(_) => "group",
+            Desired::Role(_) => "role",
+        }
+    }
+}
+
+/// A user (`spec.user`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct User {
+    /// `name@realm`.
+    pub id: String,
+    pub comment: Option<String>,
+    pub email: Option<String>,
+    pub firstname: Option<String>,
+    pub lastname: Option<String>,
+    pub enabled: bool,
+    /// Seconds since the epoch; 0: never.
+    pub expire: u64,
+    /// Exactly these groups (each an Access group of this repository).
+    pub groups: BTreeSet<String>,
+    pub acl: Vec<Acl>,
+    pub tokens: Vec<Token>,
+}
+
+impl User {
+    pub fn realm(&self) -> &str {
+        self.id.rsplit_once('@').map_or("", |(_, r)| r)
+    }
+}
+
+/// An API token of a user (`spec.user.tokens[]`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Token {
+    /// The token's own id (`ci`); its full id is `user@realm!ci`.
+    pub id: String,
+    pub comment: Option<String>,
+    /// PVE's privilege separation: the token holds only its own ACL entries (intersected
+    /// with its user's).
+    pub privsep: bool,
+    pub expire: u64,
+    pub acl: Vec<Acl>,
+}
+
+/// A group (`spec.group`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Group {
+    pub id: String,
+    pub comment: Option<String>,
+    pub acl: Vec<Acl>,
+}
+
+/// A role (`spec.role`): `proxops-<metadata.name>`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Role {
+    pub id: String,
+    pub privs: BTreeSet<String>,
+}
+
+/// One ACL entry of a principal: `roles` on `path`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Acl {
+    pub path: String,
+    pub roles: BTreeSet<String>,
+    pub propagate: bool,
+}
+
+/// The full id of token `token` of user `user`.
+pub fn full_token_id(user: &str, token: &str) -> String {
+    format!("{user}!{token}")
+}
+
+/// The `comment` PVE gets for object `id`: the manifest's comment with the mark
+/// `proxops:<id>` appended, or the mark alone.
+pub fn pve_comment(id: &str, comment: Option<&str>) -> String {
+    let mark = proxops_names::named_mark(id);
+    match comment {
+        None | Some("") => mark,
+        Some(c) if proxops_names::has_named_mark(c, id) => c.to_string(),
+        Some(c) => format!("{c} ({mark})"),
+    }
+}
+
+/// The manifest's comment for a live one: [`pve_comment`] undone where it can be.
+pub fn manifest_comment(id: &str, live: &str) -> Option<String> {
+    let mark = proxops_names::named_mark(id);
+    if live.is_empty() || live == mark {
+        return None;
+    }
+    if let Some(c) = live.strip_suffix(&format!(" ({mark})"))
+        && !c.is_empty()
+        && !proxops_names::has_named_mark(c, id)
+    {
+        return Some(c.to_string());
+    }
+    Some(live.to_string())
+}
+
+/// PVE's built-in roles (pve-access-control `AccessControl.pm`, `create_roles`): granted by
+/// name, never created, changed or deleted.
+pub const BUILTIN_ROLES: &[&str] = &[
+    "Administrator",
+    "NoAccess",
+    "PVEAdmin",
+    "PVEAuditor",
+    "PVEDatastoreAdmin",
+    "PVEDatastoreUser",
+    "PVEMappingAdmin",
+    "PVEMappingUser",
+    "PVEPoolAdmin",
+    "PVEPoolUser",
+    "PVESDNAdmin",
+    "PVESDNUser",
+    "PVESysAdmin",
+    "PVETemplateUser",
+    "PVEUserAdmin",
+    "PVEVMAdmin",
+    "PVEVMUser",
+];
+
+/// PVE 9's privileges (`AccessControl.pm`'s `$privgroups` and `Permissions.Modify`).
+pub const PRIVILEGES: &[&str] = &[
+    "Datastore.Allocate",
+    "Datastore.AllocateSpace",
+    "Datastore.AllocateTemplate",
+    "Datastore.Audit",
+    "Group.Allocate",
+    "Mapping.Audit",
+    "Mapping.Modify",
+    "Mapping.Use",
+    "Permissions.Modify",
+    "Pool.Allocate",
+    "Pool.Audit",
+    "Realm.Allocate",
+    "Realm.AllocateUser",
+    "SDN.Allocate",
+    "SDN.Audit",
+    "SDN.Use",
+    "Sys.AccessNetwork",
+    "Sys.Audit",
+    "Sys.Console",
+    "Sys.Incoming",
+    "Sys.Modify",
+    "Sys.PowerMgmt",
+    "Sys.Syslog",
+    "User.Modify",
+    "VM.Allocate",
+    "VM.Audit",
+    "VM.Backup",
+    "VM.Clone",
+    "VM.Config.CDROM",
+    "VM.Config.CPU",
+    "VM.Config.Cloudinit",
+    "VM.Config.Disk",
+    "VM.Config.HWType",
+    "VM.Config.Memory",
+    "VM.Config.Network",
+    "VM.Config.Options",
+    "VM.Console",
+    "VM.GuestAgent.Audit",
+    "VM.GuestAgent.FileRead",
+    "VM.GuestAgent.FileSystemMgmt",
+    "VM.GuestAgent.FileWrite",
+    "VM.GuestAgent.Unrestricted",
+    "VM.Migrate",
+    "VM.PowerMgmt",
+    "VM.Replicate",
+    "VM.Snapshot",
+    "VM.Snapshot.Rollback",
+];
