@@ -196,7 +196,7 @@ async fn every_policy_misbehaviour_is_contained() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_looping_policy_costs_one_call_for_thirty_manifests() {
+async fn a_looping_policy_costs_one_deadline_for_thirty_manifests() {
     let lab = Lab::start().await;
     install_policy(&lab, "{manifest: loop}");
     for i in 0..30 {
@@ -214,9 +214,16 @@ async fn a_looping_policy_costs_one_call_for_thirty_manifests() {
         &lab,
         want(1, "exceeded its deadline", "guest `misbehave.wasm`"),
     );
-    // The policy logs one line as each check-manifest call starts.
+    // The policy logs one line as each check-manifest call starts. Manifests are checked on
+    // every core at once, so at most one call per core runs into the deadline (one deadline
+    // of wall time); the other calls are never made.
     let calls = run.stderr.matches(": info: check-manifest vm-").count();
-    assert_eq!(calls, 1, "{}", run.stderr);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(
+        (1..=cores).contains(&calls),
+        "{calls} calls on {cores} cores: {}",
+        run.stderr
+    );
     assert_eq!(
         run.stdout.matches("the policy failed").count(),
         1,
