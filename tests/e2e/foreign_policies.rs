@@ -202,34 +202,38 @@ fn the_typescript_port_answers_as_the_rust_policy_does() {
     same_answers_as_rust("typescript");
 }
 
-/// The Python policy in a repository's proxops.yaml, enforced: `plan` denies the manifest
-/// before any request that writes.
+/// The Python and the TypeScript policy in a repository's proxops.yaml, enforced: `plan`
+/// denies the manifest before any request that writes.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_python_policy_denies_a_manifest_in_plan() {
-    let Some(wasm) = port("python") else { return };
-    let lab = Lab::start().await;
-    let bytes = std::fs::read(&wasm).unwrap();
-    lab.write_bytes("policies/prod.wasm", &bytes);
-    lab.write(
-        "proxops.yaml",
-        &format!(
-            "policies:\n  - file: policies/prod.wasm\n    sha256: {}\n    mode: enforce\n",
-            sha256_hex(&bytes)
-        ),
-    );
-    lab.write(
-        "vm/lab/web.yaml",
-        &vm("web", "pve01", 150, "  tags: [prod]\n"),
-    );
-    lab.clear();
-    let plan = lab.run(&["plan"]).await;
-    assert_eq!(plan.code, 1, "{}\n{}", plan.stdout, plan.stderr);
-    assert!(
-        plan.stdout.contains("policy require-protection-prod denied VM web (vm/lab/web.yaml) at spec.options.protection"),
-        "{}",
-        plan.stdout
-    );
-    assert_eq!(lab.mutations(), Vec::<String>::new());
+async fn python_and_typescript_policies_deny_a_manifest_in_plan() {
+    for lang in ["python", "typescript"] {
+        let Some(wasm) = port(lang) else { continue };
+        let lab = Lab::start().await;
+        let bytes = std::fs::read(&wasm).unwrap();
+        lab.write_bytes("policies/prod.wasm", &bytes);
+        lab.write(
+            "proxops.yaml",
+            &format!(
+                "policies:\n  - file: policies/prod.wasm\n    sha256: {}\n    mode: enforce\n",
+                sha256_hex(&bytes)
+            ),
+        );
+        lab.write(
+            "vm/lab/web.yaml",
+            &vm("web", "pve01", 150, "  tags: [prod]\n"),
+        );
+        lab.clear();
+        let plan = lab.run(&["plan"]).await;
+        assert_eq!(plan.code, 1, "{lang}: {}\n{}", plan.stdout, plan.stderr);
+        assert!(
+            plan.stdout.contains(
+                "policy require-protection-prod denied VM web (vm/lab/web.yaml) at spec.options.protection"
+            ),
+            "{lang}: {}",
+            plan.stdout
+        );
+        assert_eq!(lab.mutations(), Vec::<String>::new(), "{lang}");
+    }
 }
 
 /// A suite whose expectations are wrong fails, exit 1, with the expected and the actual
