@@ -219,7 +219,11 @@ impl Default for SimConfig {
 /// `local` (dir: iso, import, vztmpl, snippets) and `local-lvm` (lvmthin: images, rootdir).
 pub fn default_storages() -> Vec<StorageConfig> {
     vec![
-        StorageConfig::new("local", "dir", &["iso", "import", "vztmpl", "snippets"]),
+        StorageConfig::new(
+            "local",
+            "dir",
+            &["iso", "import", "vztmpl", "snippets", "backup"],
+        ),
         StorageConfig::new("local-lvm", "lvmthin", &["images", "rootdir"]),
     ]
 }

@@ -29,7 +29,7 @@ async fn storage_config_reads_back_as_pve_serves_it() {
             "/storage",
             &[],
             200,
-            r#"{"storage":"local","type":"dir","content":"iso,import,vztmpl,snippets","digest":"#,
+            r#"{"storage":"local","type":"dir","content":"iso,import,vztmpl,snippets,backup","digest":"#,
         ),
         (
             "/storage",
