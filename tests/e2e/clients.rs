@@ -530,3 +530,54 @@ async fn ansible_manages_a_vms_firewall_and_a_security_group() {
         .unwrap();
     assert_eq!(aliases[0]["cidr"], "192.0.2.0/24", "{aliases}");
 }
+
+/// Ansible's access modules (`proxmox_group`, `proxmox_user`, `proxmox_access_acl`) against
+/// the simulator's `/access`: a group, a user in it, an ACL entry for the group, each
+/// idempotent, checked in the simulator's own listings, then all removed.
+#[tokio::test(flavor = "multi_thread")]
+async fn ansible_manages_users_groups_and_acl_entries() {
+    if !have_ansible() {
+        return;
+    }
+    let sim = Served::start("ansible").await;
+    let temp = tempfile::tempdir().unwrap();
+    let access = "ansible_access.yml";
+    assert_eq!(playbook(&sim, access, true, temp.path()).await, 3);
+    assert_eq!(playbook(&sim, access, false, temp.path()).await, 0);
+
+    let user = sim
+        .client
+        .get("/access/users/alice@pve", &[])
+        .await
+        .unwrap();
+    assert_eq!(user["comment"], "an operator", "{user}");
+    assert_eq!(user["email"], "alice@example.com", "{user}");
+    assert_eq!(user["groups"], serde_json::json!(["ansible-ops"]), "{user}");
+    let acl = sim.client.get("/access/acl", &[]).await.unwrap();
+    let entry = acl
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["ugid"] == "ansible-ops")
+        .unwrap_or_else(|| panic!("no ACL entry for the group: {acl}"));
+    assert_eq!(
+        (&entry["path"], &entry["roleid"], &entry["type"]),
+        (
+            &serde_json::json!("/vms"),
+            &serde_json::json!("PVEVMUser"),
+            &serde_json::json!("group")
+        ),
+        "{entry}"
+    );
+
+    let teardown = "ansible_access_teardown.yml";
+    assert_eq!(playbook(&sim, teardown, true, temp.path()).await, 3);
+    assert_eq!(playbook(&sim, teardown, false, temp.path()).await, 0);
+    let users = sim.client.get("/access/users", &[]).await.unwrap();
+    assert!(
+        !users.to_string().contains("alice@pve"),
+        "the user is gone: {users}"
+    );
+    let groups = sim.client.get("/access/groups", &[]).await.unwrap();
+    assert!(!groups.to_string().contains("ansible-ops"), "{groups}");
+}
