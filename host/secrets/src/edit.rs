@@ -65,6 +65,11 @@ fn edit_strings(
     let before = Decoded::read(path, body, identities)?;
     before.verify_mac()?;
     let shown_parent = parent.join(".");
+    // `parent.name` as the reader writes paths (`name` alone at the top).
+    let dotted = |name: &str| match parent {
+        [] => name.to_string(),
+        _ => format!("{shown_parent}.{name}"),
+    };
     match before.describe_at(parent) {
         None | Some("a mapping") => {}
         Some(what) => {
@@ -74,7 +79,7 @@ fn edit_strings(
     let mut names: Vec<&str> = Vec::new();
     let mut replaced: Vec<&str> = Vec::new();
     for (name, value) in entries {
-        let shown = format!("{shown_parent}.{name}");
+        let shown = dotted(name);
         if !plain_key(name) {
             return Err(refuse(format!(
                 "`{}` is not a plain key (letters, digits, `-` and `_`)",
@@ -112,7 +117,10 @@ fn edit_strings(
     let unit = lines.indent_unit();
     let mut new_lines = Vec::with_capacity(entries.len());
     for (name, value) in entries {
-        let aad = format!("{}:{name}:", parent.join(":"));
+        // sops's AAD is the key path joined by `:`, ending in `:` (`a:b:name:`, `name:` at the top).
+        let mut key_path: Vec<&str> = parent.to_vec();
+        key_path.push(name);
+        let aad = format!("{}:", key_path.join(":"));
         let encrypted = encrypt(&before.key, value, &aad, "str");
         if replaced.contains(name) {
             let mut segments: Vec<&str> = parent.to_vec();
@@ -145,11 +153,7 @@ fn edit_strings(
     let (old, new) = (before.into_document(), after.into_document());
     let old_entries = old.entries("");
     let new_entries = new.entries("");
-    let is_replaced = |p: &str| {
-        replaced
-            .iter()
-            .any(|name| p == format!("{shown_parent}.{name}"))
-    };
+    let is_replaced = |p: &str| replaced.iter().any(|name| p == dotted(name));
     let kept = old_entries
         .iter()
         .filter(|(p, _)| !is_replaced(p))
@@ -159,7 +163,7 @@ fn edit_strings(
                 .any(|(q, w)| q == p && w.as_bytes() == v.as_bytes())
         });
     let added = entries.iter().all(|(name, value)| {
-        let full = format!("{shown_parent}.{name}");
+        let full = dotted(name);
         new_entries
             .iter()
             .any(|(q, w)| *q == full && w.as_bytes() == value.as_bytes())

@@ -39,7 +39,10 @@ fn check_added(name: &str, parent: &[&str], new: &[(&str, &str)], inserted: &[&s
         assert!(now.contains(&entry), "{name}: `{}` kept", entry.0);
     }
     for (n, v) in new {
-        let path = format!("{}.{n}", parent.join("."));
+        let path = match parent {
+            [] => n.to_string(),
+            _ => format!("{}.{n}", parent.join(".")),
+        };
         assert_eq!(doc.get(&path), Ok(*v), "{name}: `{path}` added");
     }
     assert_eq!(
@@ -108,6 +111,24 @@ fn entries_go_at_the_end_of_their_mapping_and_nothing_else_changes() {
         .unwrap();
     assert!(lines[at - 1].starts_with("        bob@host.example: ENC["));
     assert_eq!(lines[at + 1], "    passwords:");
+}
+
+/// A top-level entry gets sops's AAD for a top-level key (`name:`, not `:name:`), so it reads
+/// back (with proxops's reader, which follows sops's rule).
+#[test]
+fn a_top_level_entry_reads_back() {
+    let old = read("cluster.sops.yaml");
+    let out = add_strings(
+        Path::new("cluster.sops.yaml"),
+        &old,
+        &test_key(),
+        &[],
+        &entries(&[("top-secret", "v1")]),
+        NOW,
+    )
+    .unwrap();
+    let doc = SopsDocument::from_yaml(Path::new("cluster.sops.yaml"), &out, &test_key()).unwrap();
+    assert_eq!(doc.get("top-secret"), Ok("v1"));
 }
 
 #[test]
