@@ -260,7 +260,7 @@ enum Command {
         #[command(subcommand)]
         command: kind_cmd::KindCommand,
     },
-    /// Site policies: test a policy on a manifest or a plan, or scaffold a new one.
+    /// Site policies: test a policy (one manifest or plan, or a suite), scaffold one (Rust, Python, TypeScript), push one to an OCI registry.
     Policy {
         #[command(subcommand)]
         command: policy_cmd::PolicyCommand,
