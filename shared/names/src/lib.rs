@@ -4,6 +4,7 @@
 //! builds for wasm32-wasip2 and natively alike.
 
 pub mod calendar;
+pub mod firewall;
 
 /// PVE's `pve-node`: a host name label.
 pub fn is_node_name(s: &str) -> bool {
