@@ -378,196 +378,6 @@ fn param<'c>(call: &'c Call, name: &str) -> Option<&'c str> {
         .map(|p| p.value.as_str())
 }
 
-/// A named object (an entry of a kind's listing) as this cycle read it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NamedLive {
-    /// The listing was not read (or failed): nothing is known, nothing is written.
-    Unread,
-    /// The listing has no entry with that id.
-    Absent,
-    /// The entry, with its `comment` (empty when it has none).
-    Present { comment: String },
-}
-
-/// The rules of a write to a named object (`Target::Named`), judged by the request: it reaches
-/// only the object's own id; a create needs the id absent and carries proxops's mark
-/// (`proxops:<id>` in `comment`); any other write needs the mark on the live object and keeps
-/// it.
-fn check_named(
-    call: &Call,
-    shown: &str,
-    (listing, id, create): (&str, &str, bool),
-    scope: &Scope<'_>,
-    created: &HashSet<(String, String)>,
-) -> Result<(), Refusal> {
-    let what = format!("{} object {}", request::shown(listing), request::shown(id));
-    if scope.resource != Some(id) {
-        return Err(Refusal::new(
-            Rule::Target,
-            format!("{shown} reaches the {what}, which is not this object"),
-        ));
-    }
-    // PVE's roles have no comment: a role is proxops's by its id (`proxops-<name>`).
-    if let Some(prefix) = id_marked(listing) {
-        let live = (scope.named)(listing, id);
-        let refusal = if !id.starts_with(prefix) {
-            Some(format!(
-                "{shown}: the {what} is not proxops's (PVE keeps no comment on it, so proxops writes only ids starting with `{prefix}`)"
-            ))
-        } else {
-            match (live, create) {
-                (NamedLive::Unread, _) => Some(format!(
-                    "{shown}: the listing {} was not read in this cycle, so proxops cannot tell whose the {what} is",
-                    request::shown(listing)
-                )),
-                (NamedLive::Present { .. }, true) => {
-                    Some(format!("{shown}: the {what} already exists"))
-                }
-                (NamedLive::Absent, false)
-                    if !created.contains(&(listing.to_string(), id.to_string())) =>
-                {
-                    Some(format!("{shown}: the {what} does not exist"))
-                }
-                _ => None,
-            }
-        };
-        return match refusal {
-            Some(why) => Err(Refusal::new(Rule::Ownership, why)),
-            None => Ok(()),
-        };
-    }
-    let mark = proxops_names::named_mark(id);
-    // A write inside the object (below its item path, or a POST to the item, which PVE uses to
-    // add an entry: a rule to a security group, an address to an ipset; a user's API token,
-    // `/access/users/<id>/token/<t>`) is owned through the object and sets that entry's
-    // comment, not the object's: the object must carry the mark, the entry need not.
-    let depth = listing.split('/').filter(|s| !s.is_empty()).count() + 1;
-    let segments = request::form::pve_view(&call.path).len();
-    let inside = segments > depth || (segments == depth && call.method == Method::Post);
-    let comment = param(call, "comment").filter(|_| !inside);
-    let keeps_mark = inside
-        || (comment.is_none_or(|c| proxops_names::has_named_mark(c, id))
-            && !param(call, "delete")
-                .is_some_and(|d| d.split([',', ';', ' ']).any(|k| k == "comment")));
-    let mut live = (scope.named)(listing, id);
-    if live == NamedLive::Absent
-        && !create
-        && created.contains(&(listing.to_string(), id.to_string()))
-    {
-        // Created by an earlier call of this proposal, with the mark.
-        live = NamedLive::Present {
-            comment: mark.clone(),
-        };
-    }
-    let refusal = match (live, create) {
-        (NamedLive::Unread, _) => Some(format!(
-            "{shown}: the listing {} was not read in this cycle, so proxops cannot tell whose the {what} is",
-            request::shown(listing)
-        )),
-        (NamedLive::Present { .. }, true) => Some(format!("{shown}: the {what} already exists")),
-        (NamedLive::Absent, true)
-            if !comment.is_some_and(|c| proxops_names::has_named_mark(c, id)) =>
-        {
-            Some(format!(
-                "{shown} creates the {what} without proxops's mark (`{mark}` in its comment)"
-            ))
-        }
-        (NamedLive::Absent, false) => Some(format!("{shown}: the {what} does not exist")),
-        (NamedLive::Present { comment }, false) if !proxops_names::has_named_mark(&comment, id) => {
-            Some(format!(
-                "{shown}: the {what} does not carry proxops's mark (`{mark}` in its comment); proxops changes or deletes only objects it created"
-            ))
-        }
-        (NamedLive::Present { .. }, false) if !keeps_mark => Some(format!(
-            "{shown} would remove proxops's mark (`{mark}`) from the {what}'s comment"
-        )),
-        _ => None,
-    };
-    match refusal {
-        Some(why) => Err(Refusal::new(Rule::Ownership, why)),
-        None => Ok(()),
-    }
-}
-
-/// The listings whose objects PVE keeps no comment on, and the id prefix that marks proxops's
-/// own instead: `/access/roles` (`proxops-`).
-fn id_marked(listing: &str) -> Option<&'static str> {
-    (listing == ROLES).then_some(ROLE_PREFIX)
-}
-
-/// PVE's roles, and the prefix of the roles proxops creates and may change or delete.
-const ROLES: &str = "/access/roles";
-pub const ROLE_PREFIX: &str = "proxops-";
-
-/// `PUT /access/acl` changes the ACL entries of the users, groups and tokens it names (ACL
-/// entries have no id or comment of their own): each is owned through its principal, which
-/// must be this object's own user or group (a token's user), marked, or created by an earlier
-/// call of this proposal. `None` when the call is not an ACL write.
-fn check_acl(
-    call: &Call,
-    shown: &str,
-    scope: &Scope<'_>,
-    created: &HashSet<(String, String)>,
-) -> Option<Result<(), Refusal>> {
-    let segments = request::form::pve_view(&call.path);
-    if segments != ["access", "acl"] {
-        return None;
-    }
-    let list = |name: &str| -> Vec<String> {
-        param(call, name)
-            .unwrap_or_default()
-            .split([',', ';', ' '])
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .collect()
-    };
-    let mut principals: Vec<(&str, String, String)> = Vec::new();
-    for u in list("users") {
-        principals.push(("/access/users", u.clone(), format!("user {u}")));
-    }
-    for g in list("groups") {
-        principals.push(("/access/groups", g.clone(), format!("group {g}")));
-    }
-    for t in list("tokens") {
-        let user = t
-            .rsplit_once('!')
-            .map_or(String::new(), |(u, _)| u.to_string());
-        principals.push(("/access/users", user, format!("token {t}")));
-    }
-    let refuse = |why: String| Some(Err(Refusal::new(Rule::Ownership, why)));
-    if principals.is_empty() {
-        return refuse(format!("{shown} names no user, group or token"));
-    }
-    for (listing, id, who) in principals {
-        let who = request::shown(&who);
-        if scope.resource != Some(id.as_str()) {
-            return Some(Err(Refusal::new(
-                Rule::Target,
-                format!("{shown} changes the ACL entries of {who}, which is not this object"),
-            )));
-        }
-        if created.contains(&(listing.to_string(), id.clone())) {
-            continue;
-        }
-        match (scope.named)(listing, &id) {
-            NamedLive::Present { comment } if proxops_names::has_named_mark(&comment, &id) => {}
-            NamedLive::Unread => {
-                return refuse(format!(
-                    "{shown}: the listing {} was not read in this cycle, so proxops cannot tell whose {who} is",
-                    request::shown(listing)
-                ));
-            }
-            _ => {
-                return refuse(format!(
-                    "{shown} changes the ACL entries of {who}, which does not exist or does not carry proxops's mark (`{}` in its comment)",
-                    proxops_names::named_mark(&id)
-                ));
-            }
-        }
-    }
-    Some(Ok(()))
-}
-
 /// Check every mutating call of `actions` against `scope`, by what each request touches
 /// (never by the action's label or the kind's identity): its node exists; a guest it reaches
 /// (by path, by a create's `vmid`, by a volume's owner) is the object's own, or for
@@ -801,68 +611,6 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal>
     Ok(())
 }
 
-/// The rules of a write by a guest-scoped object (a VM's firewall): it reaches only its own
-/// guest, only below that guest's `<sub>/` path, and only while the guest lives with the
-/// `proxops` tag and its own mark `proxops-<vmid>`, or does not live yet and a manifest the
-/// object depends on creates it in this apply (owned through its guest; the manifest that
-/// names the guest is expected, not a conflict).
-fn check_guest_scoped(
-    shown: &str,
-    (vmid, rest, kind): (u64, &[String], request::target::GuestType),
-    (owner, sub, created_in_run): (u64, &str, bool),
-    scope: &Scope<'_>,
-) -> Result<(), Refusal> {
-    if vmid != owner {
-        return Err(Refusal::new(
-            Rule::Target,
-            format!("{shown} reaches guest {vmid}; this object belongs to guest {owner}"),
-        ));
-    }
-    if rest.first().map(String::as_str) != Some(sub) {
-        return Err(Refusal::new(
-            Rule::Target,
-            format!(
-                "{shown} reaches guest {vmid} outside its `{sub}/` path, the only part of the guest this object may write"
-            ),
-        ));
-    }
-    let Some(g) = (scope.guests)(vmid) else {
-        if created_in_run {
-            return Ok(());
-        }
-        return Err(Refusal::new(
-            Rule::Ownership,
-            format!(
-                "{shown}: guest {vmid} does not exist, so its {sub} cannot be proven proxops's"
-            ),
-        ));
-    };
-    let path_kind = match kind {
-        request::target::GuestType::Qemu => "qemu",
-        request::target::GuestType::Lxc => "lxc",
-    };
-    if g.kind != path_kind {
-        return Err(Refusal::new(
-            Rule::Target,
-            format!(
-                "{shown} names a {path_kind} guest, but {} is not one",
-                g.describe()
-            ),
-        ));
-    }
-    if !g.tagged() || g.mark() != Mark::Own {
-        return Err(Refusal::new(
-            Rule::Ownership,
-            format!(
-                "{shown} writes to the {sub} of {}, which proxops does not own: a guest's {sub} is owned through the guest (the `{OWNERSHIP_TAG}` tag and the mark `{}`)",
-                g.describe(),
-                mark_for(vmid)
-            ),
-        ));
-    }
-    Ok(())
-}
-
 /// Every call of `actions`, those of their restore steps included: a restore is sent when a
 /// later call fails, so it is held to the same rules as the calls it follows.
 fn every_call(actions: &[Action]) -> impl Iterator<Item = &Call> {
@@ -906,6 +654,13 @@ pub fn check_finally_calls(actions: &[Action], changed: &HashSet<u64>) -> Result
     }
     Ok(())
 }
+
+mod named;
+mod scoped;
+
+pub use named::NamedLive;
+use named::*;
+use scoped::*;
 
 #[cfg(test)]
 mod tests;
