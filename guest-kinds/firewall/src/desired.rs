@@ -9,6 +9,11 @@ use proxops_kind_sdk::manifest::envelope;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use proxops_firewall_rules::rules::{
+    LOG_LEVELS, MACROS, RULE_KEYS, Rule, has_ports, is_address, is_address_item, is_icmp, is_name,
+    one_line,
+};
+
 type Obj = Map<String, Value>;
 
 /// The kind's `kind:`.
@@ -24,37 +29,9 @@ pub const SPEC_KEYS: &[&str] = &[
 pub const BOOL_OPTIONS: &[&str] = &["enable", "dhcp", "ipfilter", "macfilter", "ndp", "radv"];
 pub const POLICY_OPTIONS: &[&str] = &["policy_in", "policy_out"];
 pub const LOG_OPTIONS: &[&str] = &["log_level_in", "log_level_out"];
-/// PVE's log levels (`pve-fw-loglevel`).
-pub const LOG_LEVELS: &[&str] = &[
-    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug", "nolog",
-];
-/// Keys of a rule in a manifest.
-pub const RULE_KEYS: &[&str] = &[
-    "type",
-    "action",
-    "group",
-    "macro",
-    "iface",
-    "source",
-    "dest",
-    "proto",
-    "dport",
-    "sport",
-    "log",
-    "icmp-type",
-    "comment",
-    "enable",
-];
 const ALIAS_KEYS: &[&str] = &["name", "cidr", "comment"];
 const IPSET_KEYS: &[&str] = &["name", "comment", "entries"];
 const ENTRY_KEYS: &[&str] = &["cidr", "nomatch", "comment"];
-
-/// PVE's firewall macros, shared with the simulator.
-pub use proxops_names::firewall::MACROS;
-
-/// One rule as PVE keeps it: `type`, `action` (a group's name for a `group` rule), `enable`
-/// (`1`/`0`) and the optional fields that are set.
-pub type Rule = BTreeMap<String, String>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Alias {
@@ -101,57 +78,6 @@ impl Desired {
     /// The `/cluster/resources` id of the guest (`qemu/100`).
     pub fn resource_id(&self) -> String {
         format!("{}/{}", self.guest_type, self.vmid)
-    }
-}
-
-/// PVE's name grammar for aliases, ipsets and security groups: a letter, then letters, digits,
-/// `-` and `_` (at least two characters).
-pub fn is_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && s.len() >= 2
-        && s.len() <= 64
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
-/// An address, a network, or a range of addresses (`a-b`), IPv4 or IPv6.
-fn is_address(s: &str) -> bool {
-    let (host, prefix) = match s.split_once('/') {
-        Some((h, p)) => (h, Some(p)),
-        None => (s, None),
-    };
-    let Ok(ip) = host.parse::<std::net::IpAddr>() else {
-        return false;
-    };
-    let max = if ip.is_ipv4() { 32 } else { 128 };
-    prefix.is_none_or(|p| p.parse::<u8>().is_ok_and(|n| n <= max))
-}
-
-fn is_address_item(s: &str) -> bool {
-    match s.split_once('-') {
-        Some((a, b)) if !a.contains('/') => is_address(a) && is_address(b),
-        _ => is_address(s),
-    }
-}
-
-/// Protocols whose rules name ports (`$PROTOCOLS_WITH_PORTS`).
-pub fn has_ports(proto: &str) -> bool {
-    matches!(
-        proto,
-        "udp" | "17" | "udplite" | "136" | "tcp" | "6" | "dccp" | "33" | "sctp" | "132"
-    )
-}
-
-fn is_icmp(proto: &str) -> bool {
-    matches!(proto, "icmp" | "1" | "icmpv6" | "ipv6-icmp" | "58")
-}
-
-fn one_line(c: &mut Checker, path: &str, v: &str) {
-    if v.chars().any(char::is_control) {
-        c.error(
-            path,
-            "must be one line without control characters (PVE keeps the firewall one entry per line)",
-        );
     }
 }
 

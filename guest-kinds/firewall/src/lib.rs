@@ -39,7 +39,6 @@
 
 pub mod adopt;
 pub mod desired;
-pub mod order;
 pub mod plan;
 
 use proxops_kind_sdk::check::Diag;
