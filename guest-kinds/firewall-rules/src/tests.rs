@@ -194,3 +194,97 @@ fn a_reordered_list_is_only_moved_and_the_digest_rides_on_the_first_call() {
         ("/r/2", Some("8080"))
     );
 }
+
+/// `validate_rules` on `rules` in `env`: no diagnostics when `expected` is empty, else each
+/// (path, fragment) among them.
+fn check(env: &crate::rules::Env, rules: serde_json::Value, expected: &[(&str, &str)]) {
+    let spec = serde_json::json!({ "rules": rules });
+    let mut c = proxops_kind_sdk::check::Checker::new();
+    let out = crate::rules::validate_rules(&mut c, spec.as_object().unwrap(), env);
+    if expected.is_empty() {
+        assert!(c.diags.is_empty(), "{rules}: {:?}", c.diags);
+        assert_eq!(out.len(), rules.as_array().map_or(0, Vec::len));
+        return;
+    }
+    for (path, fragment) in expected {
+        assert!(
+            c.diags
+                .iter()
+                .any(|d| d.path == *path && d.message.contains(fragment)),
+            "{rules}: expected {path}: {fragment:?} in {:?}",
+            c.diags
+        );
+    }
+}
+
+/// What PVE's `verify_rule` refuses in a security group (`rule_env` `group`) and takes in a
+/// guest's list, and the reverse.
+#[test]
+fn rules_are_checked_for_the_list_they_stand_in() {
+    use crate::rules::Env;
+    use serde_json::json;
+    let group = Env::Group;
+    let guest = Env::Guest {
+        aliases: ["office".to_string()].into(),
+        ipsets: ["admins".to_string()].into(),
+    };
+    type Case<'a> = (&'a Env, serde_json::Value, Vec<(&'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
+        (
+            &group,
+            json!([{"type": "in", "action": "ACCEPT", "macro": "SSH", "source": "+dc/admins"},
+                   {"type": "out", "action": "DROP", "proto": "tcp", "dport": "25", "dest": "office"},
+                   {"type": "forward", "action": "ACCEPT", "source": "10.0.0.0/8,192.0.2.1-192.0.2.9"}]),
+            vec![],
+        ),
+        (
+            &group,
+            json!([{"type": "group", "group": "other"}]),
+            vec![("spec.rules[0].type", "cannot contain a `group` rule")],
+        ),
+        (
+            &group,
+            json!([{"type": "in", "action": "ACCEPT", "iface": "net0"}]),
+            vec![("spec.rules[0].iface", "take no interface")],
+        ),
+        (
+            &group,
+            json!([{"type": "forward", "action": "REJECT"}]),
+            vec![("spec.rules[0].action", "cannot REJECT")],
+        ),
+        (
+            &group,
+            json!([{"type": "in", "action": "ACCEPT", "source": "guest/office"}]),
+            vec![("spec.rules[0].source", "no guest of its own")],
+        ),
+        (
+            &group,
+            json!([{"type": "in", "action": "ACCEPT", "source": "10.0.0.0/33"}]),
+            vec![("spec.rules[0].source", "not an address list")],
+        ),
+        (
+            &guest,
+            json!([{"type": "in", "action": "ACCEPT", "source": "office", "dest": "+admins", "iface": "net0"},
+                   {"type": "group", "group": "webtier", "iface": "net1"}]),
+            vec![],
+        ),
+        (
+            &guest,
+            json!([{"type": "forward", "action": "ACCEPT"}]),
+            vec![("spec.rules[0].type", "")],
+        ),
+        (
+            &guest,
+            json!([{"type": "group", "group": "a-group-name-too-long"}]),
+            vec![("spec.rules[0].group", "2 to 18 characters")],
+        ),
+        (
+            &guest,
+            json!([{"type": "in", "action": "ACCEPT", "source": "nosuch"}]),
+            vec![("spec.rules[0].source", "alias `nosuch`")],
+        ),
+    ];
+    for (env, rules, expected) in cases {
+        check(env, rules, &expected);
+    }
+}

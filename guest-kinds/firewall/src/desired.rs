@@ -9,10 +9,8 @@ use proxops_kind_sdk::manifest::envelope;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use proxops_firewall_rules::rules::{
-    LOG_LEVELS, MACROS, RULE_KEYS, Rule, has_ports, is_address, is_address_item, is_icmp, is_name,
-    one_line,
-};
+use proxops_firewall_rules::rules::{Env, validate_rules};
+pub use proxops_firewall_rules::rules::{LOG_LEVELS, Rule, is_address, is_name, one_line};
 
 type Obj = Map<String, Value>;
 
@@ -103,7 +101,11 @@ pub fn validate(doc: &Value) -> Result<Desired, Vec<Diag>> {
     let options = options(&mut c, spec);
     let aliases = aliases(&mut c, spec);
     let ipsets = ipsets(&mut c, spec, &aliases);
-    let rules = rules(&mut c, spec, &aliases, &ipsets);
+    let env = Env::Guest {
+        aliases: aliases.keys().cloned().collect(),
+        ipsets: ipsets.keys().cloned().collect(),
+    };
+    let rules = validate_rules(&mut c, spec, &env);
     c.finish()?;
     Ok(Desired {
         name: name.unwrap_or_default(),
@@ -292,186 +294,6 @@ fn ipsets(
                 format!("ipset `{name}` is declared twice"),
             );
         }
-    }
-    out
-}
-
-/// Where an address field points: an address list, one of the manifest's aliases or ipsets, or
-/// the cluster's (`dc/<alias>`, `+dc/<ipset>`: not checked here, PVE refuses a missing one).
-fn check_address(
-    c: &mut Checker,
-    path: &str,
-    value: &str,
-    aliases: &BTreeMap<String, Alias>,
-    ipsets: &BTreeMap<String, IpSet>,
-) {
-    if let Some(set) = value.strip_prefix('+') {
-        if let Some(dc) = set.strip_prefix("dc/") {
-            if !is_name(dc) {
-                c.error(path, format!("`{value}` is not an ipset name"));
-            }
-            return;
-        }
-        let own = set.strip_prefix("guest/").unwrap_or(set);
-        if !ipsets.contains_key(own) {
-            c.error(
-                path,
-                format!("names the ipset `{own}`, which spec.ipsets does not declare (a cluster ipset is written `+dc/<name>`)"),
-            );
-        }
-        return;
-    }
-    if let Some(dc) = value.strip_prefix("dc/") {
-        if !is_name(dc) {
-            c.error(path, format!("`{value}` is not an alias name"));
-        }
-        return;
-    }
-    let own = value.strip_prefix("guest/").unwrap_or(value);
-    if is_name(own) {
-        if !aliases.contains_key(&own.to_lowercase()) {
-            c.error(
-                path,
-                format!("names the alias `{own}`, which spec.aliases does not declare (a cluster alias is written `dc/<name>`)"),
-            );
-        }
-        return;
-    }
-    if !value.split(',').all(is_address_item) {
-        c.error(
-            path,
-            format!("`{value}` is not an address list, an alias or an ipset (`+name`)"),
-        );
-    }
-}
-
-fn rules(
-    c: &mut Checker,
-    spec: &Obj,
-    aliases: &BTreeMap<String, Alias>,
-    ipsets: &BTreeMap<String, IpSet>,
-) -> Vec<Rule> {
-    let mut out = Vec::new();
-    let Some(items) = c.array(spec, "spec", "rules", false) else {
-        return out;
-    };
-    for (i, item) in items.iter().enumerate() {
-        let path = index("spec.rules", i);
-        let Some(o) = c.object(item, &path, RULE_KEYS) else {
-            continue;
-        };
-        let mut rule = Rule::new();
-        let ty = c.enumeration(o, &path, "type", true, &["in", "out", "group"]);
-        let enable = c.boolean(o, &path, "enable", false).unwrap_or(true);
-        rule.insert("enable".into(), if enable { "1" } else { "0" }.into());
-        let field =
-            |c: &mut Checker, k: &str| c.string(o, &path, k, false).filter(|v| !v.is_empty());
-        if let Some(cm) = field(c, "comment") {
-            one_line(c, &join(&path, "comment"), &cm);
-            rule.insert("comment".into(), cm);
-        }
-        if let Some(iface) = field(c, "iface") {
-            let ok = iface.strip_prefix("net").is_some_and(|n| {
-                !n.is_empty() && n.len() <= 2 && n.bytes().all(|b| b.is_ascii_digit())
-            });
-            if !ok {
-                c.error(
-                    join(&path, "iface"),
-                    format!("`{iface}` is not a guest NIC (`net0`, `net1`, …)"),
-                );
-            }
-            rule.insert("iface".into(), iface);
-        }
-        let Some(ty) = ty else { continue };
-        rule.insert("type".into(), ty.clone());
-        if ty == "group" {
-            for k in [
-                "action",
-                "macro",
-                "source",
-                "dest",
-                "proto",
-                "dport",
-                "sport",
-                "log",
-                "icmp-type",
-            ] {
-                if o.get(k).is_some_and(|v| !v.is_null()) {
-                    c.error(
-                        join(&path, k),
-                        "does not apply to a `group` rule: it takes `group`, and optionally `iface`, `comment` and `enable`",
-                    );
-                }
-            }
-            match field(c, "group") {
-                Some(g) if is_name(&g) => {
-                    rule.insert("action".into(), g);
-                }
-                Some(g) => c.error(
-                    join(&path, "group"),
-                    format!("`{g}` is not a security group name"),
-                ),
-                None => c.error(
-                    join(&path, "group"),
-                    "is required for a `group` rule: the security group it applies",
-                ),
-            }
-            out.push(rule);
-            continue;
-        }
-        if o.get("group").is_some_and(|v| !v.is_null()) {
-            c.error(join(&path, "group"), "applies to `type: group` rules only");
-        }
-        if let Some(a) = c.enumeration(o, &path, "action", true, &["ACCEPT", "DROP", "REJECT"]) {
-            rule.insert("action".into(), a);
-        }
-        if let Some(m) = field(c, "macro") {
-            match MACROS.iter().find(|n| n.eq_ignore_ascii_case(&m)) {
-                Some(n) => {
-                    rule.insert("macro".into(), n.to_string());
-                }
-                None => c.error(
-                    join(&path, "macro"),
-                    format!("`{m}` is not one of PVE's firewall macros"),
-                ),
-            }
-        }
-        let proto = field(c, "proto");
-        if let Some(p) = &proto {
-            rule.insert("proto".into(), p.clone());
-        }
-        for k in ["dport", "sport"] {
-            if let Some(v) = field(c, k) {
-                match &proto {
-                    None => c.error(
-                        join(&path, k),
-                        "needs `proto` (PVE: `proto` is required with ports)",
-                    ),
-                    Some(p) if !(has_ports(p) || k == "dport" && is_icmp(p)) => c.error(
-                        join(&path, k),
-                        format!("protocol `{p}` does not support ports"),
-                    ),
-                    _ => {}
-                }
-                rule.insert(k.into(), v);
-            }
-        }
-        if let Some(v) = field(c, "icmp-type") {
-            if !proto.as_deref().is_some_and(is_icmp) {
-                c.error(join(&path, "icmp-type"), "needs `proto: icmp` or `icmpv6`");
-            }
-            rule.insert("icmp-type".into(), v);
-        }
-        for k in ["source", "dest"] {
-            if let Some(v) = field(c, k) {
-                check_address(c, &join(&path, k), &v, aliases, ipsets);
-                rule.insert(k.into(), v);
-            }
-        }
-        if let Some(l) = c.enumeration(o, &path, "log", false, LOG_LEVELS) {
-            rule.insert("log".into(), l);
-        }
-        out.push(rule);
     }
     out
 }
