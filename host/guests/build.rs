@@ -31,6 +31,7 @@ const TEST_ONLY: &[&str] = &[
     "proxops-kind-backupjob",
     // Built from this repository, used as a third-party kind: loaded from its .wasm with a grant.
     "proxops-kind-firewall",
+    "proxops-kind-securitygroup",
     // The Access kind is loaded from its `.wasm` with a grant that includes `access`: access
     // control is a capability an operator grants, never a bundled default.
     "proxops-kind-access",

@@ -225,7 +225,7 @@ fn the_containers_example_converges_with_its_third_party_kind_pinned() {
 }
 
 /// examples/platform: a VM with its firewall, its pool, a backup job covering the pool and
-/// proxops's own API token, from an empty simulator, with the four third-party kinds built by
+/// proxops's own API token, from an empty simulator, with the five third-party kinds built by
 /// the test build and pinned as the README says; a second apply changes nothing, and the
 /// token's secret is in the SOPS file, never in the output.
 #[test]
@@ -234,7 +234,7 @@ fn the_platform_example_converges_from_empty_and_stays_converged() {
     let repo = dir.path();
     std::fs::create_dir_all(repo.join("kinds")).unwrap();
     let mut pins = std::collections::BTreeMap::new();
-    for kind in ["firewall", "pool", "backupjob", "access"] {
+    for kind in ["firewall", "securitygroup", "pool", "backupjob", "access"] {
         let built = proxops_guests::artifact_path(&format!("proxops-kind-{kind}")).expect("built");
         let bytes = std::fs::read(built).unwrap();
         std::fs::write(repo.join(format!("kinds/{kind}.wasm")), &bytes).unwrap();
@@ -283,6 +283,7 @@ fn the_platform_example_converges_from_empty_and_stays_converged() {
         "web-nightly",
         "ssh from the admins",
         "web tier",
+        "web servers (proxops:webtier)",
     ] {
         assert!(
             text.contains(expected),

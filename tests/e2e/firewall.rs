@@ -11,7 +11,7 @@ use crate::support::{Lab, sha256_hex, vm};
 
 /// The smallest grant that serves the kind: exactly the calls it declares; no secret, no
 /// capability (a guest's firewall is a plain guest write).
-const GRANT: &str = "    grant:
+pub(crate) const GRANT: &str = "    grant:
       calls:
         - GET /cluster/resources
         - GET /nodes/{node}/{type}/{vmid}/firewall/options

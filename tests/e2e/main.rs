@@ -35,6 +35,7 @@ mod provision;
 mod reconcile;
 mod rollouts;
 mod safety;
+mod securitygroups;
 mod served;
 mod sim_serve;
 mod soak;

@@ -9,6 +9,9 @@ use proxops_kind_sdk::manifest::envelope;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use proxops_firewall_rules::rules::{Env, validate_rules};
+pub use proxops_firewall_rules::rules::{LOG_LEVELS, Rule, is_address, is_name, one_line};
+
 type Obj = Map<String, Value>;
 
 /// The kind's `kind:`.
@@ -24,37 +27,9 @@ pub const SPEC_KEYS: &[&str] = &[
 pub const BOOL_OPTIONS: &[&str] = &["enable", "dhcp", "ipfilter", "macfilter", "ndp", "radv"];
 pub const POLICY_OPTIONS: &[&str] = &["policy_in", "policy_out"];
 pub const LOG_OPTIONS: &[&str] = &["log_level_in", "log_level_out"];
-/// PVE's log levels (`pve-fw-loglevel`).
-pub const LOG_LEVELS: &[&str] = &[
-    "emerg", "alert", "crit", "err", "warning", "notice", "info", "debug", "nolog",
-];
-/// Keys of a rule in a manifest.
-pub const RULE_KEYS: &[&str] = &[
-    "type",
-    "action",
-    "group",
-    "macro",
-    "iface",
-    "source",
-    "dest",
-    "proto",
-    "dport",
-    "sport",
-    "log",
-    "icmp-type",
-    "comment",
-    "enable",
-];
 const ALIAS_KEYS: &[&str] = &["name", "cidr", "comment"];
 const IPSET_KEYS: &[&str] = &["name", "comment", "entries"];
 const ENTRY_KEYS: &[&str] = &["cidr", "nomatch", "comment"];
-
-/// PVE's firewall macros, shared with the simulator.
-pub use proxops_names::firewall::MACROS;
-
-/// One rule as PVE keeps it: `type`, `action` (a group's name for a `group` rule), `enable`
-/// (`1`/`0`) and the optional fields that are set.
-pub type Rule = BTreeMap<String, String>;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Alias {
@@ -104,57 +79,6 @@ impl Desired {
     }
 }
 
-/// PVE's name grammar for aliases, ipsets and security groups: a letter, then letters, digits,
-/// `-` and `_` (at least two characters).
-pub fn is_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && s.len() >= 2
-        && s.len() <= 64
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
-/// An address, a network, or a range of addresses (`a-b`), IPv4 or IPv6.
-fn is_address(s: &str) -> bool {
-    let (host, prefix) = match s.split_once('/') {
-        Some((h, p)) => (h, Some(p)),
-        None => (s, None),
-    };
-    let Ok(ip) = host.parse::<std::net::IpAddr>() else {
-        return false;
-    };
-    let max = if ip.is_ipv4() { 32 } else { 128 };
-    prefix.is_none_or(|p| p.parse::<u8>().is_ok_and(|n| n <= max))
-}
-
-fn is_address_item(s: &str) -> bool {
-    match s.split_once('-') {
-        Some((a, b)) if !a.contains('/') => is_address(a) && is_address(b),
-        _ => is_address(s),
-    }
-}
-
-/// Protocols whose rules name ports (`$PROTOCOLS_WITH_PORTS`).
-pub fn has_ports(proto: &str) -> bool {
-    matches!(
-        proto,
-        "udp" | "17" | "udplite" | "136" | "tcp" | "6" | "dccp" | "33" | "sctp" | "132"
-    )
-}
-
-fn is_icmp(proto: &str) -> bool {
-    matches!(proto, "icmp" | "1" | "icmpv6" | "ipv6-icmp" | "58")
-}
-
-fn one_line(c: &mut Checker, path: &str, v: &str) {
-    if v.chars().any(char::is_control) {
-        c.error(
-            path,
-            "must be one line without control characters (PVE keeps the firewall one entry per line)",
-        );
-    }
-}
-
 /// Check `doc` and normalise it.
 pub fn validate(doc: &Value) -> Result<Desired, Vec<Diag>> {
     let mut c = Checker::new();
@@ -177,7 +101,11 @@ pub fn validate(doc: &Value) -> Result<Desired, Vec<Diag>> {
     let options = options(&mut c, spec);
     let aliases = aliases(&mut c, spec);
     let ipsets = ipsets(&mut c, spec, &aliases);
-    let rules = rules(&mut c, spec, &aliases, &ipsets);
+    let env = Env::Guest {
+        aliases: aliases.keys().cloned().collect(),
+        ipsets: ipsets.keys().cloned().collect(),
+    };
+    let rules = validate_rules(&mut c, spec, &env);
     c.finish()?;
     Ok(Desired {
         name: name.unwrap_or_default(),
@@ -366,186 +294,6 @@ fn ipsets(
                 format!("ipset `{name}` is declared twice"),
             );
         }
-    }
-    out
-}
-
-/// Where an address field points: an address list, one of the manifest's aliases or ipsets, or
-/// the cluster's (`dc/<alias>`, `+dc/<ipset>`: not checked here, PVE refuses a missing one).
-fn check_address(
-    c: &mut Checker,
-    path: &str,
-    value: &str,
-    aliases: &BTreeMap<String, Alias>,
-    ipsets: &BTreeMap<String, IpSet>,
-) {
-    if let Some(set) = value.strip_prefix('+') {
-        if let Some(dc) = set.strip_prefix("dc/") {
-            if !is_name(dc) {
-                c.error(path, format!("`{value}` is not an ipset name"));
-            }
-            return;
-        }
-        let own = set.strip_prefix("guest/").unwrap_or(set);
-        if !ipsets.contains_key(own) {
-            c.error(
-                path,
-                format!("names the ipset `{own}`, which spec.ipsets does not declare (a cluster ipset is written `+dc/<name>`)"),
-            );
-        }
-        return;
-    }
-    if let Some(dc) = value.strip_prefix("dc/") {
-        if !is_name(dc) {
-            c.error(path, format!("`{value}` is not an alias name"));
-        }
-        return;
-    }
-    let own = value.strip_prefix("guest/").unwrap_or(value);
-    if is_name(own) {
-        if !aliases.contains_key(&own.to_lowercase()) {
-            c.error(
-                path,
-                format!("names the alias `{own}`, which spec.aliases does not declare (a cluster alias is written `dc/<name>`)"),
-            );
-        }
-        return;
-    }
-    if !value.split(',').all(is_address_item) {
-        c.error(
-            path,
-            format!("`{value}` is not an address list, an alias or an ipset (`+name`)"),
-        );
-    }
-}
-
-fn rules(
-    c: &mut Checker,
-    spec: &Obj,
-    aliases: &BTreeMap<String, Alias>,
-    ipsets: &BTreeMap<String, IpSet>,
-) -> Vec<Rule> {
-    let mut out = Vec::new();
-    let Some(items) = c.array(spec, "spec", "rules", false) else {
-        return out;
-    };
-    for (i, item) in items.iter().enumerate() {
-        let path = index("spec.rules", i);
-        let Some(o) = c.object(item, &path, RULE_KEYS) else {
-            continue;
-        };
-        let mut rule = Rule::new();
-        let ty = c.enumeration(o, &path, "type", true, &["in", "out", "group"]);
-        let enable = c.boolean(o, &path, "enable", false).unwrap_or(true);
-        rule.insert("enable".into(), if enable { "1" } else { "0" }.into());
-        let field =
-            |c: &mut Checker, k: &str| c.string(o, &path, k, false).filter(|v| !v.is_empty());
-        if let Some(cm) = field(c, "comment") {
-            one_line(c, &join(&path, "comment"), &cm);
-            rule.insert("comment".into(), cm);
-        }
-        if let Some(iface) = field(c, "iface") {
-            let ok = iface.strip_prefix("net").is_some_and(|n| {
-                !n.is_empty() && n.len() <= 2 && n.bytes().all(|b| b.is_ascii_digit())
-            });
-            if !ok {
-                c.error(
-                    join(&path, "iface"),
-                    format!("`{iface}` is not a guest NIC (`net0`, `net1`, …)"),
-                );
-            }
-            rule.insert("iface".into(), iface);
-        }
-        let Some(ty) = ty else { continue };
-        rule.insert("type".into(), ty.clone());
-        if ty == "group" {
-            for k in [
-                "action",
-                "macro",
-                "source",
-                "dest",
-                "proto",
-                "dport",
-                "sport",
-                "log",
-                "icmp-type",
-            ] {
-                if o.get(k).is_some_and(|v| !v.is_null()) {
-                    c.error(
-                        join(&path, k),
-                        "does not apply to a `group` rule: it takes `group`, and optionally `iface`, `comment` and `enable`",
-                    );
-                }
-            }
-            match field(c, "group") {
-                Some(g) if is_name(&g) => {
-                    rule.insert("action".into(), g);
-                }
-                Some(g) => c.error(
-                    join(&path, "group"),
-                    format!("`{g}` is not a security group name"),
-                ),
-                None => c.error(
-                    join(&path, "group"),
-                    "is required for a `group` rule: the security group it applies",
-                ),
-            }
-            out.push(rule);
-            continue;
-        }
-        if o.get("group").is_some_and(|v| !v.is_null()) {
-            c.error(join(&path, "group"), "applies to `type: group` rules only");
-        }
-        if let Some(a) = c.enumeration(o, &path, "action", true, &["ACCEPT", "DROP", "REJECT"]) {
-            rule.insert("action".into(), a);
-        }
-        if let Some(m) = field(c, "macro") {
-            match MACROS.iter().find(|n| n.eq_ignore_ascii_case(&m)) {
-                Some(n) => {
-                    rule.insert("macro".into(), n.to_string());
-                }
-                None => c.error(
-                    join(&path, "macro"),
-                    format!("`{m}` is not one of PVE's firewall macros"),
-                ),
-            }
-        }
-        let proto = field(c, "proto");
-        if let Some(p) = &proto {
-            rule.insert("proto".into(), p.clone());
-        }
-        for k in ["dport", "sport"] {
-            if let Some(v) = field(c, k) {
-                match &proto {
-                    None => c.error(
-                        join(&path, k),
-                        "needs `proto` (PVE: `proto` is required with ports)",
-                    ),
-                    Some(p) if !(has_ports(p) || k == "dport" && is_icmp(p)) => c.error(
-                        join(&path, k),
-                        format!("protocol `{p}` does not support ports"),
-                    ),
-                    _ => {}
-                }
-                rule.insert(k.into(), v);
-            }
-        }
-        if let Some(v) = field(c, "icmp-type") {
-            if !proto.as_deref().is_some_and(is_icmp) {
-                c.error(join(&path, "icmp-type"), "needs `proto: icmp` or `icmpv6`");
-            }
-            rule.insert("icmp-type".into(), v);
-        }
-        for k in ["source", "dest"] {
-            if let Some(v) = field(c, k) {
-                check_address(c, &join(&path, k), &v, aliases, ipsets);
-                rule.insert(k.into(), v);
-            }
-        }
-        if let Some(l) = c.enumeration(o, &path, "log", false, LOG_LEVELS) {
-            rule.insert("log".into(), l);
-        }
-        out.push(rule);
     }
     out
 }

@@ -39,7 +39,6 @@
 
 pub mod adopt;
 pub mod desired;
-pub mod order;
 pub mod plan;
 
 use proxops_kind_sdk::check::Diag;
@@ -108,27 +107,11 @@ pub const CALLS: &[(Method, &str)] = &[
 pub fn schema() -> Value {
     let s = |d: &str| json!({"type": "string", "description": d});
     let b = |d: &str| json!({"type": "boolean", "description": d});
-    let rule = json!({
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["type"],
-        "properties": {
-            "type": {"enum": ["in", "out", "group"]},
-            "action": {"enum": ["ACCEPT", "DROP", "REJECT"]},
-            "group": s("the security group a `group` rule applies"),
-            "macro": s("one of PVE's firewall macros (SSH, HTTP, …)"),
-            "iface": s("the guest NIC (`net0`)"),
-            "source": s("addresses, an alias, or an ipset (`+name`)"),
-            "dest": s("addresses, an alias, or an ipset (`+name`)"),
-            "proto": s("tcp, udp, icmp, … or a protocol number"),
-            "dport": s("port(s)"),
-            "sport": s("port(s)"),
-            "log": {"enum": desired::LOG_LEVELS},
-            "icmp-type": s("an ICMP type (proto icmp/icmpv6)"),
-            "comment": s("one line"),
-            "enable": b("default true")
-        }
-    });
+    let rule =
+        proxops_firewall_rules::rules::rule_schema(&proxops_firewall_rules::rules::Env::Guest {
+            aliases: Default::default(),
+            ipsets: Default::default(),
+        });
     let spec = json!({
         "type": "object",
         "additionalProperties": false,

@@ -11,7 +11,7 @@
 //!    updated in place into the remaining desired ones, in order (one `PUT` instead of a delete
 //!    and a create); what is left is deleted (highest position first) or created (PVE puts a
 //!    new rule at position 0, so they are created last one first); then the fewest `moveto`s
-//!    put the list in order ([`crate::order`]). A rule is never deleted and re-added to move it;
+//!    put the list in order ([`proxops_firewall_rules::order`]). A rule is never deleted and re-added to move it;
 //! 4. options: one `PUT …/options` with the changed options and `delete` for those to unset;
 //! 5. what the manifest no longer declares: `DELETE …/aliases/{name}`, `DELETE …/ipset/{name}`
 //!    with `force=1` (its entries go with it), after the rules that named them are gone.
@@ -32,7 +32,8 @@ use proxops_kind_sdk::model::{
 use serde_json::Value;
 
 use crate::desired::{Alias, BOOL_OPTIONS, Desired, Entry, IpSet, Rule};
-use crate::order;
+use proxops_firewall_rules::rules::text;
+pub use proxops_firewall_rules::rules::{live_rule, rule_calls, rule_text};
 
 /// The guest's node and type, from its `/cluster/resources` entry.
 pub fn live_guest(live: Option<&Value>) -> Option<(String, String)> {
@@ -86,15 +87,6 @@ pub struct Live {
     pub ipset_digests: BTreeMap<String, String>,
 }
 
-fn text(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(if *b { "1" } else { "0" }.to_string()),
-        _ => None,
-    }
-}
-
 fn read<'o>(observed: &'o Observation, path: &str) -> Result<Option<&'o str>, String> {
     match observed.reads.iter().find(|r| r.call.path == path) {
         Some(r) if r.status == 200 => Ok(Some(&r.body)),
@@ -123,15 +115,6 @@ fn digest_of(items: &[serde_json::Map<String, Value>]) -> Option<String> {
         .and_then(|i| i.get("digest"))
         .and_then(Value::as_str)
         .map(str::to_string)
-}
-
-/// A live rule as the desired state writes one: PVE's fields without `pos`, `digest`,
-/// `ipversion` and `errors`.
-pub fn live_rule(o: &serde_json::Map<String, Value>) -> Rule {
-    o.iter()
-        .filter(|(k, _)| !matches!(k.as_str(), "pos" | "digest" | "ipversion" | "errors"))
-        .filter_map(|(k, v)| text(v).map(|t| (k.clone(), t)))
-        .collect()
 }
 
 /// Reads the answers of [`observe`]'s calls under `base`.
@@ -216,137 +199,6 @@ pub fn read_live(d: &Desired, base: &str, observed: &Observation) -> Result<Live
         }
     }
     Ok(live)
-}
-
-/// A rule as PVE's config file shows it: `IN ACCEPT -p tcp -dport 22 # ssh` (`|` when
-/// disabled).
-pub fn rule_text(r: &Rule) -> String {
-    let get = |k: &str| r.get(k).map(String::as_str);
-    let mut s = String::new();
-    if get("enable") == Some("0") {
-        s.push('|');
-    }
-    s.push_str(&get("type").unwrap_or("?").to_uppercase());
-    match (get("macro"), get("action")) {
-        (Some(m), Some(a)) => s.push_str(&format!(" {m}({a})")),
-        (_, Some(a)) => s.push_str(&format!(" {a}")),
-        _ => {}
-    }
-    for (k, flag) in [
-        ("iface", "-i"),
-        ("source", "-source"),
-        ("dest", "-dest"),
-        ("proto", "-p"),
-        ("dport", "-dport"),
-        ("sport", "-sport"),
-        ("log", "-log"),
-        ("icmp-type", "-icmp-type"),
-    ] {
-        if let Some(v) = get(k) {
-            s.push_str(&format!(" {flag} {v}"));
-        }
-    }
-    if let Some(c) = get("comment") {
-        s.push_str(&format!(" # {c}"));
-    }
-    s
-}
-
-/// The fields a rule may carry in a call, in PVE's names.
-const RULE_FIELDS: &[&str] = &[
-    "type",
-    "action",
-    "macro",
-    "iface",
-    "source",
-    "dest",
-    "proto",
-    "dport",
-    "sport",
-    "log",
-    "icmp-type",
-    "comment",
-    "enable",
-];
-
-/// The calls that turn the live rule list into the desired one (see the module docs), with
-/// `digest` on the first. `rules` is the collection path.
-pub fn rule_calls(live: &[Rule], desired: &[Rule], rules: &str, digest: Option<&str>) -> Vec<Call> {
-    // 1. Live rules equal to a desired one keep their content.
-    let mut target: Vec<Option<usize>> = vec![None; live.len()];
-    let mut taken = vec![false; desired.len()];
-    for (j, d) in desired.iter().enumerate() {
-        if let Some(i) = (0..live.len()).find(|&i| target[i].is_none() && live[i] == *d) {
-            target[i] = Some(j);
-            taken[j] = true;
-        }
-    }
-    // 2. The other live rules become the remaining desired ones, in order.
-    let mut rest = (0..desired.len()).filter(|&j| !taken[j]);
-    let mut updates: Vec<(usize, usize)> = Vec::new();
-    for (i, t) in target.iter_mut().enumerate() {
-        if t.is_none()
-            && let Some(j) = rest.next()
-        {
-            *t = Some(j);
-            updates.push((i, j));
-        }
-    }
-    let created: Vec<usize> = rest.collect();
-    let mut calls: Vec<Call> = Vec::new();
-    // The list as the calls leave it: each slot holds its rule's target index (None: deleted).
-    let mut slots: Vec<Option<usize>> = target.clone();
-    // 3. Deletes, highest position first so the lower positions hold.
-    for i in (0..slots.len()).rev() {
-        if slots[i].is_none() {
-            calls.push(Call::new(Method::Delete, format!("{rules}/{i}")));
-            slots.remove(i);
-        }
-    }
-    // 4. Updates in place.
-    for (i, j) in updates {
-        let pos = slots.iter().position(|s| *s == Some(j)).unwrap_or_default();
-        let (old, new) = (&live[i], &desired[j]);
-        let mut call = Call::new(Method::Put, format!("{rules}/{pos}"));
-        let mut cleared = Vec::new();
-        for k in RULE_FIELDS {
-            match (old.get(*k), new.get(*k)) {
-                (o, Some(n)) if o != Some(n) => call = call.param(*k, n.clone()),
-                (Some(_), None) => cleared.push(*k),
-                _ => {}
-            }
-        }
-        if !cleared.is_empty() {
-            call = call.param("delete", cleared.join(","));
-        }
-        calls.push(call);
-    }
-    // 5. Creates, last first: each lands at position 0.
-    for &j in created.iter().rev() {
-        let mut call = Call::new(Method::Post, rules.to_string());
-        for k in RULE_FIELDS {
-            if let Some(v) = desired[j].get(*k) {
-                call = call.param(*k, v.clone());
-            }
-        }
-        calls.push(call);
-        slots.insert(0, Some(j));
-    }
-    // 6. The fewest moves.
-    let targets: Vec<usize> = slots.iter().map(|s| s.unwrap_or_default()).collect();
-    for m in order::plan(&targets) {
-        calls.push(
-            Call::new(Method::Put, format!("{rules}/{}", m.pos)).param("moveto", m.to.to_string()),
-        );
-    }
-    if let (Some(first), Some(d)) = (calls.first_mut(), digest)
-        && first.method != Method::Post
-    {
-        first
-            .params
-            .push(proxops_kind_sdk::model::Param::new("digest", d));
-    }
-    calls
 }
 
 fn action(operation: Operation, summary: String, calls: Vec<Call>, changes: Vec<Change>) -> Action {

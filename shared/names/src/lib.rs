@@ -87,9 +87,70 @@ pub fn has_named_mark(comment: &str, id: &str) -> bool {
     })
 }
 
+/// The `comment` PVE gets for a named object: the manifest's comment with [`named_mark`]
+/// appended (`<comment> (proxops:<id>)`), or the mark alone; a comment that already carries
+/// the mark is taken as it is.
+pub fn marked_comment(id: &str, comment: Option<&str>) -> String {
+    let mark = named_mark(id);
+    match comment {
+        None | Some("") => mark,
+        Some(c) if has_named_mark(c, id) => c.to_string(),
+        Some(c) => format!("{c} ({mark})"),
+    }
+}
+
+/// The manifest's comment for a live `comment`: [`marked_comment`] undone where it can be
+/// (`<c> (proxops:<id>)` gives `<c>`, the mark alone gives none); any other comment is kept
+/// whole, which [`marked_comment`] gives back unchanged.
+pub fn unmarked_comment(id: &str, live: &str) -> Option<String> {
+    let mark = named_mark(id);
+    if live.is_empty() || live == mark {
+        return None;
+    }
+    if let Some(c) = live.strip_suffix(&format!(" ({mark})"))
+        && !c.is_empty()
+        && !has_named_mark(c, id)
+    {
+        return Some(c.to_string());
+    }
+    Some(live.to_string())
+}
+
 #[cfg(test)]
 mod mark_tests {
     use super::*;
+
+    /// A manifest's comment survives the round trip through PVE's comment, whatever it holds.
+    #[test]
+    fn a_marked_comment_round_trips() {
+        for (comment, pve) in [
+            (None, "proxops:web"),
+            (Some("web tier"), "web tier (proxops:web)"),
+            (Some("proxops:web first"), "proxops:web first"),
+            (Some("(proxops:web)"), "(proxops:web)"),
+            (
+                Some("tier (proxops:web-2)"),
+                "tier (proxops:web-2) (proxops:web)",
+            ),
+        ] {
+            assert_eq!(marked_comment("web", comment), pve, "{comment:?}");
+            let back = unmarked_comment("web", pve);
+            assert_eq!(
+                marked_comment("web", back.as_deref()),
+                pve,
+                "{comment:?} -> {back:?}"
+            );
+        }
+        assert_eq!(
+            unmarked_comment("web", "web tier (proxops:web)").as_deref(),
+            Some("web tier")
+        );
+        assert_eq!(unmarked_comment("web", "proxops:web"), None);
+        assert_eq!(
+            unmarked_comment("web", "by hand").as_deref(),
+            Some("by hand")
+        );
+    }
 
     #[test]
     fn a_mark_names_its_object_only() {

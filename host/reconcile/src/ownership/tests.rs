@@ -267,6 +267,45 @@ fn named_objects_need_their_mark() {
             &[("group", "hand"), ("comment", "proxops:hand")],
             Err(Rule::Ownership),
         ),
+        // PVE's comment update of a group: a POST to the collection with `rename` equal to
+        // the id, judged as an update (the mark kept, on a marked group); a rename to another
+        // id is never proposed.
+        (
+            "web",
+            Post,
+            "/cluster/firewall/groups",
+            &[
+                ("group", "web"),
+                ("rename", "web"),
+                ("comment", "db tier (proxops:web)"),
+            ],
+            Ok(()),
+        ),
+        (
+            "web",
+            Post,
+            "/cluster/firewall/groups",
+            &[("group", "web"), ("rename", "web"), ("comment", "no mark")],
+            Err(Rule::Ownership),
+        ),
+        (
+            "hand",
+            Post,
+            "/cluster/firewall/groups",
+            &[
+                ("group", "hand"),
+                ("rename", "hand"),
+                ("comment", "proxops:hand"),
+            ],
+            Err(Rule::Ownership),
+        ),
+        (
+            "new",
+            Post,
+            "/cluster/firewall/groups",
+            &[("group", "new"), ("rename", "web")],
+            Err(Rule::Target),
+        ),
         // Not one of the kind's listings: an endpoint, judged as before (no guest).
         (
             "new",

@@ -63,7 +63,8 @@ pub enum Target {
         rest: Vec<String>,
     },
     /// A named object of one of the writing kind's listings ([`Target::named_in`]): the
-    /// collection (`POST <listing>` with the id in the listing's id parameter, a create) or an
+    /// collection (`POST <listing>` with the id in the listing's id parameter, a create, unless
+    /// `rename` equals the id: PVE's comment update of a security group or an ipset) or an
     /// item (`<listing>/<id>[/…]`, or the collection with the id parameter for PVE's
     /// collection-level updates). Owned by the mark in its `comment` (`proxops:<id>`).
     Named {
@@ -276,8 +277,31 @@ impl Target {
                 .find(|p| p.name == *id_field)
                 .map(|p| p.value.clone())
                 .filter(|v| !v.is_empty());
+            // PVE's firewall collections (security groups, ipsets) update an object by a
+            // `POST` to the collection with `rename`: equal to the id it changes the object's
+            // comment (not a create); another id renames that object, which is a write to two
+            // objects and never proposed.
+            let rename = params
+                .iter()
+                .find(|p| p.name == "rename")
+                .map(|p| p.value.as_str())
+                .filter(|v| !v.is_empty());
             let (id, create) = match (rest.first(), param) {
                 (Some(id), _) => (id.clone(), false),
+                (None, Some(id)) if method == Method::Post && rename.is_some() => {
+                    if rename != Some(id.as_str()) {
+                        return Err(Refusal::new(
+                            Rule::Target,
+                            format!(
+                                "a write to the collection {} renames {} to {}; proxops does not rename named objects",
+                                shown(path),
+                                shown(rename.unwrap_or_default()),
+                                shown(&id)
+                            ),
+                        ));
+                    }
+                    (id, false)
+                }
                 (None, Some(id)) => (id, method == Method::Post),
                 (None, None) => {
                     return Err(Refusal::new(

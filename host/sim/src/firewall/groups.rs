@@ -109,7 +109,8 @@ pub(super) fn group_create(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     finish(sim, st)
 }
 
-/// Groups.pm `delete_security_group`: only an empty group that no rule references goes.
+/// Rules.pm `delete_security_group`: only an empty group goes. PVE does not look for rules that
+/// name it: they stay, and its compiler warns and skips them, as for a group never created.
 pub(super) fn group_delete(sim: &Arc<Sim>, req: &Req) -> ApiResult {
     let group = req.get("group").unwrap_or_default().to_string();
     let mut st = sim.write();
@@ -117,7 +118,9 @@ pub(super) fn group_delete(sim: &Arc<Sim>, req: &Req) -> ApiResult {
         return Err(ApiError::die(format!("no such security group '{group}'")));
     };
     if !g.rules.is_empty() {
-        return Err(ApiError::die("Security group is not empty"));
+        return Err(ApiError::die(format!(
+            "Security group '{group}' is not empty"
+        )));
     }
     st.firewall.groups.remove(&group);
     finish(sim, st)

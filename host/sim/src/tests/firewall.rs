@@ -394,7 +394,7 @@ async fn security_groups_hold_rules_and_refuse_as_pve_does() {
     )
     .await;
     assert_eq!(order(&t, web).await, ["ssh"]);
-    t.check("DELETE", web, &[], 500, "Security group is not empty")
+    t.check("DELETE", web, &[], 500, "Security group 'web' is not empty")
         .await;
     let d = digest(&t, web).await;
     t.check(
@@ -405,6 +405,19 @@ async fn security_groups_hold_rules_and_refuse_as_pve_does() {
         "null",
     )
     .await;
+    // A guest rule naming the group does not keep it: PVE's delete looks only at the group.
+    t.check(
+        "POST",
+        "/nodes/pve01/qemu/100/firewall/rules",
+        &[("type", "group"), ("action", "web")],
+        200,
+        "null",
+    )
+    .await;
     t.check("DELETE", web, &[], 200, "null").await;
     assert_eq!(t.get(groups, &[]).await, json!([]));
+    assert_eq!(
+        t.get("/nodes/pve01/qemu/100/firewall/rules", &[]).await[0]["action"],
+        json!("web")
+    );
 }
