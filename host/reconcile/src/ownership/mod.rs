@@ -698,8 +698,8 @@ pub fn check_finally_calls(actions: &[Action], changed: &HashSet<u64>) -> Result
 mod named;
 mod scoped;
 
-pub use named::NamedLive;
 use named::*;
+pub use named::{NamedLive, ROLE_PREFIX, id_marked};
 use scoped::*;
 
 #[cfg(test)]
