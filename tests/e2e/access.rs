@@ -4,11 +4,12 @@
 //! hand-made user left alone; the token's secret in the cluster's SOPS file (read back with the
 //! real `sops` binary), never printed, and a token that authenticates with its own privileges;
 //! a secret that could not be stored makes the next run delete and re-create the token; the
-//! kind without `access` is refused.
+//! kind without `access` is refused (that case and the hand-made user against a `proxops sim
+//! serve` child, `Served`).
 
 use proxops_pve::Method;
 
-use crate::support::{Lab, sha256_hex};
+use crate::support::{Lab, Served, TestCluster, sha256_hex};
 
 /// Every call the kind declares, as its grant lists them.
 const CALLS: &[&str] = &[
@@ -34,7 +35,7 @@ const CALLS: &[&str] = &[
 ];
 
 /// `kinds/access.wasm` pinned in `proxops.yaml`, with `capabilities`.
-fn install(lab: &Lab, capabilities: &str) {
+fn install(lab: &impl TestCluster, capabilities: &str) {
     let path = proxops_guests::artifact_path("proxops-kind-access").expect("built");
     let wasm = std::fs::read(path).expect("read the access kind");
     lab.write_bytes("kinds/access.wasm", &wasm);
@@ -60,7 +61,7 @@ fn identity() -> String {
 }
 
 /// The cluster's SOPS file: the fixture, as the real sops wrote it.
-fn write_sops(lab: &Lab) {
+fn write_sops(lab: &impl TestCluster) {
     let original = std::fs::read_to_string(fixture_dir().join("cluster.sops.yaml")).unwrap();
     lab.write("secrets/lab.sops.yaml", &original);
 }
@@ -80,7 +81,7 @@ const USER: &str = "apiVersion: proxops/v1alpha1\nkind: Access\nmetadata: {name:
 
 const SECRET_PATH: &str = "pve-tokens.deploy_40pve_21ci";
 
-fn repo(lab: &Lab) {
+fn repo(lab: &impl TestCluster) {
     install(lab, "[access]");
     write_sops(lab);
     lab.write("access/lab/deploy.yaml", ROLE);
@@ -88,7 +89,7 @@ fn repo(lab: &Lab) {
     lab.write("access/lab/deployer.yaml", USER);
 }
 
-async fn run(lab: &Lab, args: &[&str]) -> crate::support::Run {
+async fn run(lab: &impl TestCluster, args: &[&str]) -> crate::support::Run {
     let id = identity();
     let mut all = vec!["--age-identity", id.as_str()];
     all.extend_from_slice(args);
@@ -321,7 +322,8 @@ async fn a_token_whose_secret_was_not_stored_is_deleted_and_created_again() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_hand_made_user_is_reported_and_untouched_and_the_kind_needs_access() {
-    let lab = Lab::start().await;
+    // Against `proxops sim serve` children, as an operator runs one.
+    let lab = Served::start().await;
     repo(&lab);
     lab.pve(
         Method::Post,
@@ -329,7 +331,7 @@ async fn a_hand_made_user_is_reported_and_untouched_and_the_kind_needs_access() 
         &[("userid", "deploy@pve"), ("comment", "made by hand")],
     )
     .await;
-    lab.clear();
+    lab.clear().await;
     let plan = run(&lab, &["apply"]).await;
     assert!(
         plan.stdout
@@ -339,27 +341,27 @@ async fn a_hand_made_user_is_reported_and_untouched_and_the_kind_needs_access() 
         plan.stderr
     );
     let user = lab
-        .client
+        .client()
         .get("/access/users/deploy@pve", &[])
         .await
         .unwrap();
     assert_eq!(user["comment"], "made by hand");
+    let mutations = lab.mutations().await;
     assert!(
-        lab.mutations()
+        mutations
             .iter()
             .all(|m| !m.contains("deploy@pve") && !m.contains("/token/")),
-        "{:?}",
-        lab.mutations()
+        "{mutations:?}"
     );
 
     // The same kind without the `access` capability: every write is refused, nothing sent.
-    let lab = Lab::start().await;
+    let lab = Served::start().await;
     repo(&lab);
     install(&lab, "[]");
-    lab.clear();
+    lab.clear().await;
     let refused = run(&lab, &["apply"]).await;
     assert_ne!(refused.code, 0, "{}", refused.stdout);
     let all = format!("{}\n{}", refused.stdout, refused.stderr);
     assert!(all.contains("needs the capability `access`"), "{all}");
-    assert_eq!(lab.mutations(), Vec::<String>::new(), "{all}");
+    assert_eq!(lab.mutations().await, Vec::<String>::new(), "{all}");
 }

@@ -2,12 +2,13 @@
 //! with the grant of examples/grants/backupjob.yaml, against the simulator's
 //! `/cluster/backup`: create, drift repaired with one call, prune, an unmarked job with a
 //! managed name (reported, untouched), a storage without `backup` content (an error, no
-//! write), a job covering a Pool (written after it), and a grant too small.
+//! write), a job covering a Pool (written after it), and a grant too small. The create, drift
+//! and prune case runs against a `proxops sim serve` child (`Served`).
 
 use proxops_pve::Method;
 use serde_json::Value;
 
-use crate::support::{Lab, sha256_hex, vm};
+use crate::support::{Lab, Served, TestCluster, sha256_hex, vm};
 
 fn wasm(package: &str) -> Vec<u8> {
     let path = proxops_guests::artifact_path(package).expect("built");
@@ -15,7 +16,7 @@ fn wasm(package: &str) -> Vec<u8> {
 }
 
 /// The `kinds:` entries of the grant snippets named, each pinned to this build.
-fn install(lab: &Lab, kinds: &[(&str, &str)], edit: impl Fn(String) -> String) {
+fn install(lab: &impl TestCluster, kinds: &[(&str, &str)], edit: impl Fn(String) -> String) {
     let mut out = String::from("apiVersion: proxops/v1alpha1\nkinds:\n");
     for (package, snippet) in kinds {
         let bytes = wasm(package);
@@ -56,8 +57,8 @@ fn job(name: &str, spec: &str) -> String {
     )
 }
 
-async fn live(lab: &Lab, id: &str) -> Option<Value> {
-    let all = lab.client.get("/cluster/backup", &[]).await.unwrap();
+async fn live(lab: &impl TestCluster, id: &str) -> Option<Value> {
+    let all = lab.client().get("/cluster/backup", &[]).await.unwrap();
     all.as_array()
         .unwrap()
         .iter()
@@ -65,9 +66,9 @@ async fn live(lab: &Lab, id: &str) -> Option<Value> {
         .cloned()
 }
 
-fn writes(lab: &Lab) -> Vec<String> {
-    lab.sim
-        .requests()
+async fn writes(lab: &impl TestCluster) -> Vec<String> {
+    lab.requests()
+        .await
         .into_iter()
         .filter(|r| r.is_mutating())
         .map(|r| {
@@ -87,15 +88,18 @@ const NIGHTLY: &str = "  schedule: \"mon..fri 21:00\"\n  storage: backups\n  all
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_backup_job_kind_from_a_file_creates_repairs_drift_and_prunes() {
-    let lab = lab().await;
+    // Against a `proxops sim serve` child, as an operator runs one; its `local` storage holds
+    // backups.
+    let lab = Served::start().await;
+    let nightly = NIGHTLY.replace("storage: backups", "storage: local");
     install(&lab, &[("proxops-kind-backupjob", "backupjob")], |y| y);
     lab.write("vm/lab/web-01.yaml", &vm("web-01", "pve01", 100, ""));
-    lab.write("backupjob/lab/nightly.yaml", &job("nightly", NIGHTLY));
+    lab.write("backupjob/lab/nightly.yaml", &job("nightly", &nightly));
     let run = lab.run(&["apply"]).await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let j = live(&lab, "nightly").await.expect("the job exists");
     assert_eq!(j["schedule"], "mon..fri 21:00", "{j}");
-    assert_eq!(j["storage"], "backups");
+    assert_eq!(j["storage"], "local");
     assert_eq!(
         (j["all"].clone(), j["exclude"].clone()),
         (1.into(), "100".into()),
@@ -108,10 +112,15 @@ async fn a_backup_job_kind_from_a_file_creates_repairs_drift_and_prunes() {
     assert_eq!(j["comment"], "nightly (proxops:nightly)");
     assert_eq!(j["enabled"], 1);
 
-    lab.clear();
+    lab.clear().await;
     let again = lab.run(&["apply"]).await;
     assert_eq!(again.code, 0, "{}", again.stdout);
-    assert_eq!(lab.mutations(), Vec::<String>::new(), "{}", again.stdout);
+    assert_eq!(
+        lab.mutations().await,
+        Vec::<String>::new(),
+        "{}",
+        again.stdout
+    );
 
     // Drift behind proxops's back: another schedule, retention dropped. One PUT repairs both.
     lab.pve(
@@ -120,11 +129,11 @@ async fn a_backup_job_kind_from_a_file_creates_repairs_drift_and_prunes() {
         &[("schedule", "sun 03:00"), ("delete", "prune-backups")],
     )
     .await;
-    lab.clear();
+    lab.clear().await;
     let repair = lab.run(&["apply"]).await;
     assert_eq!(repair.code, 0, "{}\n{}", repair.stdout, repair.stderr);
     assert_eq!(
-        writes(&lab),
+        writes(&lab).await,
         [
             "PUT /cluster/backup/nightly schedule=mon..fri 21:00 prune-backups=keep-daily=7,keep-weekly=4 -> 200"
         ]
@@ -132,10 +141,13 @@ async fn a_backup_job_kind_from_a_file_creates_repairs_drift_and_prunes() {
 
     // Prune.
     lab.remove("backupjob/lab/nightly.yaml");
-    lab.clear();
+    lab.clear().await;
     let prune = lab.run(&["apply"]).await;
     assert_eq!(prune.code, 0, "{}\n{}", prune.stdout, prune.stderr);
-    assert_eq!(writes(&lab), ["DELETE /cluster/backup/nightly  -> 200"]);
+    assert_eq!(
+        writes(&lab).await,
+        ["DELETE /cluster/backup/nightly  -> 200"]
+    );
     assert!(live(&lab, "nightly").await.is_none());
 }
 
@@ -233,6 +245,7 @@ async fn a_job_covering_a_pool_is_written_after_the_pool() {
     let run = lab.run(&["apply"]).await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
     let order: Vec<String> = writes(&lab)
+        .await
         .into_iter()
         .filter(|w| w.contains("/pools") || w.contains("/cluster/backup"))
         .map(|w| w.split(' ').take(2).collect::<Vec<_>>().join(" "))

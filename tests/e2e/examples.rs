@@ -37,6 +37,37 @@ fn run(repo: &Path, args: &[&str]) -> Run {
     proxops_in(repo, &shared_cache(), &all)
 }
 
+/// The four kinds of examples/platform, built by this test build, copied into `repo/kinds/`
+/// and pinned in its `proxops.yaml`, as the example's README says.
+fn pin_platform_kinds(repo: &Path) {
+    std::fs::create_dir_all(repo.join("kinds")).unwrap();
+    let mut pins = std::collections::BTreeMap::new();
+    for kind in ["firewall", "securitygroup", "pool", "backupjob", "access"] {
+        let built = proxops_guests::artifact_path(&format!("proxops-kind-{kind}")).expect("built");
+        let bytes = std::fs::read(built).unwrap();
+        std::fs::write(repo.join(format!("kinds/{kind}.wasm")), &bytes).unwrap();
+        pins.insert(
+            format!("kinds/{kind}.wasm"),
+            crate::support::sha256_hex(&bytes),
+        );
+    }
+    let yaml = std::fs::read_to_string(repo.join("proxops.yaml")).unwrap();
+    let mut file = String::new();
+    let pinned: Vec<String> = yaml
+        .lines()
+        .map(|l| {
+            if let Some(f) = l.trim_start().strip_prefix("- file: ") {
+                file = f.to_string();
+            }
+            match l.trim_start().strip_prefix("sha256:") {
+                Some(_) => format!("    sha256: {}", pins[&file]),
+                None => l.to_string(),
+            }
+        })
+        .collect();
+    std::fs::write(repo.join("proxops.yaml"), pinned.join("\n") + "\n").unwrap();
+}
+
 /// The simulator's saved state of cluster `lab`: vmid -> (config, running).
 fn guests(repo: &Path) -> Vec<(u64, serde_json::Map<String, Value>, bool)> {
     let text = std::fs::read_to_string(repo.join(".proxops/sim-lab.json")).unwrap();
@@ -232,32 +263,7 @@ fn the_containers_example_converges_with_its_third_party_kind_pinned() {
 fn the_platform_example_converges_from_empty_and_stays_converged() {
     let dir = copy_example("platform");
     let repo = dir.path();
-    std::fs::create_dir_all(repo.join("kinds")).unwrap();
-    let mut pins = std::collections::BTreeMap::new();
-    for kind in ["firewall", "securitygroup", "pool", "backupjob", "access"] {
-        let built = proxops_guests::artifact_path(&format!("proxops-kind-{kind}")).expect("built");
-        let bytes = std::fs::read(built).unwrap();
-        std::fs::write(repo.join(format!("kinds/{kind}.wasm")), &bytes).unwrap();
-        pins.insert(
-            format!("kinds/{kind}.wasm"),
-            crate::support::sha256_hex(&bytes),
-        );
-    }
-    let yaml = std::fs::read_to_string(repo.join("proxops.yaml")).unwrap();
-    let mut file = String::new();
-    let pinned: Vec<String> = yaml
-        .lines()
-        .map(|l| {
-            if let Some(f) = l.trim_start().strip_prefix("- file: ") {
-                file = f.to_string();
-            }
-            match l.trim_start().strip_prefix("sha256:") {
-                Some(_) => format!("    sha256: {}", pins[&file]),
-                None => l.to_string(),
-            }
-        })
-        .collect();
-    std::fs::write(repo.join("proxops.yaml"), pinned.join("\n") + "\n").unwrap();
+    pin_platform_kinds(repo);
     let key = repo.join("TEST-ONLY-age-key.txt");
     let age = ["--age-identity", key.to_str().unwrap()];
 
@@ -304,4 +310,127 @@ fn the_platform_example_converges_from_empty_and_stays_converged() {
     for out in [&first.stdout, &first.stderr, &second.stdout, &second.stderr] {
         assert!(!out.contains(&secret), "the secret was printed");
     }
+}
+
+/// `proxops` on `repo` with `env` set (and nothing else of the test's environment that
+/// names a token), as a CI job would run it.
+async fn run_with(repo: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+        .current_dir(repo)
+        .arg("--cache-dir")
+        .arg(shared_cache())
+        .args(args)
+        .arg(repo)
+        .env_remove("PROXOPS_LOG")
+        .env_remove(crate::support::TOKEN_VAR)
+        .envs(env.iter().copied())
+        .output()
+        .await
+        .expect("run proxops");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The platform example's bootstrap, as its README says, against a `proxops sim serve` child:
+/// the first apply authenticates with `root@pam`'s token and creates `proxops@pve!ci`, whose
+/// secret lands in the cluster's SOPS file; the cluster file then names that token and its
+/// SOPS entry, and proxops plans "No changes" with it alone; a write its role does not grant
+/// (`Pool.Allocate`) is PVE's 403, and nothing changes.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_platform_bootstraps_its_own_token_root_once_then_the_token() {
+    let root_secret = "b00t5trap-r00t-secret";
+    let sim =
+        crate::support::sim_child("bootstrap", root_secret, &["--nodes", "pve01,pve02"]).await;
+    let dir = copy_example("platform");
+    let repo = dir.path();
+    pin_platform_kinds(repo);
+    let key = repo.join("TEST-ONLY-age-key.txt");
+    let age = ["--age-identity", key.to_str().unwrap()];
+    let cluster = |token: &str| {
+        format!(
+            "apiVersion: proxops/v1alpha1\nkind: Cluster\nmetadata: {{name: lab}}\nspec:\n  endpoint: {}\n  token: {token}\n  tls: {{fingerprint: '{}'}}\n",
+            sim.url, sim.fingerprint
+        )
+    };
+    std::fs::write(
+        repo.join("clusters/lab.yaml"),
+        cluster("{id: 'root@pam!bootstrap', secret: {env: PROXOPS_BOOTSTRAP_TOKEN}}"),
+    )
+    .unwrap();
+
+    // root@pam, once.
+    let first = run_with(
+        repo,
+        &[&age[..], &["apply"]].concat(),
+        &[("PROXOPS_BOOTSTRAP_TOKEN", root_secret)],
+    )
+    .await;
+    assert_eq!(first.code, 0, "{}\n{}", first.stdout, first.stderr);
+    let ids = proxops_secrets::Identities::from_file(&key).unwrap();
+    let doc =
+        proxops_secrets::SopsDocument::open(&repo.join("secrets/lab.sops.yaml"), &ids).unwrap();
+    let secret = doc
+        .get("pve-tokens.proxops_40pve_21ci")
+        .expect("the token's secret is in the SOPS file")
+        .to_string();
+    assert!(!first.stdout.contains(&secret) && !first.stderr.contains(&secret));
+
+    // Then the token, read from the SOPS file as the cluster file says; no root token around.
+    std::fs::write(
+        repo.join("clusters/lab.yaml"),
+        cluster("{id: 'proxops@pve!ci', secret: {sops: pve-tokens.proxops_40pve_21ci}}"),
+    )
+    .unwrap();
+    let plan = run_with(
+        repo,
+        &[&age[..], &["plan", "--detailed-exitcode"]].concat(),
+        &[],
+    )
+    .await;
+    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+    assert!(plan.stdout.contains("No changes"), "{}", plan.stdout);
+    // The simulator knows the token and its secret: it authenticates on its own.
+    let as_token = proxops_pve::Client::new(proxops_pve::ClientConfig {
+        base_url: sim.url.clone(),
+        token_id: "proxops@pve!ci".into(),
+        token_secret: secret.clone(),
+        tls: proxops_pve::TlsMode::Fingerprint(sim.fingerprint.clone()),
+        timeout: std::time::Duration::from_secs(30),
+    })
+    .unwrap();
+    as_token
+        .get("/version", &[])
+        .await
+        .expect("the token authenticates");
+
+    // A change the role does not grant: the pool's comment edited (its mark kept) by root.
+    sim.client
+        .request(
+            proxops_pve::Method::Put,
+            "/pools",
+            &[
+                proxops_pve::Param::new("poolid", "web"),
+                proxops_pve::Param::new("comment", "edited (proxops:web)"),
+            ],
+            false,
+        )
+        .await
+        .unwrap();
+    let apply = run_with(repo, &[&age[..], &["apply"]].concat(), &[]).await;
+    assert_eq!(apply.code, 1, "{}\n{}", apply.stdout, apply.stderr);
+    let all = format!("{}{}", apply.stdout, apply.stderr);
+    assert!(
+        all.contains("403") && all.contains("Permission check failed (/pool/web, Pool.Allocate)"),
+        "{all}"
+    );
+    let pools = sim
+        .client
+        .get("/pools", &[proxops_pve::Param::new("poolid", "web")])
+        .await
+        .unwrap();
+    assert_eq!(pools[0]["comment"], "edited (proxops:web)", "{pools}");
+    assert!(!all.contains(&secret), "the token's secret was printed");
 }

@@ -3,6 +3,7 @@
 
 mod access;
 mod adopt;
+mod adopt_named;
 mod adopt_props;
 mod audit;
 mod availability;

@@ -2,11 +2,13 @@
 //! grant of examples/grants/pool.yaml, against the simulator's `/pools`: create (members in
 //! the next pass), drift repaired with the fewest calls, prune, an unmarked pool with a
 //! managed name (reported, untouched), and a grant too small (refused before any request).
+//! The create, drift and prune case and `spec.pool` run against a `proxops sim serve` child
+//! (`Served`), the others in process (`Lab`).
 
 use proxops_pve::Method;
 use serde_json::Value;
 
-use crate::support::{Lab, sha256_hex, vm};
+use crate::support::{Lab, Served, TestCluster, sha256_hex, vm};
 
 fn pool_wasm() -> Vec<u8> {
     let path = proxops_guests::artifact_path("proxops-kind-pool").expect("built");
@@ -15,7 +17,7 @@ fn pool_wasm() -> Vec<u8> {
 
 /// `proxops.yaml` from examples/grants/pool.yaml with `kinds/pool.wasm` pinned to this
 /// build; `edit` may change the grant.
-pub fn install(lab: &Lab, edit: impl Fn(String) -> String) {
+pub fn install(lab: &impl TestCluster, edit: impl Fn(String) -> String) {
     let wasm = pool_wasm();
     lab.write_bytes("kinds/pool.wasm", &wasm);
     let example =
@@ -36,8 +38,8 @@ fn pool(name: &str, spec: &str) -> String {
 }
 
 /// The pool as PVE answers `GET /pools?poolid=`: its comment, member vmids and storages.
-async fn live(lab: &Lab, id: &str) -> Option<(String, Vec<u64>, Vec<String>)> {
-    let all = lab.client.get("/pools", &[]).await.unwrap();
+async fn live(lab: &impl TestCluster, id: &str) -> Option<(String, Vec<u64>, Vec<String>)> {
+    let all = lab.client().get("/pools", &[]).await.unwrap();
     let entry = all
         .as_array()
         .unwrap()
@@ -45,7 +47,7 @@ async fn live(lab: &Lab, id: &str) -> Option<(String, Vec<u64>, Vec<String>)> {
         .find(|p| p["poolid"] == id)?
         .clone();
     let info = lab
-        .client
+        .client()
         .get("/pools", &[proxops_pve::Param::new("poolid", id)])
         .await
         .unwrap();
@@ -63,9 +65,9 @@ async fn live(lab: &Lab, id: &str) -> Option<(String, Vec<u64>, Vec<String>)> {
 }
 
 /// Mutations with their parameters: `PUT /pools poolid=web vms=100 -> 200`.
-fn writes(lab: &Lab) -> Vec<String> {
-    lab.sim
-        .requests()
+async fn writes(lab: &impl TestCluster) -> Vec<String> {
+    lab.requests()
+        .await
         .into_iter()
         .filter(|r| r.is_mutating())
         .map(|r| {
@@ -83,7 +85,8 @@ fn writes(lab: &Lab) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_pool_kind_from_a_file_creates_repairs_drift_and_prunes() {
-    let lab = Lab::start().await;
+    // Against a `proxops sim serve` child, as an operator runs one.
+    let lab = Served::start().await;
     install(&lab, |y| y);
     lab.write("vm/lab/web-01.yaml", &vm("web-01", "pve01", 100, ""));
     lab.write(
@@ -106,6 +109,7 @@ async fn a_pool_kind_from_a_file_creates_repairs_drift_and_prunes() {
         run.stdout
     );
     let pool_writes: Vec<String> = writes(&lab)
+        .await
         .into_iter()
         .filter(|w| w.contains("/pools"))
         .collect();
@@ -119,10 +123,15 @@ async fn a_pool_kind_from_a_file_creates_repairs_drift_and_prunes() {
     );
 
     // Converged: a second run changes nothing.
-    lab.clear();
+    lab.clear().await;
     let again = lab.run(&["apply"]).await;
     assert_eq!(again.code, 0, "{}", again.stdout);
-    assert_eq!(lab.mutations(), Vec::<String>::new(), "{}", again.stdout);
+    assert_eq!(
+        lab.mutations().await,
+        Vec::<String>::new(),
+        "{}",
+        again.stdout
+    );
 
     // Drift behind proxops's back: a stranger added, the storage removed, the comment
     // edited with the mark kept. One removal and one add, nothing else.
@@ -148,11 +157,11 @@ async fn a_pool_kind_from_a_file_creates_repairs_drift_and_prunes() {
     .await;
     let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
     assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
-    lab.clear();
+    lab.clear().await;
     let repair = lab.run(&["apply"]).await;
     assert_eq!(repair.code, 0, "{}\n{}", repair.stdout, repair.stderr);
     assert_eq!(
-        writes(&lab),
+        writes(&lab).await,
         [
             "PUT /pools poolid=web vms=300 delete=1 -> 200",
             "PUT /pools poolid=web comment=web tier (proxops:web) storage=local-lvm -> 200",
@@ -169,18 +178,24 @@ async fn a_pool_kind_from_a_file_creates_repairs_drift_and_prunes() {
 
     // Prune: the manifest goes, the pool is emptied and deleted; its guest stays.
     lab.remove("pool/lab/web.yaml");
-    lab.clear();
+    lab.clear().await;
     let prune = lab.run(&["apply"]).await;
     assert_eq!(prune.code, 0, "{}\n{}", prune.stdout, prune.stderr);
     assert_eq!(
-        writes(&lab),
+        writes(&lab).await,
         [
             "PUT /pools poolid=web vms=100 storage=local-lvm delete=1 -> 200",
             "DELETE /pools poolid=web -> 200",
         ]
     );
     assert_eq!(live(&lab, "web").await, None);
-    assert!(lab.sim.vm_config(100).is_some(), "the member VM is kept");
+    assert!(
+        lab.client()
+            .get("/nodes/pve01/qemu/100/config", &[])
+            .await
+            .is_ok(),
+        "the member VM is kept"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -277,4 +292,168 @@ async fn a_guest_in_another_pool_is_not_moved() {
         .collect();
     assert!(moved.is_empty(), "never allow-move: {moved:?}");
     assert_eq!(live(&lab, "theirs").await.unwrap().1, vec![100]);
+}
+
+/// The pool a guest is in, as `/cluster/resources` lists it.
+async fn guest_pool(lab: &impl TestCluster, vmid: u64) -> Option<String> {
+    let all = lab.client().get("/cluster/resources", &[]).await.unwrap();
+    all.as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["vmid"].as_u64() == Some(vmid))
+        .and_then(|e| e["pool"].as_str().map(str::to_string))
+}
+
+/// `spec.pool` on a VM: its create puts it into the pool (PVE's `pool` on create, after the
+/// pool the VM references exists), the pool keeps the member it does not list, and a second
+/// apply sends nothing: the two kinds agree, no flapping.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_vm_created_with_spec_pool_lands_in_the_pool_and_stays() {
+    let lab = Served::start().await;
+    install(&lab, |y| y);
+    lab.write(
+        "vm/lab/web-01.yaml",
+        &vm("web-01", "pve01", 100, "  pool: web\n"),
+    );
+    lab.write("vm/lab/web-02.yaml", &vm("web-02", "pve01", 101, ""));
+    lab.write(
+        "pool/lab/web.yaml",
+        &pool("web", "  comment: web tier\n  guests: [web-02]\n"),
+    );
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    // The pool's create comes before the create that names it (the VM references the pool).
+    let all = writes(&lab).await;
+    let at = |what: &str| {
+        all.iter()
+            .position(|w| w.starts_with(what))
+            .unwrap_or_else(|| panic!("no {what} in {all:#?}"))
+    };
+    let pool_create = at("POST /pools poolid=web ");
+    let vm_create = at("POST /nodes/pve01/qemu vmid=100 ");
+    assert!(pool_create < vm_create, "{all:#?}");
+    assert!(all[vm_create].contains(" pool=web "), "{}", all[vm_create]);
+    assert!(
+        !at_has_pool(&all, "POST /nodes/pve01/qemu vmid=101 "),
+        "{all:#?}"
+    );
+    assert_eq!(guest_pool(&lab, 100).await.as_deref(), Some("web"));
+    assert_eq!(guest_pool(&lab, 101).await.as_deref(), Some("web"));
+    assert_eq!(live(&lab, "web").await.unwrap().1, vec![100, 101]);
+
+    lab.clear().await;
+    let again = lab.run(&["apply"]).await;
+    assert_eq!(again.code, 0, "{}\n{}", again.stdout, again.stderr);
+    assert_eq!(
+        lab.mutations().await,
+        Vec::<String>::new(),
+        "{}",
+        again.stdout
+    );
+    let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+}
+
+/// A pool that lists a guest whose own manifest names another pool (or this one: declared
+/// twice) is a validation error naming both manifests and fields; nothing is sent.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pool_listing_a_guest_of_another_pool_is_a_validation_error() {
+    let lab = Lab::start().await;
+    install(&lab, |y| y);
+    lab.write(
+        "vm/lab/web-01.yaml",
+        &vm("web-01", "pve01", 100, "  pool: db\n"),
+    );
+    lab.write("pool/lab/db.yaml", &pool("db", "  comment: databases\n"));
+    lab.write("pool/lab/web.yaml", &pool("web", "  guests: [web-01]\n"));
+    lab.clear();
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let all = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        all.contains("pool/lab/web.yaml")
+            && all.contains("spec.guests[0]")
+            && all.contains("VM `web-01` declares spec.pool: db (vm/<cluster>/web-01.yaml), but this pool web lists it"),
+        "{all}"
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+
+    // The same pool named on both sides: one place only.
+    lab.write(
+        "vm/lab/web-01.yaml",
+        &vm("web-01", "pve01", 100, "  pool: web\n"),
+    );
+    let run = lab.run(&["plan"]).await;
+    assert_eq!(run.code, 1, "{}\n{}", run.stdout, run.stderr);
+    let all = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        all.contains("already joins pool web through its own spec.pool"),
+        "{all}"
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new());
+}
+
+/// A VM's `spec.pool` is a write to that pool: a hand-made pool of that name (no mark) gets
+/// no guest, and the VM is not created; an existing VM in another pool is reported, never
+/// moved.
+#[tokio::test(flavor = "multi_thread")]
+async fn spec_pool_never_writes_a_pool_proxops_does_not_own() {
+    let lab = Lab::start().await;
+    install(&lab, |y| y);
+    lab.pve(
+        Method::Post,
+        "/pools",
+        &[("poolid", "ops"), ("comment", "made by hand")],
+    )
+    .await;
+    lab.write("pool/lab/ops.yaml", &pool("ops", "  comment: ops\n"));
+    lab.write(
+        "vm/lab/web-01.yaml",
+        &vm("web-01", "pve01", 100, "  pool: ops\n"),
+    );
+    lab.clear();
+    let run = lab.run(&["apply"]).await;
+    assert_ne!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("pool ops exists but was not created by proxops"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stdout.contains("puts the guest into a pool proxops cannot prove it owns: pool ops does not carry proxops's mark"),
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "{}", run.stdout);
+    assert!(lab.sim.vm_config(100).is_none());
+
+    // A VM proxops created without a pool, then given spec.pool: an anomaly, nothing moved.
+    lab.remove("pool/lab/ops.yaml");
+    lab.write("vm/lab/web-01.yaml", &vm("web-01", "pve01", 100, ""));
+    lab.apply().await;
+    lab.write("pool/lab/web.yaml", &pool("web", "  comment: web\n"));
+    lab.apply().await;
+    lab.write(
+        "vm/lab/web-01.yaml",
+        &vm("web-01", "pve01", 100, "  pool: web\n"),
+    );
+    lab.clear();
+    let run = lab.run(&["apply"]).await;
+    assert_eq!(run.code, 3, "{}\n{}", run.stdout, run.stderr);
+    assert!(
+        run.stdout
+            .contains("is in no pool, the manifest says spec.pool: web"),
+        "{}",
+        run.stdout
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "{}", run.stdout);
+    assert_eq!(guest_pool(&lab, 100).await, None);
+}
+
+fn at_has_pool(all: &[String], what: &str) -> bool {
+    all.iter()
+        .find(|w| w.starts_with(what))
+        .is_some_and(|w| w.contains(" pool="))
 }

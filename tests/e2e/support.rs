@@ -426,3 +426,183 @@ pub fn requests_about(lab: &Lab, vmid: u32) -> Vec<String> {
         .map(|r| format!("{} {}", r.method, r.path))
         .collect()
 }
+
+/// What a test of a kind drives: a repository whose `lab` cluster points at a simulator, and
+/// that simulator's API and request log. [`Lab`] runs the simulator in the test process;
+/// [`Served`] is a `proxops sim serve` child, the way an operator runs one.
+pub trait TestCluster {
+    /// The repository's folder.
+    fn repo_path(&self) -> &Path;
+    /// A root client of the simulator.
+    fn client(&self) -> &proxops_pve::Client;
+    /// The simulator's request log since the last [`TestCluster::clear`].
+    async fn requests(&self) -> Vec<proxops_sim::RequestRecord>;
+    /// Empty the request log.
+    async fn clear(&self);
+    /// Run proxops on the repository (its path appended to `args`).
+    async fn run(&self, args: &[&str]) -> Run;
+
+    fn write(&self, path: &str, text: &str) {
+        self.write_bytes(path, text.as_bytes());
+    }
+
+    fn write_bytes(&self, path: &str, bytes: &[u8]) {
+        let path = self.repo_path().join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
+
+    fn remove(&self, path: &str) {
+        std::fs::remove_file(self.repo_path().join(path)).unwrap();
+    }
+
+    /// Mutating requests since the last clear, as `METHOD path -> status`.
+    async fn mutations(&self) -> Vec<String> {
+        self.requests()
+            .await
+            .into_iter()
+            .filter(|r| r.is_mutating())
+            .map(|r| format!("{} {} -> {}", r.method, r.path, r.status))
+            .collect()
+    }
+
+    /// Call the PVE API directly (a change "behind proxops's back"), waiting for its task.
+    async fn pve(&self, method: proxops_pve::Method, path: &str, params: &[(&str, &str)]) {
+        let params: Vec<proxops_pve::Param> = params
+            .iter()
+            .map(|(k, v)| proxops_pve::Param::new(*k, *v))
+            .collect();
+        let data = self
+            .client()
+            .request(method, path, &params, false)
+            .await
+            .expect("PVE call");
+        if let Some(upid) = data.as_str().filter(|s| s.starts_with("UPID:")) {
+            self.client()
+                .wait_task(upid, std::time::Duration::from_secs(30))
+                .await
+                .expect("task");
+        }
+    }
+}
+
+impl TestCluster for Lab {
+    fn repo_path(&self) -> &Path {
+        self.repo.path()
+    }
+
+    fn client(&self) -> &proxops_pve::Client {
+        &self.client
+    }
+
+    async fn requests(&self) -> Vec<proxops_sim::RequestRecord> {
+        self.sim.requests()
+    }
+
+    async fn clear(&self) {
+        self.sim.clear_requests();
+    }
+
+    async fn run(&self, args: &[&str]) -> Run {
+        self.run_env(args, &[]).await
+    }
+}
+
+/// A `proxops sim serve` child and a repository whose `lab` cluster points at it over HTTPS
+/// with its pinned fingerprint; the request log is read from its `/_sim/requests`.
+pub struct Served {
+    pub sim: SimChild,
+    pub repo: tempfile::TempDir,
+    secret: String,
+}
+
+impl Served {
+    /// `proxops sim serve --nodes pve01,pve02` with a fixed root token, and an empty repository
+    /// with `clusters/lab.yaml`.
+    pub async fn start() -> Served {
+        let secret = "served-e2e-secret-0000";
+        let sim = sim_child("e2e", secret, &["--nodes", "pve01,pve02"]).await;
+        let repo = tempfile::tempdir().unwrap();
+        let served = Served {
+            sim,
+            repo,
+            secret: secret.to_string(),
+        };
+        served.write(
+            "clusters/lab.yaml",
+            &format!(
+                "apiVersion: proxops/v1alpha1\nkind: Cluster\nmetadata: {{name: lab}}\nspec:\n  endpoint: {}\n  token: {{id: 'root@pam!e2e', secret: {{env: {TOKEN_VAR}}}}}\n  tls: {{fingerprint: '{}'}}\n",
+                served.sim.url, served.sim.fingerprint
+            ),
+        );
+        served
+    }
+
+    /// A request to the simulator's admin API (`/_sim/<path>`, outside `/api2/json`), over the
+    /// host's own TLS stack pinned to its certificate; the answer's text.
+    async fn admin(&self, delete: bool, path: &str) -> String {
+        let http = proxops_pve::https_builder(&proxops_pve::TlsMode::Fingerprint(
+            self.sim.fingerprint.clone(),
+        ))
+        .expect("a TLS client")
+        .build()
+        .expect("a TLS client");
+        let url = format!("{}/_sim/{path}", self.sim.url);
+        let request = if delete {
+            http.delete(url)
+        } else {
+            http.get(url)
+        };
+        request
+            .header("Authorization", format!("PVEAPIToken={}", self.sim.token))
+            .send()
+            .await
+            .expect("the simulator's admin API")
+            .text()
+            .await
+            .expect("its answer")
+    }
+}
+
+impl TestCluster for Served {
+    fn repo_path(&self) -> &Path {
+        self.repo.path()
+    }
+
+    fn client(&self) -> &proxops_pve::Client {
+        &self.sim.client
+    }
+
+    async fn requests(&self) -> Vec<proxops_sim::RequestRecord> {
+        let text = self.admin(false, "requests").await;
+        let v: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+        serde_json::from_value(v["data"].clone()).expect("request records")
+    }
+
+    async fn clear(&self) {
+        self.admin(true, "requests").await;
+    }
+
+    async fn run(&self, args: &[&str]) -> Run {
+        let out = tokio::time::timeout(
+            std::time::Duration::from_secs(120),
+            tokio::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+                .arg("--cache-dir")
+                .arg(shared_cache())
+                .args(args)
+                .arg(self.repo.path())
+                .env(TOKEN_VAR, &self.secret)
+                .env_remove("PROXOPS_LOG")
+                .kill_on_drop(true)
+                .output(),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("proxops {args:?} did not finish within 120 s"))
+        .expect("run proxops");
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}

@@ -21,6 +21,9 @@
 //!   is a reference, so the host orders the pool after them (PVE lists a member only once the
 //!   guest exists). Raw vmids are accepted for guests proxops does not manage. A name and a
 //!   vmid that resolve to the same guest are an error.
+//! * A VM or TemplateVM may name its pool itself (`spec.pool`, set by its create): such a
+//!   guest is this pool's member without being listed, and is never removed from it; a listed
+//!   guest whose `spec.pool` names any pool is a validation error ([`plan::check_references`]).
 //! * Ownership: the token `proxops:<id>` in the pool's `comment`
 //!   ([`proxops_names::named_mark`]). A create writes it, an update keeps it, a prune needs
 //!   it, and a live pool without it is an anomaly, never written to. The host's gate checks
@@ -81,7 +84,7 @@ impl ResourceKind for Pool {
     }
 
     fn check_references(d: &Desired, resolved: &[Resolved]) -> Vec<Diag> {
-        plan::vmids(d, resolved).err().unwrap_or_default()
+        plan::check_references(d, resolved)
     }
 
     fn identity(d: &Desired) -> ObjectKey {
@@ -105,11 +108,11 @@ impl ResourceKind for Pool {
     fn plan(
         d: Option<&Desired>,
         resolved: &[Resolved],
-        _referrers: &[Resolved],
+        referrers: &[Resolved],
         observed: &Observation,
         _: &dyn Secrets,
     ) -> Result<Proposal, Vec<Diag>> {
-        plan::plan(d, resolved, observed)
+        plan::plan(d, resolved, referrers, observed)
     }
 
     fn claims(listing: &str, entry: &Value) -> bool {

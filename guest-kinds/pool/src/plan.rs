@@ -153,6 +153,65 @@ pub fn vmids(d: &Desired, resolved: &[Resolved]) -> Result<BTreeSet<u64>, Vec<Di
     }
 }
 
+/// The `spec.pool` a resolved guest's desired state declares (VM, TemplateVM), if any.
+fn declared_pool(desired: &str) -> Option<String> {
+    let t: Value = serde_json::from_str(desired).ok()?;
+    t.get("pool")?.as_str().map(str::to_string)
+}
+
+/// The folder of a guest kind's manifests, for messages that name its file.
+fn folder(kind: &str) -> &'static str {
+    if kind == "TemplateVM" {
+        "templatevm"
+    } else {
+        "vm"
+    }
+}
+
+/// `check-references`: the vmids resolve ([`vmids`]), and each named guest's own `spec.pool`
+/// agrees with this pool. A guest that declares another pool is a conflict (a guest is in one
+/// pool); one that declares this pool already joins it through that field, and listing it here
+/// as well would make each manifest wait for the other (a reference cycle): it belongs in one
+/// place.
+pub fn check_references(d: &Desired, resolved: &[Resolved]) -> Vec<Diag> {
+    let mut out = vmids(d, resolved).err().unwrap_or_default();
+    for r in resolved {
+        let Some(pool) = declared_pool(&r.desired) else {
+            continue;
+        };
+        let (kind, name) = (&r.reference.kind, &r.reference.name);
+        let file = format!("{}/<cluster>/{name}.yaml", folder(kind));
+        let message = if pool == d.pool {
+            format!(
+                "{kind} `{name}` already joins pool {} through its own spec.pool ({file}); declare the membership once: drop this entry (listing it here too makes each manifest wait for the other)",
+                d.pool
+            )
+        } else {
+            format!(
+                "{kind} `{name}` declares spec.pool: {pool} ({file}), but this pool {} lists it; a guest is in one pool: drop this entry, or change that manifest's spec.pool",
+                d.pool
+            )
+        };
+        out.push(Diag::error(&r.reference.path, message));
+    }
+    out
+}
+
+/// The vmids of the guests whose own manifest declares `spec.pool: <this pool>` (the host
+/// hands them over as referrers): they joined the pool when they were created, so the pool
+/// never removes them.
+pub fn declared_members(d: &Desired, referrers: &[Resolved]) -> BTreeSet<u64> {
+    referrers
+        .iter()
+        .filter(|r| r.reference.path == "spec.pool")
+        .filter_map(|r| {
+            let t: Value = serde_json::from_str(&r.desired).ok()?;
+            (t.get("pool")?.as_str()? == d.pool).then_some(())?;
+            t.get("vmid")?.as_u64()
+        })
+        .collect()
+}
+
 fn list<T: ToString>(s: &BTreeSet<T>) -> String {
     s.iter().map(T::to_string).collect::<Vec<_>>().join(",")
 }
@@ -165,6 +224,7 @@ fn shown<T: ToString>(s: &BTreeSet<T>) -> Option<String> {
 pub fn plan(
     d: Option<&Desired>,
     resolved: &[Resolved],
+    referrers: &[Resolved],
     observed: &Observation,
 ) -> Result<Proposal, Vec<Diag>> {
     let bad = |m: String| vec![Diag::error("", m)];
@@ -202,7 +262,7 @@ pub fn plan(
         }
         return Ok(out);
     };
-    let vms = vmids(d, resolved)?;
+    let mut vms = vmids(d, resolved)?;
     let Some(l) = live else {
         create(d, &vms, &mut out);
         return Ok(out);
@@ -221,6 +281,9 @@ pub fn plan(
         ));
         return Ok(out);
     }
+    // Guests whose manifest declares this pool stay members; the pool does not add them (their
+    // create did, and a guest not in it is its VM's anomaly).
+    vms.extend(declared_members(d, referrers).intersection(&l.vms).copied());
     update(d, &l, &vms, &mut out);
     Ok(out)
 }

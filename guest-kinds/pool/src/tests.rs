@@ -369,3 +369,106 @@ fn adopt_round_trips_with_no_change() {
         "{e}"
     );
 }
+
+/// A named guest's desired state with its own `spec.pool`.
+fn vm_in(i: usize, name: &str, vmid: u32, pool: Option<&str>) -> Resolved {
+    let mut r = vm(i, "VM", name, vmid);
+    if let Some(p) = pool {
+        let mut t: Value = serde_json::from_str(&r.desired).unwrap();
+        t["pool"] = json!(p);
+        r.desired = t.to_string();
+    }
+    r
+}
+
+/// (what, the listed guest's own spec.pool, the error expected: none, or words it contains)
+#[test]
+fn a_listed_guest_must_not_declare_a_pool() {
+    let d = desired("web", json!({"guests": ["web-01", 300]}));
+    for (what, pool, expected) in [
+        ("no spec.pool", None, None),
+        (
+            "another pool",
+            Some("db"),
+            Some(
+                "VM `web-01` declares spec.pool: db (vm/<cluster>/web-01.yaml), but this pool web lists it",
+            ),
+        ),
+        (
+            "this pool: declared twice",
+            Some("web"),
+            Some("VM `web-01` already joins pool web through its own spec.pool"),
+        ),
+    ] {
+        let diags = <Kind as Guest>::check_references(
+            d.clone(),
+            wit_resolved(&[vm_in(0, "web-01", 100, pool)]),
+        );
+        match expected {
+            None => assert!(diags.is_empty(), "{what}: {diags:?}"),
+            Some(words) => {
+                assert_eq!(diags.len(), 1, "{what}: {diags:?}");
+                assert_eq!(diags[0].path, "spec.guests[0]", "{what}");
+                assert!(
+                    diags[0].message.contains(words),
+                    "{what}: {}",
+                    diags[0].message
+                );
+            }
+        }
+    }
+}
+
+/// A guest whose own manifest declares `spec.pool: web` is a member the pool keeps without
+/// listing it, and never adds; one declaring another pool is not kept.
+#[test]
+fn members_declared_by_their_guests_are_kept_not_added() {
+    let d = desired("web", json!({"guests": [300]}));
+    let marked = json!({"poolid": "web", "comment": "proxops:web"});
+    let referrer = |vmid: u32, pool: &str| Resolved {
+        reference: Reference {
+            kind: "Pool".into(),
+            name: "web".into(),
+            path: "spec.pool".into(),
+        },
+        desired: json!({"name": format!("vm-{vmid}"), "vmid": vmid, "pool": pool}).to_string(),
+    };
+    let plan_with = |referrers: &[Resolved], members: &[Value]| {
+        <Kind as Guest>::plan(
+            Some(d.clone()),
+            vec![],
+            wit_resolved(referrers),
+            observed(Some(marked.clone()), members),
+        )
+        .unwrap()
+    };
+    for (what, referrers, members, want) in [
+        (
+            "declared and a member: converged",
+            vec![referrer(100, "web")],
+            vec![guest(100), guest(300)],
+            vec![],
+        ),
+        (
+            "declared, not a member yet: not added (its create puts it in)",
+            vec![referrer(100, "web")],
+            vec![guest(300)],
+            vec![],
+        ),
+        (
+            "undeclared member: removed",
+            vec![],
+            vec![guest(100), guest(300)],
+            vec!["PUT /pools poolid=web vms=100 delete=1"],
+        ),
+        (
+            "a referrer naming another pool is not kept",
+            vec![referrer(100, "db")],
+            vec![guest(100), guest(300)],
+            vec!["PUT /pools poolid=web vms=100 delete=1"],
+        ),
+    ] {
+        let p = plan_with(&referrers, &members);
+        assert_eq!(calls(&p), want, "{what}");
+    }
+}

@@ -108,6 +108,11 @@ pub struct Desired {
     /// `spec.placement`: what plan does with a guest found on another node than `node`.
     #[serde(default, skip_serializing_if = "Placement::is_fixed")]
     pub placement: Placement,
+    /// `spec.pool`: the PVE resource pool the guest is created in, a `Pool` manifest of the
+    /// cluster (a reference, so the pool exists first). `None`: the guest's pool is not
+    /// managed by this manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
 }
 
 /// `spec.ha`, with PVE's defaults applied (`max_restart` 1, `max_relocate` 1, `failback`

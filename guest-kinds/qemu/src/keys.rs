@@ -20,6 +20,7 @@ pub const SPEC_KEYS: &[&str] = &[
     "cloud-init-data",
     "ha",
     "placement",
+    "pool",
 ];
 /// Keys under `spec.ha`.
 pub const HA_KEYS: &[&str] = &["state", "max-restart", "max-relocate", "failback"];

@@ -91,7 +91,12 @@ pub fn describe(flavour: Flavour) -> KindInfo {
     KindInfo {
         calls,
         listings: vec![Listing::cluster_resources()],
-        references_kinds: vec!["TemplateVM".into(), "DiskImage".into(), "ISO".into()],
+        references_kinds: vec![
+            "TemplateVM".into(),
+            "DiskImage".into(),
+            "ISO".into(),
+            "Pool".into(),
+        ],
         secrets: true,
         capabilities: vec![Capability::Devices],
         ..KindInfo::new(
@@ -140,8 +145,18 @@ pub fn references(d: &Desired) -> Vec<Reference> {
             path: "spec.hardware.cdrom.iso".into(),
         });
     }
+    if let Some(p) = &d.pool {
+        out.push(Reference {
+            kind: "Pool".into(),
+            name: p.clone(),
+            path: POOL_PATH.into(),
+        });
+    }
     out
 }
+
+/// The field of `spec.pool`, which is also its reference's path.
+pub const POOL_PATH: &str = "spec.pool";
 
 /// Check resolved references: a clone source must be a TemplateVM on the same node with another
 /// vmid; a disk image a DiskImage and a CD/DVD ISO an ISO, each with a storage and file name.

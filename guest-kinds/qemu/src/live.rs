@@ -146,6 +146,8 @@ pub struct Resource {
     /// `ha`: the guest's `/cluster/ha/resources` entry, which the host adds to the entry of a
     /// guest that has one; absent: the guest is no HA resource (or the host did not read it).
     pub ha: Option<HaResource>,
+    /// `pool`: the resource pool the guest is in; absent for a guest in none.
+    pub pool: Option<String>,
 }
 
 /// A `/cluster/ha/resources` entry as PVE returns it, values as wire strings; PVE leaves out
@@ -215,6 +217,8 @@ struct ResourceFields<'a> {
     hastate: Str<'a>,
     #[serde(default)]
     ha: Option<HaResource>,
+    #[serde(default, borrow)]
+    pool: Str<'a>,
 }
 
 /// A JSON string, borrowed when it has no escapes; any other value reads as absent (as
@@ -334,6 +338,7 @@ impl Resource {
             name: set(f.name.0),
             hastate: set(f.hastate.0),
             ha: f.ha,
+            pool: set(f.pool.0),
         })
     }
 }

@@ -147,6 +147,16 @@ pub fn targets(d: &Desired, resolved: &[(Reference, String)]) -> Result<Targets,
         };
         let got = if want.path == "spec.clone" {
             clone_source(d, r, desired).map(|v| out.clone_vmid = Some(v))
+        } else if want.path == crate::POOL_PATH {
+            // The pool only orders the guest after it; nothing of it is read.
+            if r.kind == "Pool" {
+                Ok(())
+            } else {
+                Err(Diag::error(
+                    &r.path,
+                    format!("`{}` is a {}, not a Pool", r.name, r.kind),
+                ))
+            }
         } else if want.path == "spec.hardware.cdrom.iso" {
             download_volume(r, desired, "ISO", "iso").map(|v| out.iso = Some(v))
         } else {

@@ -222,7 +222,8 @@ pub fn spec_schema(flavour: Flavour) -> Value {
             "cloud-init-data": cloud_init_data,
             "ha": ha,
             "placement": {"type": "string", "enum": PLACEMENTS, "default": "fixed",
-                "description": "A guest found on another node than spec.node: `fixed` reports a guest without HA as an anomaly (one HA moved is accepted where it is); `migrate` migrates it to spec.node (through HA when HA manages it)."}
+                "description": "A guest found on another node than spec.node: `fixed` reports a guest without HA as an anomaly (one HA moved is accepted where it is); `migrate` migrates it to spec.node (through HA when HA manages it)."},
+            "pool": name_ref("A Pool manifest's metadata.name: the PVE pool the guest is created in (PVE's `pool` on create and clone). A guest found in another pool, or in none, is an anomaly; proxops never moves a guest between pools.")
         }
     });
     if flavour == Flavour::Template {

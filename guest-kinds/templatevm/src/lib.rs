@@ -32,6 +32,9 @@ mod tests {
             assert!(calls.iter().any(|c| c == call), "{call} in {calls:?}");
         }
         assert!(info.secrets && info.capabilities.len() == 1 && info.listings.len() == 1);
-        assert_eq!(info.references_kinds, ["TemplateVM", "DiskImage", "ISO"]);
+        assert_eq!(
+            info.references_kinds,
+            ["TemplateVM", "DiskImage", "ISO", "Pool"]
+        );
     }
 }

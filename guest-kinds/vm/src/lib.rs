@@ -42,6 +42,9 @@ mod tests {
         );
         assert!(info.secrets);
         assert!(matches!(info.capabilities[..], [Capability::Devices]));
-        assert_eq!(info.references_kinds, ["TemplateVM", "DiskImage", "ISO"]);
+        assert_eq!(
+            info.references_kinds,
+            ["TemplateVM", "DiskImage", "ISO", "Pool"]
+        );
     }
 }

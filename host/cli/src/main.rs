@@ -213,7 +213,7 @@ enum Command {
     },
     /// Write manifests for guests that already run (through the kinds' adopt), with a gap report per guest; only reads PVE.
     #[command(
-        after_help = "Examples:\n  proxops adopt . --cluster lab --vmid 100 --vmid 101\n  proxops adopt . --cluster lab --all\n\nEach manifest carries metadata.adopt (the vmid and PVE name it took over): the next apply may add the ownership tags to that guest and nothing else. Existing files are kept unless --force is given."
+        after_help = "Examples:\n  proxops adopt . --cluster lab --vmid 100 --vmid 101\n  proxops adopt . --cluster lab --all\n  proxops adopt . --cluster lab --object web --object deploy@pve\n  proxops adopt . --cluster lab --vmid 100 --kind Firewall\n\nEach guest's manifest carries metadata.adopt (the vmid and PVE name it took over): the next apply may add the ownership tags to that guest and nothing else. Named objects (pools, backup jobs, users, ...) come from the listings of the loaded kinds; proxops writes one only once it carries proxops's mark, which each manifest's gaps say how to add. Existing files are kept unless --force is given."
     )]
     Adopt {
         repo: PathBuf,
@@ -223,9 +223,18 @@ enum Command {
         /// A guest to adopt, by vmid (repeatable).
         #[arg(long = "vmid", value_name = "N")]
         vmids: Vec<u64>,
-        /// Adopt every guest no manifest names (guests proxops already owns are listed, not adopted).
-        #[arg(long, conflicts_with = "vmids")]
+        /// Adopt every guest and named object no manifest names, from the listings of the loaded
+        /// kinds (those proxops already owns are listed, not adopted).
+        #[arg(long, conflicts_with_all = ["vmids", "objects"])]
         all: bool,
+        /// A named object to adopt (a pool, a backup job, a user, a group, a role), by its id in
+        /// its kind's listing (repeatable).
+        #[arg(long = "object", value_name = "ID")]
+        objects: Vec<String>,
+        /// Only these kinds write manifests (repeatable; default: every loaded kind). With a
+        /// guest-scoped kind (`--kind Firewall`) the chosen guests get that kind's manifest.
+        #[arg(long = "kind", value_name = "KIND")]
+        kinds: Vec<String>,
         /// Import SSH keys that match no SOPS entry into the cluster's SOPS file as
         /// `cloud-init.ssh-keys.adopted-<fingerprint>` (needs the age identity that opens it).
         #[arg(long)]
@@ -674,6 +683,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             cluster,
             vmids,
             all,
+            objects,
+            kinds,
             adopt_secrets,
             force,
         } => runtime.block_on(adopt::adopt(
@@ -683,6 +694,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 cluster,
                 vmids,
                 all,
+                objects,
+                kinds,
                 adopt_secrets,
                 force,
             },

@@ -30,6 +30,10 @@ pub enum Adoption {
         manifest: Value,
         /// What the manifest does not carry, and why.
         gaps: Vec<Gap>,
+        /// The manifest is a guest's (its identity is in the `guest-id` space, or could not be
+        /// read): it takes the guest over with `metadata.adopt` ([`finish_manifest`]). Any
+        /// other (a named object, a guest's firewall) gets none ([`finish_object`]).
+        guest: bool,
     },
     /// No kind could write a manifest for it: each kind's reason.
     NotAdopted {
@@ -47,7 +51,19 @@ pub async fn adopt_entries(
     entries: &[Entry],
     secrets: Option<Arc<dyn SecretSource>>,
 ) -> Vec<Adoption> {
-    let kinds: Vec<usize> = (0..registry.len())
+    let kinds = listing_kinds(registry, listing, |_| true);
+    adopt_entries_by(registry, client, listing, entries, secrets, &kinds).await
+}
+
+/// The kinds (registry indexes, in registry order) that declare listing `listing` and pass
+/// `allowed`.
+pub fn listing_kinds(
+    registry: &KindRegistry,
+    listing: &str,
+    allowed: impl Fn(usize) -> bool,
+) -> Vec<usize> {
+    (0..registry.len())
+        .filter(|&k| allowed(k))
         .filter(|&k| {
             registry
                 .get(k)
@@ -56,7 +72,53 @@ pub async fn adopt_entries(
                 .iter()
                 .any(|l| l.path == listing)
         })
-        .collect();
+        .collect()
+}
+
+/// Whether some kind that declares `listing` claims `entry` (its own mark: a prune candidate
+/// when no manifest names it). A kind that fails to answer claims nothing.
+pub fn claimed(registry: &KindRegistry, listing: &str, entry: &Entry) -> bool {
+    let kinds = listing_kinds(registry, listing, |_| true);
+    par_map(registry, &kinds, |instances, &k| {
+        instances
+            .get(k)
+            .and_then(|i| i.claims(listing, entry.text()))
+            .unwrap_or(false)
+    })
+    .into_iter()
+    .any(|c| c)
+}
+
+/// Whether `manifest` (JSON text) is a guest's for kind `kind`: its identity is in the
+/// `guest-id` space. A manifest the kind does not validate counts as a guest's, as every
+/// manifest adopt wrote before named objects could be adopted.
+fn is_guest(
+    registry: &KindRegistry,
+    kind: usize,
+    manifest: &str,
+    secrets: &Option<Arc<dyn SecretSource>>,
+) -> bool {
+    par_map(registry, &[manifest], |instances, m| {
+        let i = instances.get(kind).ok()?;
+        i.set_secrets(secrets.clone());
+        let v = i.validate(m).ok()?.ok()?;
+        i.identity(&v.desired).ok()
+    })
+    .pop()
+    .flatten()
+    .is_none_or(|key| key.space == "guest-id")
+}
+
+/// [`adopt_entries`] with the kinds to try given (registry indexes, tried in that order).
+pub async fn adopt_entries_by(
+    registry: &KindRegistry,
+    client: &Client,
+    listing: &str,
+    entries: &[Entry],
+    secrets: Option<Arc<dyn SecretSource>>,
+    kinds: &[usize],
+) -> Vec<Adoption> {
+    let kinds = kinds.to_vec();
     let mut out = Vec::with_capacity(entries.len());
     for entry in entries {
         let resource = kinds
@@ -91,10 +153,10 @@ pub async fn adopt_entries(
             } else {
                 crate::observe::scrub::scrubbed(&observation, values)
             };
-            let secrets = secrets.clone();
+            let for_kind = secrets.clone();
             let answer = par_map(registry, &[observation], |instances, observation| {
                 instances.get(kind).and_then(|i| {
-                    i.set_secrets(secrets.clone());
+                    i.set_secrets(for_kind.clone());
                     i.adopt(observation)
                 })
             })
@@ -103,11 +165,13 @@ pub async fn adopt_entries(
             match answer {
                 Ok(Ok(a)) => match serde_json::from_str::<Value>(&a.manifest) {
                     Ok(manifest) if manifest.is_object() => {
+                        let guest = is_guest(registry, kind, &a.manifest, &secrets);
                         adopted = Some(Adoption::Adopted {
                             kind,
                             resource: resource.clone(),
                             manifest,
                             gaps: a.gaps,
+                            guest,
                         });
                         break;
                     }
@@ -224,6 +288,34 @@ pub fn finish_manifest(
         if let Some(v) = vmid.filter(|_| !pve_name.is_empty()) {
             meta.insert("adopt".into(), json!({"vmid": v, "name": pve_name}));
         }
+    }
+    name
+}
+
+/// Gives the manifest of an adopted object that is not a guest (a named object, a guest's
+/// firewall) its final `metadata.name`: the kind's choice, made unique among `taken` (kind,
+/// name) with `-2`, `-3`, …; no `metadata.adopt` (that claim is a guest's). Returns the name;
+/// `taken` gains it.
+pub fn finish_object(
+    manifest: &mut Value,
+    kind: &str,
+    taken: &mut BTreeSet<(String, String)>,
+) -> String {
+    let base = manifest
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .filter(|n| !n.is_empty())
+        .map(str::to_string)
+        .unwrap_or_else(|| kind.to_ascii_lowercase());
+    let mut name = base.clone();
+    let mut n = 2;
+    while taken.contains(&(kind.to_string(), name.clone())) {
+        name = format!("{base}-{n}");
+        n += 1;
+    }
+    taken.insert((kind.to_string(), name.clone()));
+    if let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("name".into(), json!(name));
     }
     name
 }

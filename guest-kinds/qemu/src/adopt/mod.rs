@@ -127,6 +127,16 @@ pub fn adopt(
     let what = format!("{} {} on {}", flavour.noun(), r.vmid, r.node);
     let pending = a.take_pending_note(obs);
     a.gaps.extend(pending);
+    if let Some(pool) = &r.pool {
+        // spec.pool names a Pool manifest (a reference); written here it would not validate
+        // until that manifest exists, and leaving it out leaves the pool as it is.
+        a.gaps.push(gap(
+            crate::POOL_PATH,
+            format!(
+                "{what} is in pool {pool}; spec.pool is left out (it must name a Pool manifest of the cluster): adopt the pool with the Pool kind, then add `pool: {pool}`"
+            ),
+        ));
+    }
     let status = serde_json::from_str::<Value>(text)
         .ok()
         .and_then(|v| v.get("status").and_then(Value::as_str).map(str::to_string));

@@ -111,6 +111,18 @@ pub fn create_params(ctx: &Ctx<'_>) -> Vec<(String, String, bool)> {
     p
 }
 
+/// `spec.pool` on a create or clone: PVE adds the new guest to the pool in the same task
+/// (`add_vm_to_pool`, after its `check_pool_exist`), the one place proxops sets a guest's pool.
+fn with_pool(d: &Desired, call: Call, changes: &mut Vec<Change>) -> Call {
+    match &d.pool {
+        Some(pool) => {
+            changes.push(Change::new("pool", None, Some(pool.clone())));
+            call.param("pool", pool)
+        }
+        None => call,
+    }
+}
+
 fn clone_create(d: &Desired, source: u32) -> Proposal {
     let mut out = Proposal::default();
     let template = d.clone.as_deref().unwrap_or_default();
@@ -123,15 +135,17 @@ fn clone_create(d: &Desired, source: u32) -> Proposal {
     .param("newid", d.vmid.to_string())
     .param("full", "1")
     .param("name", d.pve_name.clone());
+    let mut changes = vec![
+        Change::new("vmid", None, Some(d.vmid.to_string())),
+        Change::new("name", None, Some(d.pve_name.clone())),
+    ];
+    let call = with_pool(d, call, &mut changes);
     push_create(
         &mut out,
         d,
         format!(" as a full clone of TemplateVM `{template}` ({source})"),
         vec![call],
-        vec![
-            Change::new("vmid", None, Some(d.vmid.to_string())),
-            Change::new("name", None, Some(d.pve_name.clone())),
-        ],
+        changes,
     );
     out
 }
@@ -225,6 +239,7 @@ pub(super) fn create(ctx: &Ctx<'_>) -> Proposal {
             sensitive: *sensitive,
         });
     }
+    let mut call = with_pool(d, call, &mut changes);
     let mut calls = vec![];
     let mut how = String::new();
     if d.kind == Flavour::Template {

@@ -78,6 +78,9 @@ pub(super) fn update(
     if elsewhere && d.placement == Placement::Migrate {
         return Ok(migrate(d, r, obs, r.ha_managed()));
     }
+    if let Some(a) = pool_anomaly(d, r) {
+        out.anomalies.push(a);
+    }
     let mut diff = Diff {
         cfg: &cfg,
         pending: &pending,
@@ -304,4 +307,25 @@ fn ha_busy(state: &str) -> Option<&'static str> {
         "recovery" => "is recovering it from a failed node",
         _ => return None,
     })
+}
+
+/// `spec.pool` against the guest's live pool (its `/cluster/resources` entry). proxops sets a
+/// guest's pool only when it creates it: moving a guest into a pool is a write to that pool,
+/// and out of one (PVE's `allow-move`) a write to the pool it leaves, which proxops cannot
+/// prove it owns. A difference is reported, never repaired; the rest of the guest is planned.
+pub(super) fn pool_anomaly(d: &Desired, r: &Resource) -> Option<Anomaly> {
+    let want = d.pool.as_deref()?;
+    let vmid = r.vmid;
+    let message = match r.pool.as_deref() {
+        Some(live) if live == want => return None,
+        Some(live) => format!(
+            "{} {vmid} is in pool {live}, the manifest says spec.pool: {want}; proxops sets a guest's pool only when it creates it and never moves a guest between pools (that writes pool {live}). Move it by hand (`pvesh set /pools --poolid {want} --vms {vmid} --allow-move 1`), or set spec.pool: {live}",
+            d.kind.noun()
+        ),
+        None => format!(
+            "{} {vmid} is in no pool, the manifest says spec.pool: {want}; proxops sets a guest's pool only when it creates it. Add it by hand (`pvesh set /pools --poolid {want} --vms {vmid}`), or drop spec.pool and list the guest in pool {want}'s spec.guests",
+            d.kind.noun()
+        ),
+    };
+    Some(Anomaly::new(crate::POOL_PATH, message))
 }

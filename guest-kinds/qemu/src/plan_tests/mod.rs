@@ -14,6 +14,7 @@ mod cloud_init;
 mod create;
 mod ha;
 mod hardware;
+mod pool;
 mod prune;
 mod update;
 
@@ -34,6 +35,8 @@ fn catalog(name: &str) -> Option<Value> {
             "url": "https://h/debian-13.iso", "filename": "debian-13.iso", "content": "iso",
             "volid": "local:iso/debian-13.iso", "verify-certificates": true})
         }
+        "web" => json!({"pool": "web"}),
+        "db" => json!({"pool": "db"}),
         _ => return None,
     })
 }
@@ -44,7 +47,8 @@ fn resolve_all(d: &crate::Desired) -> Vec<(Reference, String)> {
         .into_iter()
         .filter_map(|r| {
             let t = catalog(&r.name)?;
-            (t["kind"] == r.kind.as_str()).then(|| (r, t.to_string()))
+            let kind = t.get("kind").and_then(Value::as_str).unwrap_or("Pool");
+            (kind == r.kind.as_str()).then(|| (r, t.to_string()))
         })
         .collect()
 }

@@ -89,6 +89,7 @@ fn check_spec(
     let memory_mib = check_memory(c, spec);
     let cpu = check_cpu(c, spec);
     let clone = check_clone(c, spec);
+    let pool = check_pool(c, spec);
 
     let hardware_obj = c.object_field(spec, p, "hardware", false, HARDWARE_KEYS);
     let ci_enabled = hardware_obj.is_some_and(cloud_init_enabled);
@@ -146,6 +147,7 @@ fn check_spec(
         cloud_init_data,
         ha,
         placement,
+        pool,
     })
 }
 
@@ -289,6 +291,24 @@ fn check_clone(c: &mut Checker, spec: &Obj) -> Option<String> {
         return None;
     }
     Some(clone)
+}
+
+/// `spec.pool`: a Pool manifest's name, which is the PVE pool id (a DNS label that starts
+/// with a letter, as the Pool kind requires of its `metadata.name`).
+fn check_pool(c: &mut Checker, spec: &Obj) -> Option<String> {
+    let pool = c.string(spec, "spec", "pool", false)?;
+    let problem = manifest::dns_label_problem(&pool).or_else(|| {
+        (!pool.starts_with(|ch: char| ch.is_ascii_alphabetic()))
+            .then(|| "a PVE pool id starts with a letter".to_string())
+    });
+    if let Some(p) = problem {
+        c.error(
+            "spec.pool",
+            format!("must name a Pool manifest by its metadata.name (the PVE pool id): {p}"),
+        );
+        return None;
+    }
+    Some(pool)
 }
 
 fn cloud_init_enabled(hw: &Obj) -> bool {

@@ -260,3 +260,51 @@ fn ids_and_sizes() {
         &[("kind", "must be `VM`, got `TemplateVM`")],
     );
 }
+
+/// `spec.pool` names a Pool manifest, and so a PVE pool id: a DNS label that starts with a
+/// letter; it becomes a reference that orders the guest after the pool.
+#[test]
+fn pool_names_a_pool_manifest() {
+    const MSG: &str = "must name a Pool manifest by its metadata.name (the PVE pool id): ";
+    for (pool, problem) in [
+        ("web", None),
+        ("web-tier-2", None),
+        ("2web", Some("a PVE pool id starts with a letter")),
+        ("Web", Some("")),
+    ] {
+        let got = validate(
+            Flavour::Vm,
+            &{
+                let mut d = base();
+                patch(&mut d, "spec/pool", json!(pool));
+                d
+            },
+            &secrets(),
+        );
+        match problem {
+            None => {
+                let d = got.expect(pool).desired;
+                assert_eq!(d.pool.as_deref(), Some(pool));
+                assert!(
+                    crate::references(&d)
+                        .iter()
+                        .any(|r| r.kind == "Pool" && r.name == pool && r.path == "spec.pool")
+                );
+            }
+            Some(words) => {
+                let errs = got.expect_err(pool);
+                assert_eq!(errs.len(), 1, "{pool}: {errs:?}");
+                assert_eq!(errs[0].path, "spec.pool");
+                assert!(errs[0].message.starts_with(MSG), "{}", errs[0].message);
+                assert!(errs[0].message.contains(words), "{}", errs[0].message);
+            }
+        }
+    }
+    assert_eq!(
+        validate(Flavour::Vm, &base(), &secrets())
+            .unwrap()
+            .desired
+            .pool,
+        None
+    );
+}

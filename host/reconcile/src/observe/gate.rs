@@ -19,6 +19,9 @@ fn manageable(item: &Item<'_>, g: &LiveGuest) -> bool {
     g.tagged() && !foreign_copy
 }
 
+/// PVE's pool listing: where the gate looks up the pool a guest create or clone names.
+const POOLS: &str = "/pools";
+
 /// The rule named where the gate holds a kind's writes back as an anomaly.
 fn ownership_rule() -> String {
     format!(
@@ -205,6 +208,13 @@ pub(super) fn gate(
             .map(|id| format!("{} {}", id.kind, id.name))
     };
     let guests = |v: u64| cluster.guest(v);
+    let pool = |id: &str| {
+        ownership::pool_owned(
+            id,
+            cluster.named_object(POOLS, "poolid", id),
+            cluster.created_by(&item.depends_on, id),
+        )
+    };
     let scope = Scope {
         vmid: item.vmid,
         guest_scope: item.guest_scope.as_ref().map(|(v, s)| {
@@ -233,6 +243,7 @@ pub(super) fn gate(
         guests: &guests,
         named_elsewhere: &named_elsewhere,
         manageable: &manageable,
+        pool: &pool,
     };
     match ownership::check_calls(&proposal.actions, &scope) {
         Ok(()) => (proposal, None),

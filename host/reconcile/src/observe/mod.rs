@@ -155,6 +155,14 @@ impl<'a> LiveCluster<'a> {
         }
     }
 
+    /// Whether one of `depends_on` is the manifest of named object `id` (its identity's
+    /// resource id): an object it waits for, which creates it in this apply when it is absent.
+    pub fn created_by(&self, depends_on: &[ObjectId], id: &str) -> bool {
+        self.objects
+            .iter()
+            .any(|o| o.key.resource_id.as_deref() == Some(id) && depends_on.contains(&o.id))
+    }
+
     /// The manifest object whose identity is guest `vmid` (any kind).
     pub fn named(&self, vmid: u64) -> Option<&ObjectId> {
         self.named

@@ -364,6 +364,34 @@ pub struct Scope<'a> {
     pub named_elsewhere: &'a dyn Fn(u64) -> Option<String>,
     /// Whether a live guest may be updated by this object's manifest (tagged, not a copy).
     pub manageable: &'a dyn Fn(&LiveGuest) -> bool,
+    /// Whether a guest write may put a guest into pool `id` (PVE's `pool` on a guest create or
+    /// clone): `Err` says why not. See [`pool_owned`].
+    pub pool: &'a dyn Fn(&str) -> Result<(), String>,
+}
+
+/// Whether a guest create or clone may name pool `id` (`pool=<id>`, which adds the new guest
+/// to that pool: a write to the pool): the pool is proxops's, `proxops:<id>` in its comment in
+/// this cycle's `/pools` listing, or absent while an object this one depends on creates it,
+/// with that mark, in this apply. `live` is what the listing says of the pool; an unread
+/// listing (no loaded kind declares `/pools`) proves nothing.
+pub fn pool_owned(id: &str, live: NamedLive, created_in_run: bool) -> Result<(), String> {
+    let mark = proxops_names::named_mark(id);
+    match live {
+        NamedLive::Present { comment } if proxops_names::has_named_mark(&comment, id) => Ok(()),
+        NamedLive::Present { .. } => Err(format!(
+            "pool {} does not carry proxops's mark (`{mark}` in its comment), and adding a guest to it writes it",
+            request::shown(id)
+        )),
+        NamedLive::Absent if created_in_run => Ok(()),
+        NamedLive::Absent => Err(format!(
+            "pool {} does not exist and no manifest this object depends on creates it",
+            request::shown(id)
+        )),
+        NamedLive::Unread => Err(format!(
+            "the listing /pools was not read in this cycle (no loaded kind declares it), so proxops cannot tell whose pool {} is",
+            request::shown(id)
+        )),
+    }
 }
 
 /// Where a mutating path points, in PVE's view of it (the path is canonical: `request`).
@@ -402,6 +430,18 @@ pub fn check_calls(actions: &[Action], scope: &Scope<'_>) -> Result<(), Refusal>
             scope.listings,
         )?;
         let shown = request::describe_call(call);
+        if !matches!(target, Target::Named { .. })
+            && let Some(pool) = param(call, "pool")
+        {
+            (scope.pool)(pool).map_err(|why| {
+                Refusal::new(
+                    Rule::Ownership,
+                    format!(
+                        "{shown} puts the guest into a pool proxops cannot prove it owns: {why}"
+                    ),
+                )
+            })?;
+        }
         if let Target::Named {
             listing,
             id,
@@ -658,8 +698,8 @@ pub fn check_finally_calls(actions: &[Action], changed: &HashSet<u64>) -> Result
 mod named;
 mod scoped;
 
-pub use named::NamedLive;
 use named::*;
+pub use named::{NamedLive, ROLE_PREFIX, id_marked};
 use scoped::*;
 
 #[cfg(test)]

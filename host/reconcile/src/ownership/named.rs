@@ -122,7 +122,7 @@ pub(super) fn check_named(
 
 /// The listings whose objects PVE keeps no comment on, and the id prefix that marks proxops's
 /// own instead: `/access/roles` (`proxops-`).
-pub(super) fn id_marked(listing: &str) -> Option<&'static str> {
+pub fn id_marked(listing: &str) -> Option<&'static str> {
     (listing == ROLES).then_some(ROLE_PREFIX)
 }
 

@@ -138,6 +138,7 @@ fn named_objects_need_their_mark() {
         guests: &no_guest,
         named_elsewhere: &no_name,
         manageable: &any,
+        pool: &|_| Ok(()),
     };
     let check = |resource: &'static str, method, path: &str, params: &[(&str, &str)]| {
         check_calls(&[call(method, path, params)], &scope(resource)).map_err(|r| r.rule)
@@ -359,6 +360,7 @@ fn calls_stay_on_their_object() {
         guests: &live,
         named_elsewhere: &named,
         manageable: &manageable,
+        pool: &|_| Ok(()),
     };
     use Method::*;
     let check = |s: &Scope<'_>, method, path: &str, params: &[(&str, &str)]| {
@@ -698,6 +700,7 @@ fn guest_scoped_objects_write_only_their_guests_sub_path() {
         guests: &live,
         named_elsewhere: &named,
         manageable: &any,
+        pool: &|_| Ok(()),
     };
     use Method::*;
     let fw = "/nodes/pve01/qemu/100/firewall";
@@ -843,6 +846,7 @@ fn a_guest_created_in_this_apply_takes_its_firewall_after_it() {
         guests: &live,
         named_elsewhere: &|_| None,
         manageable: &any,
+        pool: &|_| Ok(()),
     };
     for (owner, created_in_run, expected) in [
         (200, true, Ok(())),
@@ -859,5 +863,113 @@ fn a_guest_created_in_this_apply_takes_its_firewall_after_it() {
             expected,
             "guest {owner}, created in this apply: {created_in_run}"
         );
+    }
+}
+
+/// A guest create or clone that names a pool (`pool=`) adds the guest to that pool: allowed
+/// only into a pool carrying proxops's mark, or one an object this guest depends on creates
+/// in this apply; an unread `/pools` listing proves nothing. (pool's live state, created in
+/// this apply, allowed)
+#[test]
+fn a_guest_joins_only_a_pool_proxops_owns() {
+    let marked = || NamedLive::Present {
+        comment: "web tier (proxops:web)".into(),
+    };
+    for (live, created, ok) in [
+        (marked(), false, true),
+        (
+            NamedLive::Present {
+                comment: "hand made".into(),
+            },
+            false,
+            false,
+        ),
+        (
+            NamedLive::Present {
+                comment: "proxops:other".into(),
+            },
+            true,
+            false,
+        ),
+        (NamedLive::Absent, true, true),
+        (NamedLive::Absent, false, false),
+        (NamedLive::Unread, true, false),
+    ] {
+        assert_eq!(
+            pool_owned("web", live.clone(), created).is_ok(),
+            ok,
+            "{live:?} created {created}"
+        );
+    }
+    // Through check_calls, by the request: a create or clone with `pool`, whatever the action
+    // says; a write without `pool` never asks.
+    let nodes: HashSet<String> = ["pve01".to_string()].into();
+    let offline = HashSet::new();
+    let template = guest("proxops;proxops-9000", 9000);
+    let live = move |v: u64| (v == 9000).then(|| template.clone());
+    let only_web = |id: &str| {
+        pool_owned(
+            id,
+            if id == "web" {
+                marked()
+            } else {
+                NamedLive::Absent
+            },
+            false,
+        )
+    };
+    let scope = Scope {
+        vmid: Some(100),
+        guest_scope: None,
+        clone_sources: vec![9000],
+        nodes: &nodes,
+        offline: &offline,
+        ha_marked: &|_| None,
+        listings: &[],
+        named: &|_, _| NamedLive::Unread,
+        prune: false,
+        resource: Some("qemu/100"),
+        guests: &live,
+        named_elsewhere: &|_| None,
+        manageable: &|g: &LiveGuest| g.tagged(),
+        pool: &only_web,
+    };
+    use Method::*;
+    for (path, params, expected) in [
+        (
+            "/nodes/pve01/qemu",
+            vec![("vmid", "100"), ("pool", "web")],
+            Ok(()),
+        ),
+        (
+            "/nodes/pve01/qemu",
+            vec![("vmid", "100"), ("pool", "ops")],
+            Err(Rule::Ownership),
+        ),
+        ("/nodes/pve01/qemu", vec![("vmid", "100")], Ok(())),
+        (
+            "/nodes/pve01/qemu/9000/clone",
+            vec![("newid", "100"), ("pool", "ops")],
+            Err(Rule::Ownership),
+        ),
+        (
+            "/nodes/pve01/qemu/9000/clone",
+            vec![("newid", "100"), ("pool", "web")],
+            Ok(()),
+        ),
+    ] {
+        let got = check_calls(&[call(Post, path, &params)], &scope);
+        assert_eq!(
+            got.as_ref().map_err(|r| r.rule),
+            expected.as_ref().map_err(|r| *r),
+            "{path} {params:?}"
+        );
+        if let Err(r) = got {
+            assert!(
+                r.what.contains("proxops cannot prove it owns: pool"),
+                "{}",
+                r.what
+            );
+        }
     }
 }

@@ -229,6 +229,15 @@ pub(crate) fn authorize(
         return Ok(());
     }
     let st = sim.read();
+    // qemu-server's create: `VM.Allocate` on `/vms/<vmid>`, or on `/pool/<pool>` when it names
+    // a pool (after `check_pool_exist`, which the handler runs).
+    if method == "POST"
+        && template == "/nodes/{node}/qemu"
+        && let Some(pool) = req.get("pool")
+        && permissions(&st.access, who, &format!("/pool/{pool}")).contains("VM.Allocate")
+    {
+        return Ok(());
+    }
     for n in needs(method, template, req) {
         let held = permissions(&st.access, who, &n.path);
         if !n.privs.iter().any(|p| held.contains(*p)) {

@@ -438,6 +438,34 @@ async fn a_token_value_is_returned_once_and_the_token_acts_with_its_privileges()
         "privsep",
     )
     .await;
+    // A VM create naming a pool needs VM.Allocate on the VM or on the pool (qemu-server's
+    // create_vm); an entry on the pool allows no create outside it.
+    t.check("POST", "/pools", &[("poolid", "web")], 200, "null")
+        .await;
+    let create = [("vmid", "150"), ("pool", "web")];
+    let (s, body) = as_token(&t, &token, "POST", "/nodes/pve01/qemu", &create).await;
+    assert_eq!(s, 403, "{body}");
+    t.check(
+        "PUT",
+        "/access/acl",
+        &[
+            ("path", "/pool/web"),
+            ("roles", "PVEVMAdmin"),
+            ("users", "deploy@pve"),
+        ],
+        200,
+        "null",
+    )
+    .await;
+    let (s, body) = as_token(&t, &token, "POST", "/nodes/pve01/qemu", &create).await;
+    assert_eq!(s, 200, "{body}");
+    let (s, body) = as_token(&t, &token, "POST", "/nodes/pve01/qemu", &[("vmid", "151")]).await;
+    assert_eq!(s, 403, "{body}");
+    assert!(
+        body.to_string()
+            .contains("Permission check failed (/vms/151, VM.Allocate)"),
+        "{body}"
+    );
     t.check(
         "PUT",
         "/access/acl",

@@ -403,3 +403,38 @@ fn wrong_kind_or_shape_is_an_error_naming_the_way_out() {
             .contains("no config read")
     );
 }
+
+/// A VM in a pool: the manifest leaves spec.pool out (it names a Pool manifest) and says so in
+/// a gap; its plan is clean, and with spec.pool added it stays clean.
+#[test]
+fn a_vm_in_a_pool_gets_a_gap_for_spec_pool() {
+    let mut e = entry(100, "stopped", false, "");
+    e["pool"] = json!("web");
+    let (a, p) = clean(Flavour::Vm, &e, &web(), &[], &sops());
+    assert!(a.manifest["spec"].get("pool").is_none(), "{:#}", a.manifest);
+    let gap = a
+        .gaps
+        .iter()
+        .find(|g| g.path == "spec.pool")
+        .expect("a spec.pool gap");
+    assert!(gap.reason.contains("is in pool web"), "{}", gap.reason);
+    assert!(p.anomalies.is_empty(), "{:#?}", p.anomalies);
+    let mut m = a.manifest.clone();
+    m["spec"]["pool"] = json!("web");
+    let d = crate::validate(Flavour::Vm, &m, &sops()).unwrap().desired;
+    // As the first apply left it: the ownership tags added.
+    let mut live = e.clone();
+    live["tags"] = json!(with_marks(None, 100));
+    let cfg = with(web(), json!({"tags": with_marks(None, 100)}));
+    let obs = observation(Some(&d), &live, &cfg, &[]);
+    let resolved = [(
+        crate::Reference {
+            kind: "Pool".into(),
+            name: "web".into(),
+            path: "spec.pool".into(),
+        },
+        json!({"pool": "web"}).to_string(),
+    )];
+    let p = crate::plan(Flavour::Vm, Some(&d), &resolved, &sops(), &obs).unwrap();
+    assert!(p.actions.is_empty() && p.anomalies.is_empty(), "{p:#?}");
+}

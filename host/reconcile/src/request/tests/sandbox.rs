@@ -120,6 +120,7 @@ fn no_accepted_request_reaches_what_the_object_does_not_own() {
         guests: &live,
         named_elsewhere: &named,
         manageable: &manageable,
+        pool: &|_| Ok(()),
     };
 
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
