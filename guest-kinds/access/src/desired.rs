@@ -112,31 +112,9 @@ pub fn full_token_id(user: &str, token: &str) -> String {
     format!("{user}!{token}")
 }
 
-/// The `comment` PVE gets for object `id`: the manifest's comment with the mark
-/// `proxops:<id>` appended, or the mark alone.
-pub fn pve_comment(id: &str, comment: Option<&str>) -> String {
-    let mark = proxops_names::named_mark(id);
-    match comment {
-        None | Some("") => mark,
-        Some(c) if proxops_names::has_named_mark(c, id) => c.to_string(),
-        Some(c) => format!("{c} ({mark})"),
-    }
-}
-
-/// The manifest's comment for a live one: [`pve_comment`] undone where it can be.
-pub fn manifest_comment(id: &str, live: &str) -> Option<String> {
-    let mark = proxops_names::named_mark(id);
-    if live.is_empty() || live == mark {
-        return None;
-    }
-    if let Some(c) = live.strip_suffix(&format!(" ({mark})"))
-        && !c.is_empty()
-        && !proxops_names::has_named_mark(c, id)
-    {
-        return Some(c.to_string());
-    }
-    Some(live.to_string())
-}
+/// The `comment` PVE gets, and the manifest's comment read back from it: the mark shared by
+/// every named kind (`<comment> (proxops:<id>)`, or the mark alone).
+pub use proxops_names::{marked_comment as pve_comment, unmarked_comment as manifest_comment};
 
 /// PVE's built-in roles (pve-access-control `AccessControl.pm`, `create_roles`): granted by
 /// name, never created, changed or deleted.

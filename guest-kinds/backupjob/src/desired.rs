@@ -121,31 +121,9 @@ pub fn prune_string(keep: &BTreeMap<String, u64>) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(","))
 }
 
-/// The manifest's comment with proxops's mark appended (`<comment> (proxops:<id>)`), or the
-/// mark alone; a comment that already carries the mark is taken as it is.
-pub fn pve_comment(id: &str, comment: Option<&str>) -> String {
-    let mark = proxops_names::named_mark(id);
-    match comment {
-        None | Some("") => mark,
-        Some(c) if proxops_names::has_named_mark(c, id) => c.to_string(),
-        Some(c) => format!("{c} ({mark})"),
-    }
-}
-
-/// [`pve_comment`] undone where it can be; any other comment is kept whole.
-pub fn manifest_comment(id: &str, live: &str) -> Option<String> {
-    let mark = proxops_names::named_mark(id);
-    if live.is_empty() || live == mark {
-        return None;
-    }
-    if let Some(c) = live.strip_suffix(&format!(" ({mark})"))
-        && !c.is_empty()
-        && !proxops_names::has_named_mark(c, id)
-    {
-        return Some(c.to_string());
-    }
-    Some(live.to_string())
-}
+/// The `comment` PVE gets, and the manifest's comment read back from it: the mark shared by
+/// every named kind (`<comment> (proxops:<id>)`, or the mark alone).
+pub use proxops_names::{marked_comment as pve_comment, unmarked_comment as manifest_comment};
 
 /// PVE's `pve-configid` (`[a-z][a-z0-9_-]+`) and the job id's length: why `id` is not one.
 pub fn jobid_problem(id: &str) -> Option<String> {

@@ -133,32 +133,9 @@ impl Desired {
     }
 }
 
-/// See [`Desired::pve_comment`].
-pub fn pve_comment(rule: &str, comment: Option<&str>) -> String {
-    let mark = proxops_names::named_mark(rule);
-    match comment {
-        None | Some("") => mark,
-        Some(c) if proxops_names::has_named_mark(c, rule) => c.to_string(),
-        Some(c) => format!("{c} ({mark})"),
-    }
-}
-
-/// The manifest's comment for a live `comment`: [`pve_comment`] undone where it can be
-/// (`<c> (proxops:<id>)` gives `<c>`, the mark alone gives none); any other comment is kept
-/// whole, which [`pve_comment`] gives back unchanged.
-pub fn manifest_comment(rule: &str, live: &str) -> Option<String> {
-    let mark = proxops_names::named_mark(rule);
-    if live.is_empty() || live == mark {
-        return None;
-    }
-    if let Some(c) = live.strip_suffix(&format!(" ({mark})"))
-        && !c.is_empty()
-        && !proxops_names::has_named_mark(c, rule)
-    {
-        return Some(c.to_string());
-    }
-    Some(live.to_string())
-}
+/// The `comment` PVE gets, and the manifest's comment read back from it: the mark shared by
+/// every named kind (`<comment> (proxops:<id>)`, or the mark alone).
+pub use proxops_names::{marked_comment as pve_comment, unmarked_comment as manifest_comment};
 
 /// PVE's `encode_value` of `nodes`: sorted by node, a priority only when it is not 0.
 pub fn encode_nodes(nodes: &BTreeMap<String, u32>) -> String {

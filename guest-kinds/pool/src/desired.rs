@@ -68,33 +68,9 @@ impl Desired {
     }
 }
 
-/// The manifest's comment with proxops's mark appended (`<comment> (proxops:<id>)`), or the
-/// mark alone; a comment that already carries the mark is taken as it is.
-pub fn pve_comment(pool: &str, comment: Option<&str>) -> String {
-    let mark = proxops_names::named_mark(pool);
-    match comment {
-        None | Some("") => mark,
-        Some(c) if proxops_names::has_named_mark(c, pool) => c.to_string(),
-        Some(c) => format!("{c} ({mark})"),
-    }
-}
-
-/// The manifest's comment for a live `comment`: [`pve_comment`] undone where it can be (`<c>
-/// (proxops:<id>)` gives `<c>`, the mark alone gives none); any other comment is kept whole,
-/// which [`pve_comment`] gives back unchanged.
-pub fn manifest_comment(pool: &str, live: &str) -> Option<String> {
-    let mark = proxops_names::named_mark(pool);
-    if live.is_empty() || live == mark {
-        return None;
-    }
-    if let Some(c) = live.strip_suffix(&format!(" ({mark})"))
-        && !c.is_empty()
-        && !proxops_names::has_named_mark(c, pool)
-    {
-        return Some(c.to_string());
-    }
-    Some(live.to_string())
-}
+/// The `comment` PVE gets, and the manifest's comment read back from it: the mark shared by
+/// every named kind (`<comment> (proxops:<id>)`, or the mark alone).
+pub use proxops_names::{marked_comment as pve_comment, unmarked_comment as manifest_comment};
 
 /// PVE's `verify_poolname` for a top-level pool, on a manifest name (already a DNS label):
 /// why `id` is not a pool id. PVE wants a letter first.
