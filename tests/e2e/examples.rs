@@ -297,6 +297,13 @@ fn the_platform_example_converges_from_empty_and_stays_converged() {
         );
     }
     assert_eq!(guests(repo).len(), 1);
+    // The VM joined its pool at creation (`spec.pool`), in the first apply's one pass.
+    assert_eq!(
+        state["pools"]["web"]["vms"],
+        serde_json::json!([100]),
+        "{}",
+        state["pools"]
+    );
 
     // The token's secret: in the SOPS file (proxops's own reader), in no output.
     let ids = proxops_secrets::Identities::from_file(&key).unwrap();
