@@ -217,3 +217,104 @@ async fn a_browser_sees_the_fleet_the_drift_and_the_cycle_that_found_it() {
     );
     assert_eq!(w.stop("TERM").await, 143);
 }
+
+/// GET (or another method) `path` with an optional bearer token: (status line, headers and
+/// body).
+async fn request(addr: &str, method: &str, path: &str, token: Option<&str>) -> (String, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    tcp.write_all(
+        format!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut raw = String::new();
+    tcp.read_to_string(&mut raw).await.unwrap();
+    let status = raw.lines().next().unwrap_or_default().to_string();
+    (status, raw)
+}
+
+/// `watch --apply --ui-token-file`: the live page shows the apply's progress; every route
+/// but `/healthz` needs the token; the page has no write route (what is not GET is refused,
+/// the report sink only counts), and all PVE writes are the apply's own.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_live_page_follows_an_apply_and_the_token_guards_every_page() {
+    let lab = Lab::start().await;
+    lab.write("vm/lab/app.yaml", &vm("app", "pve01", 150, ""));
+    let token = "ui-e2e-bearer-token-0123456789";
+    let file = lab.repo.path().join("../ui-token");
+    std::fs::write(&file, format!("{token}\n")).unwrap();
+    let w = Watching::start(
+        &lab,
+        &[
+            "--apply",
+            "--interval",
+            "1s",
+            "--ui-listen",
+            "127.0.0.1:0",
+            "--ui-token-file",
+            file.to_str().unwrap(),
+        ],
+    );
+    let line = w.wait_for(&["watch: status page on http://"], 1).await;
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    // The create, then a clean cycle.
+    w.wait_for(&["[lab] cycle", "clean"], 1).await;
+    let writes = lab.mutations();
+    assert!(!writes.is_empty(), "the apply wrote");
+
+    for (method, path, token, status) in [
+        ("GET", "/", None, " 401 "),
+        ("GET", "/", Some("wrong-token-wrong-token-00"), " 401 "),
+        ("GET", "/metrics", None, " 401 "),
+        ("GET", "/healthz", None, " 200 "),
+        ("GET", "/", Some(token), " 200 "),
+        ("POST", "/", Some(token), " 405 "),
+        ("PUT", "/c/lab", Some(token), " 405 "),
+        ("DELETE", "/c/lab/o/VM/app", Some(token), " 405 "),
+        ("GET", "/c/nope", Some(token), " 404 "),
+        ("POST", "/csp-report", Some(token), " 204 "),
+    ] {
+        let (got, raw) = request(&addr, method, path, token).await;
+        assert!(got.contains(status), "{method} {path} {token:?}: {raw}");
+        assert!(
+            raw.to_ascii_lowercase()
+                .contains("content-security-policy: default-src 'none'"),
+            "{method} {path}: {raw}"
+        );
+    }
+    // The live page: the apply's lines, as they came.
+    let (_, live) = request(&addr, "GET", "/c/lab/live", Some(token)).await;
+    assert!(live.contains("✓ VM app: create"), "{live}");
+    assert!(live.contains("data-done=\"true\""), "{live}");
+    // The one report counted; the token never on a page.
+    let (_, metrics) = request(&addr, "GET", "/metrics", Some(token)).await;
+    assert!(
+        metrics.contains("proxops_watch_ui_csp_reports_total 1"),
+        "{metrics}"
+    );
+    for path in [
+        "/",
+        "/c/lab",
+        "/c/lab/history",
+        "/c/lab/o/VM/app",
+        "/c/lab/live",
+    ] {
+        let (_, page) = request(&addr, "GET", path, Some(token)).await;
+        assert!(!page.contains(token), "{path}: {page}");
+    }
+    // Nothing the page was asked wrote to PVE.
+    assert_eq!(lab.mutations(), writes);
+    assert_eq!(w.stop("TERM").await, 143);
+}
