@@ -34,7 +34,10 @@ period of at least the cluster's task-timeout-seconds times 3); 1 when it cannot
 every selected cluster ran N cycles of its own (its cycle lines count them) and exits with the worst\n\
 of each cluster's last cycle: as plan (0, 1, 2, 3); with --apply as apply (0, 1, 3), and 2 when\n\
 changes were left unapplied because the repository failed validation.\n\n\
-Example:\n  proxops watch examples/homelab --cluster lab --interval 5m --apply --metrics-listen 0.0.0.0:9184";
+With --ui-listen ADDR it serves a read-only status page (the fleet, each object's desired\n\
+against live state, the last cycles, an apply in flight, the dependency graph; also /metrics).\n\n\
+Example:\n  proxops watch examples/homelab --cluster lab --interval 5m --apply --metrics-listen 0.0.0.0:9184\n  \
+proxops watch examples/showcase --age-identity examples/showcase/TEST-ONLY-age-key.txt --ui-listen 127.0.0.1:8080";
 
 /// What `watch` was asked to do.
 #[derive(Debug, Clone)]

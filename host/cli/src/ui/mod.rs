@@ -181,6 +181,8 @@ pub(crate) struct Fleet {
     pub clusters: BTreeMap<String, ClusterView>,
     /// Cycles kept per cluster.
     pub keep: usize,
+    /// Counts the changes: a page rendered at one generation is good until the next.
+    pub generation: u64,
 }
 
 impl Fleet {
@@ -188,6 +190,7 @@ impl Fleet {
         Fleet {
             clusters: BTreeMap::new(),
             keep: keep.max(1),
+            generation: 0,
         }
     }
 
@@ -200,6 +203,7 @@ impl Fleet {
         plan: Option<PlanView>,
         graph: Option<ClusterGraph>,
     ) {
+        self.generation += 1;
         if record.diff.len() > DIFF_BYTES {
             let mut cut = DIFF_BYTES;
             while !record.diff.is_char_boundary(cut) {
@@ -228,7 +232,11 @@ impl Fleet {
 
     /// Forget the clusters not in `names` (no longer selected or in the repository).
     pub(crate) fn retain(&mut self, names: &[String]) {
+        let before = self.clusters.len();
         self.clusters.retain(|n, _| names.contains(n));
+        if self.clusters.len() != before {
+            self.generation += 1;
+        }
     }
 }
 
@@ -255,16 +263,15 @@ impl Ui {
 
     /// Where the progress of `cluster`'s apply in cycle `cycle` goes.
     pub(crate) fn live(&self, cluster: &str, cycle: u64) -> Live {
-        self.write()
-            .clusters
-            .entry(cluster.to_string())
-            .or_default()
-            .live = Some(LiveApply {
+        let mut fleet = self.write();
+        fleet.generation += 1;
+        fleet.clusters.entry(cluster.to_string()).or_default().live = Some(LiveApply {
             cycle,
             started: now(),
             lines: VecDeque::new(),
             done: false,
         });
+        drop(fleet);
         Live {
             ui: self.clone(),
             cluster: cluster.to_string(),
@@ -282,6 +289,7 @@ pub(crate) struct Live {
 impl Live {
     pub(crate) fn line(&self, line: &str) {
         let mut fleet = self.ui.write();
+        fleet.generation += 1;
         if let Some(live) = fleet
             .clusters
             .get_mut(&self.cluster)

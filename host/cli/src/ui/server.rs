@@ -4,10 +4,12 @@
 //! POST route counts a report and stores nothing of it. Every answer carries the strict CSP
 //! and refuses framing and sniffing; with a token, every route but `/healthz` needs it.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
+use axum::body::Bytes;
 use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -17,7 +19,7 @@ use maud::Markup;
 use prometheus_client::registry::Registry;
 
 use super::pages::{self, Show};
-use super::{Settings, Ui};
+use super::{ClusterView, Fleet, Settings, Ui};
 use crate::metrics::{self, Metrics};
 use crate::output::{errln, inline};
 
@@ -32,7 +34,13 @@ struct App {
     registry: Arc<Registry>,
     metrics: Metrics,
     token: Option<Arc<str>>,
+    /// Rendered pages by route, with the fleet's generation they show: a page is rendered
+    /// once per change of the fleet, however many clients load it.
+    cache: Arc<Mutex<HashMap<String, (u64, Bytes)>>>,
 }
+
+/// Rendered pages kept at most; past it the cache starts again.
+const CACHED: usize = 64;
 
 /// Bind `settings.listen` (an error names the address) and serve until the process ends.
 pub(crate) async fn serve(
@@ -51,6 +59,7 @@ pub(crate) async fn serve(
         registry,
         metrics,
         token: settings.token.as_deref().map(Arc::from),
+        cache: Arc::default(),
     };
     let router = router(app);
     tokio::spawn(async move {
@@ -126,12 +135,51 @@ fn html(status: StatusCode, markup: Markup) -> Response {
         .into_response()
 }
 
-fn missing(what: &str) -> Response {
-    html(StatusCode::NOT_FOUND, pages::not_found(what))
+/// The page `key` from the cache when the fleet has not changed since it was rendered, else
+/// rendered by `render` (an error is a 404 with its message, never cached).
+fn page(app: &App, key: String, render: impl FnOnce(&Fleet) -> Result<Markup, String>) -> Response {
+    let fleet = app.ui.read();
+    let generation = fleet.generation;
+    let hit = {
+        let cache = app.cache.lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .get(&key)
+            .filter(|(g, _)| *g == generation)
+            .map(|(_, body)| body.clone())
+    };
+    let body = match hit {
+        Some(body) => body,
+        None => match render(&fleet) {
+            Ok(markup) => {
+                let body = Bytes::from(markup.into_string());
+                let mut cache = app.cache.lock().unwrap_or_else(|e| e.into_inner());
+                if cache.len() >= CACHED {
+                    cache.clear();
+                }
+                cache.insert(key, (generation, body.clone()));
+                body
+            }
+            Err(missing) => return html(StatusCode::NOT_FOUND, pages::not_found(&missing)),
+        },
+    };
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// Cluster `name` of the fleet, or the message of a 404.
+fn of<'a>(fleet: &'a Fleet, name: &str) -> Result<&'a ClusterView, String> {
+    fleet
+        .clusters
+        .get(name)
+        .ok_or_else(|| format!("No cluster {name} in this watch."))
 }
 
 async fn fleet(State(app): State<App>) -> Response {
-    html(StatusCode::OK, pages::fleet(&app.ui.read()))
+    page(&app, "/".into(), |fleet| Ok(pages::fleet(fleet)))
 }
 
 async fn style() -> Response {
@@ -170,49 +218,39 @@ async fn cluster(
     Path(name): Path<String>,
     Query(q): Query<ShowQuery>,
 ) -> Response {
-    let fleet = app.ui.read();
-    match fleet.clusters.get(&name) {
-        Some(c) => html(
-            StatusCode::OK,
-            pages::cluster(&name, c, Show::parse(q.show.as_deref())),
-        ),
-        None => missing(&format!("No cluster {name} in this watch.")),
-    }
+    let show = Show::parse(q.show.as_deref());
+    page(&app, format!("cluster {name:?} {show:?}"), |fleet| {
+        Ok(pages::cluster(&name, of(fleet, &name)?, show))
+    })
 }
 
 async fn history(State(app): State<App>, Path(name): Path<String>) -> Response {
-    let fleet = app.ui.read();
-    match fleet.clusters.get(&name) {
-        Some(c) => html(StatusCode::OK, pages::history(&name, c, fleet.keep)),
-        None => missing(&format!("No cluster {name} in this watch.")),
-    }
+    page(&app, format!("history {name:?}"), |fleet| {
+        Ok(pages::history(&name, of(fleet, &name)?, fleet.keep))
+    })
 }
 
 async fn live(State(app): State<App>, Path(name): Path<String>) -> Response {
-    let fleet = app.ui.read();
-    match fleet.clusters.get(&name) {
-        Some(c) => html(StatusCode::OK, pages::live(&name, c)),
-        None => missing(&format!("No cluster {name} in this watch.")),
-    }
+    page(&app, format!("live {name:?}"), |fleet| {
+        Ok(pages::live(&name, of(fleet, &name)?))
+    })
 }
 
 async fn graph(State(app): State<App>, Path(name): Path<String>) -> Response {
-    let fleet = app.ui.read();
-    match fleet.clusters.get(&name) {
-        Some(c) => html(StatusCode::OK, pages::graph(&name, c)),
-        None => missing(&format!("No cluster {name} in this watch.")),
-    }
+    page(&app, format!("graph {name:?}"), |fleet| {
+        Ok(pages::graph(&name, of(fleet, &name)?))
+    })
 }
 
 async fn graph_svg(State(app): State<App>, Path(name): Path<String>) -> Response {
     let fleet = app.ui.read();
-    match fleet.clusters.get(&name) {
-        Some(c) => (
+    match of(&fleet, &name) {
+        Ok(c) => (
             [(header::CONTENT_TYPE, "image/svg+xml")],
             super::svg::render(&c.graph, c.plan.as_deref()).into_string(),
         )
             .into_response(),
-        None => missing(&format!("No cluster {name} in this watch.")),
+        Err(missing) => html(StatusCode::NOT_FOUND, pages::not_found(&missing)),
     }
 }
 
@@ -220,24 +258,63 @@ async fn object(
     State(app): State<App>,
     Path((name, kind, object)): Path<(String, String, String)>,
 ) -> Response {
-    let fleet = app.ui.read();
-    let Some(c) = fleet.clusters.get(&name) else {
-        return missing(&format!("No cluster {name} in this watch."));
-    };
-    let found = c.plan.as_ref().and_then(|p| {
-        p.objects
-            .iter()
-            .find(|o| o.object.id.kind == kind && o.object.id.name == object)
-    });
-    match found {
-        Some(o) => html(StatusCode::OK, pages::object(c, o, c.last())),
-        None => missing(&format!("No {kind} {object} in the last plan of {name}.")),
-    }
+    page(
+        &app,
+        format!("object {name:?} {kind:?} {object:?}"),
+        |fleet| {
+            let c = of(fleet, &name)?;
+            c.plan
+                .as_ref()
+                .and_then(|p| {
+                    p.objects
+                        .iter()
+                        .find(|o| o.object.id.kind == kind && o.object.id.name == object)
+                })
+                .map(|o| pages::object(c, o, c.last()))
+                .ok_or_else(|| format!("No {kind} {object} in the last plan of {name}."))
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A page is rendered once per change of the fleet, however often it is loaded.
+    #[test]
+    fn pages_are_rendered_again_only_when_the_fleet_changes() {
+        let (metrics, registry) = Metrics::new();
+        let app = App {
+            ui: Ui::new(5),
+            registry: Arc::new(registry),
+            metrics,
+            token: None,
+            cache: Arc::default(),
+        };
+        let renders = std::cell::Cell::new(0);
+        let load = || {
+            page(&app, "/".into(), |fleet| {
+                renders.set(renders.get() + 1);
+                Ok(pages::fleet(fleet))
+            })
+            .status()
+        };
+        for expected in [1, 1, 1] {
+            assert_eq!(load(), StatusCode::OK);
+            assert_eq!(renders.get(), expected);
+        }
+        let record = super::super::CycleRecord {
+            number: 1,
+            outcome: "clean",
+            ..Default::default()
+        };
+        app.ui.write().record("lab", record, None, None);
+        load();
+        load();
+        assert_eq!(renders.get(), 2);
+        let missing = page(&app, "x".into(), |_| Err("gone".into()));
+        assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    }
 
     #[test]
     fn only_the_exact_bearer_token_passes() {

@@ -72,6 +72,10 @@ fn fleet_with(c: &str, x: &str) -> Fleet {
     let live = ui.live(c, 2);
     live.line(&format!("… VM web: {x}"));
     live.line("✓ VM web: update config (memory)");
+    // A fixed start, for the snapshots.
+    if let Some(l) = ui.write().clusters.get_mut(c).and_then(|v| v.live.as_mut()) {
+        l.started = T0 + 30;
+    }
     let second = CycleRecord {
         number: 2,
         ended: T0 + 60,
