@@ -55,7 +55,7 @@ const MANY_ROUNDS: usize = 3;
 /// New running VMs per cluster in the many-clusters apply.
 const MANY_NEW: usize = 25;
 /// The status page's load check: VMs and nodes of the watched fleet.
-const UI_VMS: usize = 2_000;
+const UI_VMS: usize = 5_000;
 const UI_NODES: usize = 4;
 /// Scale headroom: beyond what one PVE cluster holds.
 const HEADROOM_VMS: usize = 50_000;

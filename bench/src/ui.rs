@@ -1,8 +1,9 @@
 //! `ui`: does the status page (`watch --ui-listen`) slow the cycle? `proxops watch --cycles N`
 //! (the binary built beside the bench) on a converged fleet, with no page served, then with
 //! the page served to 50 clients that each load a page every second (fleet, cluster, history,
-//! an object, in turn: 50 open tabs with the live page's refresh, twice as often); runs
-//! alternate, the table shows the median of each and their ratio.
+//! an object, in turn: 50 open tabs with the live page's refresh, twice as often), then to 50
+//! clients loading pages back to back (a stress of the shared cores, once, shown without a
+//! goal); the runs alternate, the table shows the median of each and their ratio.
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::path::Path;
@@ -19,7 +20,7 @@ use super::{Table, median_duration};
 pub const CLIENTS: usize = 50;
 const EVERY: Duration = Duration::from_secs(1);
 /// Cycles per run, and runs per variant (alternating).
-const CYCLES: u32 = 10;
+const CYCLES: u32 = 20;
 const RUNS: usize = 3;
 
 /// The pages a client loads, in turn.
@@ -30,8 +31,16 @@ const PAGES: [&str; 4] = [
     "/c/bench/o/VM/vm-00000",
 ];
 
-/// One `watch --cycles` run: its wall time, and the pages its clients loaded.
-fn run(exe: &Path, endpoint: &Endpoint, repo: &Path, cache: &Path, ui: bool) -> (Duration, u64) {
+/// One `watch --cycles` run, with the page served to clients loading one every `every` (back
+/// to back when zero) or not served: its wall time, and the pages its clients loaded.
+fn run(
+    exe: &Path,
+    endpoint: &Endpoint,
+    repo: &Path,
+    cache: &Path,
+    every: Option<Duration>,
+) -> (Duration, u64) {
+    let ui = every.is_some();
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("--cache-dir")
         .arg(cache)
@@ -76,7 +85,7 @@ fn run(exe: &Path, endpoint: &Endpoint, repo: &Path, cache: &Path, ui: bool) -> 
                         loaded.fetch_add(1, Ordering::Relaxed);
                     }
                     n += 1;
-                    let rest = EVERY.saturating_sub(start.elapsed());
+                    let rest = every.unwrap_or_default().saturating_sub(start.elapsed());
                     std::thread::sleep(rest);
                 }
             }));
@@ -126,27 +135,38 @@ pub fn ui_load(endpoint: &Endpoint, repo: &Path, cache: &Path, vms: usize, table
         return;
     };
     // A first run warms the component cache and the memo.
-    run(&exe, endpoint, repo, cache, false);
-    let (mut bare, mut loaded, mut pages) = (Vec::new(), Vec::new(), 0);
+    run(&exe, endpoint, repo, cache, None);
+    let (mut bare, mut paced, mut stressed) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut paced_pages, mut stressed_pages) = (0, 0);
     for _ in 0..RUNS {
-        bare.push(run(&exe, endpoint, repo, cache, false).0);
-        let (wall, n) = run(&exe, endpoint, repo, cache, true);
-        loaded.push(wall);
-        pages += n;
+        bare.push(run(&exe, endpoint, repo, cache, None).0);
+        let (wall, n) = run(&exe, endpoint, repo, cache, Some(EVERY));
+        paced.push(wall);
+        paced_pages += n;
     }
-    let (bare, loaded) = (median_duration(bare), median_duration(loaded));
-    let ratio = loaded.as_secs_f64() / bare.as_secs_f64();
-    table.add(
-        "ui",
-        format!(
-            "{CYCLES} watch cycles of {vms} VMs, page served to {CLIENTS} clients (1 load/s each) / no page"
-        ),
-        format!(
-            "{ratio:.3}x ({} / {} ms; {pages} pages in {RUNS} runs)",
-            loaded.as_millis(),
-            bare.as_millis()
-        ),
-        "<= 1.05x",
-        Some(ratio <= 1.05),
-    );
+    // The stress once: it holds both cores.
+    let (wall, n) = run(&exe, endpoint, repo, cache, Some(Duration::ZERO));
+    stressed.push(wall);
+    stressed_pages += n;
+    let bare = median_duration(bare);
+    for (clients, walls, pages, goal) in [
+        ("1 load/s each", paced, paced_pages, true),
+        ("back to back, one run", stressed, stressed_pages, false),
+    ] {
+        let wall = median_duration(walls);
+        let ratio = wall.as_secs_f64() / bare.as_secs_f64();
+        table.add(
+            "ui",
+            format!(
+                "{CYCLES} watch cycles of {vms} VMs, page served to {CLIENTS} clients ({clients}) / no page"
+            ),
+            format!(
+                "{ratio:.3}x ({} / {} ms; {pages} pages loaded)",
+                wall.as_millis(),
+                bare.as_millis()
+            ),
+            if goal { "<= 1.05x" } else { "" },
+            goal.then_some(ratio <= 1.05),
+        );
+    }
 }
