@@ -156,6 +156,8 @@ pub(crate) struct LiveApply {
     pub started: u64,
     pub lines: VecDeque<String>,
     pub done: bool,
+    /// How its cycle ended (one of `metrics::OUTCOMES`), once done.
+    pub outcome: Option<&'static str>,
 }
 
 /// What the pages know of one cluster.
@@ -223,6 +225,7 @@ impl Fleet {
             && live.cycle == record.number
         {
             live.done = true;
+            live.outcome = Some(record.outcome);
         }
         view.history.push_back(Arc::new(record));
         while view.history.len() > self.keep {
@@ -270,6 +273,7 @@ impl Ui {
             started: now(),
             lines: VecDeque::new(),
             done: false,
+            outcome: None,
         });
         drop(fleet);
         Live {

@@ -536,7 +536,7 @@ pub(crate) fn live(name: &str, c: &ClusterView) -> Markup {
                 h1 { "Live apply on " (v(name)) }
                 p.status data-done=(live.done) {
                     "Cycle #" (live.cycle) ", started " (utc(live.started)) ": "
-                    @if live.done { (outcome_badge("clean")) " finished" } @else { span.badge.changes { "in flight" } }
+                    @if live.done { "finished: " (outcome_badge(live.outcome.unwrap_or("error"))) } @else { span.badge.changes { "in flight" } }
                 }
                 pre.live { @for l in &live.lines { (v(l)) "\n" } }
             },
