@@ -30,6 +30,7 @@ mod langs;
 mod rollout;
 mod scale;
 mod scenarios;
+mod ui;
 use scale::*;
 use scenarios::*;
 
@@ -53,6 +54,9 @@ const MANY_CONCURRENCY: usize = 8;
 const MANY_ROUNDS: usize = 3;
 /// New running VMs per cluster in the many-clusters apply.
 const MANY_NEW: usize = 25;
+/// The status page's load check: VMs and nodes of the watched fleet.
+const UI_VMS: usize = 5_000;
+const UI_NODES: usize = 4;
 /// Scale headroom: beyond what one PVE cluster holds.
 const HEADROOM_VMS: usize = 50_000;
 const HEADROOM_NODES: usize = 40;
@@ -71,6 +75,7 @@ const SCENARIOS: &[&str] = &[
     "inputs",
     "langs",
     "rollout",
+    "ui",
 ];
 
 const ENV_URL: &str = "PROXOPS_BENCH_URL";
@@ -649,6 +654,15 @@ async fn suite(n: usize, only: &[String]) {
     }
     if wants("rollout") {
         rollout::rollout_schedule(&registry, &tmp, &mut table).await;
+    }
+    if wants("ui") {
+        eprintln!(
+            "[ui] watch with its status page under {} clients",
+            ui::CLIENTS
+        );
+        let nodes = fixture::nodes(UI_NODES);
+        let (sim, repo) = converged(&registry, &tmp.path().join("ui"), UI_VMS, &nodes).await;
+        ui::ui_load(&Endpoint::of(&sim), &repo, &cache, UI_VMS, &mut table);
     }
 
     println!();

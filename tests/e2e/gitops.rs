@@ -254,7 +254,7 @@ impl Watching {
 }
 
 /// GET `path` from `addr` over plain HTTP/1.1: (status line, body).
-async fn get(addr: &str, path: &str) -> (String, String) {
+pub(crate) async fn get(addr: &str, path: &str) -> (String, String) {
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     tcp.write_all(
         format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
@@ -667,6 +667,36 @@ fn kubernetes_example_keeps_one_writer_per_cluster() {
             "{command}"
         );
     }
+    // The status page: served by watch, exposed by a Service that selects the watch's pod
+    // and targets its `ui` port.
+    let services = of("Service");
+    assert_eq!(services.len(), 1, "{files:?}");
+    let service = services[0];
+    let pod = &deployment["spec"]["template"];
+    for (key, value) in service["spec"]["selector"].as_mapping().unwrap() {
+        assert_eq!(&pod["metadata"]["labels"][key], value, "selector {key:?}");
+    }
+    let container = &pod["spec"]["containers"][0];
+    let target = service["spec"]["ports"][0]["targetPort"].as_str().unwrap();
+    let port = container["ports"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == target)
+        .unwrap_or_else(|| panic!("no port {target}"));
+    let args: Vec<&str> = container["args"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    let listen = args
+        .windows(2)
+        .find(|w| w[0] == "--ui-listen")
+        .map(|w| w[1])
+        .unwrap_or_else(|| panic!("watch without --ui-listen: {args:?}"));
+    let port = port["containerPort"].as_u64().unwrap();
+    assert_eq!(listen, format!("0.0.0.0:{port}"), "{args:?}");
     let mut distinct = writers.clone();
     distinct.sort();
     distinct.dedup();

@@ -41,4 +41,5 @@ mod served;
 mod sim_serve;
 mod soak;
 mod support;
+mod ui;
 mod validate;

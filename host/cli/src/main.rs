@@ -23,6 +23,7 @@ mod scaffold;
 mod secrets;
 mod signals;
 mod sink;
+mod ui;
 mod validate;
 mod watch;
 
@@ -185,6 +186,19 @@ enum Command {
         /// Serve Prometheus metrics on ADDR (GET /metrics, GET /healthz).
         #[arg(long, value_name = "ADDR")]
         metrics_listen: Option<std::net::SocketAddr>,
+        /// Serve the read-only status page on ADDR, e.g. 127.0.0.1:8080: the fleet, each
+        /// object's desired against live state, the last cycles, an apply in flight, the
+        /// dependency graph (also /metrics and /healthz). It writes nothing.
+        #[arg(long, value_name = "ADDR")]
+        ui_listen: Option<std::net::SocketAddr>,
+        /// Require `Authorization: Bearer <token>` on the status page, the token read from
+        /// FILE (at least 16 characters). For a bind beyond loopback; in Kubernetes put the
+        /// page behind the ingress's authentication instead or as well.
+        #[arg(long, value_name = "FILE", requires = "ui_listen")]
+        ui_token_file: Option<PathBuf>,
+        /// Cycles of history the status page keeps per cluster.
+        #[arg(long, value_name = "N", default_value_t = ui::HISTORY, value_parser = clap::value_parser!(u64).range(1..=1000), requires = "ui_listen")]
+        ui_history: u64,
         /// After each cycle's plan, audit the running guests against the site policies (as
         /// `proxops audit`: the reads adopt makes, per guest) and export
         /// proxops_policy_violations{cluster,policy,mode}.
@@ -652,23 +666,37 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             interval,
             apply,
             metrics_listen,
+            ui_listen,
+            ui_token_file,
+            ui_history,
             audit,
             cycles,
             run,
             ..
-        } => runtime.block_on(watch::run(
-            &ctx,
-            &repo,
-            watch::Options {
-                cluster,
-                interval,
-                apply,
-                metrics_listen,
-                audit,
-                cycles,
-                run: run.into(),
-            },
-        )),
+        } => {
+            let ui = match ui_listen {
+                None => None,
+                Some(listen) => Some(ui::Settings {
+                    listen,
+                    token: ui_token_file.as_deref().map(ui::read_token).transpose()?,
+                    history: ui_history as usize,
+                }),
+            };
+            runtime.block_on(watch::run(
+                &ctx,
+                &repo,
+                watch::Options {
+                    cluster,
+                    interval,
+                    apply,
+                    metrics_listen,
+                    audit,
+                    cycles,
+                    run: run.into(),
+                    ui,
+                },
+            ))
+        }
         Command::Apply {
             repo, cluster, run, ..
         } => runtime.block_on(reconcile::apply(

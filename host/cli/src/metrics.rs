@@ -97,6 +97,8 @@ pub struct Metrics {
     pub rollout_done: Family<BudgetLabel, Gauge>,
     pub rollout_left: Family<BudgetLabel, Gauge>,
     pub rollout_halted: Family<BudgetLabel, Gauge>,
+    /// Content-Security-Policy violations browsers reported to the status page (`--ui-listen`).
+    pub csp_reports: Counter,
 }
 
 impl Metrics {
@@ -131,6 +133,7 @@ impl Metrics {
             rollout_done, "rollout_members_done", "Members of a disruption budget whose disturbing change the last applying cycle completed";
             rollout_left, "rollout_members_left", "Members of a disruption budget whose disturbing change is still to do after the last applying cycle";
             rollout_halted, "rollout_halted", "1 when the budget's rollout halted in the last applying cycle (a health gate ran out or a change failed)";
+            csp_reports, "ui_csp_reports", "Content-Security-Policy violations browsers reported to the status page (--ui-listen); 0 unless a page breaks its policy";
         }
         (m, root)
     }

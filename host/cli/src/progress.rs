@@ -14,10 +14,12 @@ use crate::sink::Sink;
 pub(crate) struct Progress {
     pub(crate) bar: Option<indicatif::ProgressBar>,
     sink: Sink,
+    /// The status page's live view of this apply (`watch --ui-listen`).
+    live: Option<crate::ui::Live>,
 }
 
 impl Progress {
-    pub(crate) fn new(actions: usize, sink: Sink) -> Progress {
+    pub(crate) fn new(actions: usize, sink: Sink, live: Option<crate::ui::Live>) -> Progress {
         let bar = (sink.is_live() && std::io::stderr().is_terminal()).then(|| {
             let bar = indicatif::ProgressBar::new(actions as u64);
             bar.set_style(
@@ -30,7 +32,7 @@ impl Progress {
             bar.enable_steady_tick(Duration::from_millis(120));
             bar
         });
-        Progress { bar, sink }
+        Progress { bar, sink, live }
     }
 }
 
@@ -121,6 +123,9 @@ impl Reporter for Progress {
                 output::inline(&by.to_string())
             ),
         };
+        if let Some(live) = &self.live {
+            live.line(&line);
+        }
         match &self.bar {
             Some(bar) => {
                 if let Event::Pass { actions, .. } = event {

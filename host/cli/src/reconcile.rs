@@ -637,7 +637,7 @@ async fn apply_cluster(
     if !plan.has_changes() {
         return Outcome::of(&plan, &report, None);
     }
-    match execute(&cluster_run, conn, plan, cancel.clone(), sink).await {
+    match execute(&cluster_run, conn, plan, cancel.clone(), sink, None).await {
         Ok(applied) => {
             sink.out(render::apply_summary(&applied));
             Outcome::of(&applied.initial, &report, Some(&applied))
@@ -650,16 +650,18 @@ async fn apply_cluster(
 }
 
 /// Apply a cluster's checked plan (the apply lock held by the caller) with a progress bar or
-/// lines, remembering failed stop-required changes; shared by `apply` and `watch --apply`.
+/// lines (and to the status page's live view, `live`), remembering failed stop-required
+/// changes; shared by `apply` and `watch --apply`.
 pub(crate) async fn execute(
     cluster_run: &ClusterRun,
     conn: crate::connect::Connection,
     plan: ClusterPlan,
     cancel: tokio::sync::watch::Receiver<bool>,
     sink: &Sink,
+    live: Option<crate::ui::Live>,
 ) -> Result<proxops_reconcile::ApplyReport, ObserveError> {
     let actions = plan.objects.iter().map(|o| o.proposal.actions.len()).sum();
-    let progress = Arc::new(Progress::new(actions, sink.clone()));
+    let progress = Arc::new(Progress::new(actions, sink.clone(), live));
     let report = cluster_run
         .apply(plan, progress.clone(), Some(cancel))
         .await;

@@ -34,7 +34,10 @@ period of at least the cluster's task-timeout-seconds times 3); 1 when it cannot
 every selected cluster ran N cycles of its own (its cycle lines count them) and exits with the worst\n\
 of each cluster's last cycle: as plan (0, 1, 2, 3); with --apply as apply (0, 1, 3), and 2 when\n\
 changes were left unapplied because the repository failed validation.\n\n\
-Example:\n  proxops watch examples/homelab --cluster lab --interval 5m --apply --metrics-listen 0.0.0.0:9184";
+With --ui-listen ADDR it serves a read-only status page (the fleet, each object's desired\n\
+against live state, the last cycles, an apply in flight, the dependency graph; also /metrics).\n\n\
+Example:\n  proxops watch examples/homelab --cluster lab --interval 5m --apply --metrics-listen 0.0.0.0:9184\n  \
+proxops watch examples/showcase --age-identity examples/showcase/TEST-ONLY-age-key.txt --ui-listen 127.0.0.1:8080";
 
 /// What `watch` was asked to do.
 #[derive(Debug, Clone)]
@@ -47,6 +50,8 @@ pub struct Options {
     pub audit: bool,
     pub cycles: Option<u64>,
     pub run: RunOptions,
+    /// `--ui-listen`: the read-only status page.
+    pub ui: Option<crate::ui::Settings>,
 }
 
 /// `90s`, `5m`, `1h`, `500ms`, or a bare number of seconds.
@@ -128,6 +133,13 @@ struct Cycle {
     violations: Option<Vec<(String, proxops_core::settings::Mode, usize)>>,
     /// Each budget's progress, when the cycle applied.
     rollout: Vec<proxops_reconcile::RolloutProgress>,
+    /// For the status page (only with `--ui-listen`): the redacted plan, the cluster's
+    /// dependency graph, the plan as text, what an apply printed, the policies' findings.
+    view: Option<proxops_reconcile::plan::PlanView>,
+    graph: Option<crate::ui::ClusterGraph>,
+    diff: String,
+    apply_lines: Vec<String>,
+    findings: Vec<String>,
 }
 
 impl Cycle {
@@ -144,6 +156,11 @@ impl Cycle {
             sent: Vec::new(),
             violations: None,
             rollout: Vec::new(),
+            view: None,
+            graph: None,
+            diff: String::new(),
+            apply_lines: Vec::new(),
+            findings: Vec::new(),
         }
     }
 
@@ -169,8 +186,16 @@ fn items(rendered: &str) -> BTreeSet<String> {
     items.into_iter().collect()
 }
 
+/// Where a cycle reports to besides its sink: the status page, with the cycle's number.
+#[derive(Debug, Clone, Copy)]
+struct Page<'a> {
+    ui: Option<&'a crate::ui::Ui>,
+    number: u64,
+}
+
 /// One cycle of one cluster of `job` (its run options are `options.run`); what it prints goes
 /// to `sink`.
+#[allow(clippy::too_many_arguments)]
 async fn cycle(
     job: Job<'_>,
     name: &str,
@@ -179,6 +204,7 @@ async fn cycle(
     cancel: &tokio::sync::watch::Receiver<bool>,
     locks: &Locks,
     sink: &Sink,
+    page: Page<'_>,
 ) -> Cycle {
     let Job { ctx, repo, p, .. } = job;
     let applying = options.apply && !stale;
@@ -217,15 +243,21 @@ async fn cycle(
     } = planned;
     let checked = cluster_run.check(plan);
     let (mut applied, mut failed) = (0, 0);
+    let mut apply_lines = Vec::new();
     let mut note = String::new();
     let (plan, policies, report) = match checked {
         Checked::Passed { plan, report } if applying && plan.has_changes() => {
-            match reconcile::execute(&cluster_run, conn, plan, cancel.clone(), sink).await {
+            let live = page.ui.map(|ui| ui.live(name, page.number));
+            match reconcile::execute(&cluster_run, conn, plan, cancel.clone(), sink, live).await {
                 Ok(done) => {
                     let c = done.counts();
                     applied = (c.created + c.updated + c.deleted + c.started + c.stopped) as u64;
                     failed = (c.failed + c.blocked) as u64;
-                    sink.out(prefixed(name, &render::apply_summary(&done)));
+                    let summary = render::apply_summary(&done);
+                    if page.ui.is_some() {
+                        apply_lines = summary.lines().map(str::to_string).collect();
+                    }
+                    sink.out(prefixed(name, &summary));
                     (done.last.clone(), report, Some(done))
                 }
                 Err(e) => {
@@ -245,8 +277,10 @@ async fn cycle(
         .map(|r| r.rollout_progress())
         .unwrap_or_default();
     let counts = plan.counts();
-    let mut items = items(&render::plan(&plan));
-    items.extend(policies.lines());
+    let rendered = render::plan(&plan);
+    let mut items = items(&rendered);
+    let mut findings = policies.lines();
+    items.extend(findings.iter().cloned());
     let mut violations = None;
     if options.audit {
         let secrets = p
@@ -259,11 +293,12 @@ async fn cycle(
                 .await;
         match audited {
             Ok(a) => {
-                items.extend(
-                    crate::audit::lines(&a)
-                        .into_iter()
-                        .map(|l| format!("audit: {l}")),
-                );
+                let audit: Vec<String> = crate::audit::lines(&a)
+                    .into_iter()
+                    .map(|l| format!("audit: {l}"))
+                    .collect();
+                findings.extend(audit.iter().cloned());
+                items.extend(audit);
                 violations = Some(crate::audit::per_policy(&a, p.policies.policies()));
             }
             Err(e) => {
@@ -273,6 +308,19 @@ async fn cycle(
     }
     // The plan shown is the last one after an apply: its errors count, as do the policies'.
     let outcome = Outcome::of(&plan, &policies, report.as_ref());
+    let (view, graph) = match page.ui {
+        Some(_) => {
+            let inputs = p.inputs(name);
+            let objects: Vec<&proxops_reconcile::Object> = inputs.objects.iter().collect();
+            let graph = crate::graph::Graph::of(&objects);
+            (
+                Some(plan.view()),
+                Some(crate::ui::ClusterGraph::of(&graph, name)),
+            )
+        }
+        None => (None, None),
+    };
+    let ui = page.ui.is_some();
     Cycle {
         outcome,
         items: Some(items),
@@ -296,6 +344,11 @@ async fn cycle(
         sent: Vec::new(),
         violations,
         rollout,
+        view,
+        graph,
+        diff: if ui { rendered } else { String::new() },
+        apply_lines,
+        findings: if ui { findings } else { Vec::new() },
     }
     .sent_by(Some(&client))
 }
@@ -360,10 +413,27 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
     let (mut cancel, signal) = crate::signals::watch_signals();
     let mut hangup = Hangup::new();
     let (metrics, registry) = Metrics::new();
+    let registry = Arc::new(registry);
     if let Some(addr) = options.metrics_listen {
-        let bound = metrics::serve(addr, Arc::new(registry)).await?;
+        let bound = metrics::serve(addr, registry.clone()).await?;
         errln!("watch: metrics on http://{bound}/metrics");
     }
+    let ui = match &options.ui {
+        None => None,
+        Some(settings) => {
+            let ui = crate::ui::Ui::new(settings.history);
+            let bound =
+                crate::ui::server::serve(settings, ui.clone(), registry.clone(), metrics.clone())
+                    .await?;
+            errln!("watch: status page on http://{bound}/");
+            if !bound.ip().is_loopback() && settings.token.is_none() {
+                errln!(
+                    "warning: the status page on {bound} has no login: anyone who reaches it sees the fleet (put it behind your ingress's authentication, or pass --ui-token-file)"
+                );
+            }
+            Some(ui)
+        }
+    };
     let mut good: Option<Prepared> = None;
     let mut shown_problems: Option<Vec<String>> = None;
     let mut shown_warnings: Vec<String> = Vec::new();
@@ -434,6 +504,9 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
             Ok((p, names)) => {
                 repo_errors = 0;
                 states.retain(|n, _| names.contains(n));
+                if let Some(ui) = &ui {
+                    ui.write().retain(&names);
+                }
                 let due: Vec<String> = names
                     .iter()
                     .filter(|name| states.get(*name).is_none_or(|s| forced || s.due <= now))
@@ -443,7 +516,13 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
                 // printed together, in name order, when it is done.
                 let at_once = reconcile::clusters_at_once(options.run, p);
                 let clusters = due.len();
-                let (options, cancel, locks) = (&options, &cancel, &locks);
+                // Each cluster's next cycle number, for the status page's live view.
+                let numbers: BTreeMap<String, u64> = due
+                    .iter()
+                    .map(|n| (n.clone(), states.get(n).map_or(1, |s| s.cycles + 1)))
+                    .collect();
+                let (options, cancel, locks, numbers, ui_ref) =
+                    (&options, &cancel, &locks, &numbers, ui.as_ref());
                 let mut ran = futures_util::stream::iter(due)
                     .map(|name| async move {
                         let sink = reconcile::sink_for(at_once, clusters);
@@ -457,13 +536,17 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
                             p,
                             run: options.run,
                         };
-                        let c = cycle(job, &name, options, stale, cancel, locks, &sink).await;
+                        let page = Page {
+                            ui: ui_ref,
+                            number: numbers.get(&name).copied().unwrap_or(1),
+                        };
+                        let c = cycle(job, &name, options, stale, cancel, locks, &sink, page).await;
                         (name, sink, Some((c, started.elapsed())))
                     })
                     .buffered(at_once);
                 while let Some((name, sink, done)) = ran.next().await {
                     sink.flush();
-                    let Some((c, took)) = done else {
+                    let Some((mut c, took)) = done else {
                         continue;
                     };
                     for (method, sent) in &c.sent {
@@ -480,7 +563,11 @@ pub async fn run(ctx: &Context, repo: &Path, options: Options) -> anyhow::Result
                         took,
                         stale,
                     };
-                    report(&metrics, &mut states, &name, &c, ran, options);
+                    let (found, resolved) = report(&metrics, &mut states, &name, &c, ran, options);
+                    if let Some(ui) = &ui {
+                        let number = states.get(&name).map_or(0, |s| s.cycles);
+                        record(ui, &name, &mut c, (number, took, stale), found, resolved);
+                    }
                     outcome = outcome.max(c.outcome);
                 }
             }
@@ -537,8 +624,56 @@ struct Ran {
     stale: bool,
 }
 
+/// Give the status page a cluster's cycle (`number`, how long it took, whether the desired
+/// state was stale) with what it found and resolved.
+fn record(
+    ui: &crate::ui::Ui,
+    name: &str,
+    c: &mut Cycle,
+    (number, took, stale): (u64, Duration, bool),
+    found: Vec<String>,
+    resolved: Vec<String>,
+) {
+    let record = crate::ui::CycleRecord {
+        number,
+        ended: crate::ui::now(),
+        took_ms: took.as_millis() as u64,
+        outcome: outcome_label(c.outcome),
+        summary: c.summary.clone(),
+        stale,
+        objects: c.view.as_ref().map(|v| v.objects.len()),
+        drift: c.drift,
+        anomalies: c.anomalies,
+        pending: c.pending,
+        violations: c.violations.as_ref().map(|v| {
+            v.iter()
+                .map(|(policy, mode, n)| (policy.clone(), mode.as_str(), *n))
+                .collect()
+        }),
+        rollout: c
+            .rollout
+            .iter()
+            .map(|r| crate::ui::Rollout {
+                budget: r.budget.clone(),
+                done: r.done,
+                left: r.left,
+                halted: r.halted,
+            })
+            .collect(),
+        applied: c.applied,
+        failed: c.failed,
+        found,
+        resolved,
+        apply_lines: std::mem::take(&mut c.apply_lines),
+        diff: std::mem::take(&mut c.diff),
+        findings: std::mem::take(&mut c.findings),
+    };
+    ui.write()
+        .record(name, record, c.view.take(), c.graph.take());
+}
+
 /// Print what changed since the cluster's last cycle and its cycle line; update its state and
-/// its metrics.
+/// its metrics. Returns the items found (new) and resolved since the last cycle.
 fn report(
     metrics: &Metrics,
     states: &mut BTreeMap<String, ClusterState>,
@@ -546,7 +681,7 @@ fn report(
     c: &Cycle,
     ran: Ran,
     options: &Options,
-) {
+) -> (Vec<String>, Vec<String>) {
     let Ran { woke, took, stale } = ran;
     let state = states
         .entry(name.to_string())
@@ -561,13 +696,16 @@ fn report(
     state.last = c.outcome;
     let cycles = state.cycles;
     let who = crate::output::inline(name);
+    let (mut found, mut resolved) = (Vec::new(), Vec::new());
     if let Some(items) = &c.items {
         for gone in state.items.difference(items) {
             let first = gone.lines().next().unwrap_or_default();
             outln!("[{who}] resolved: {first}");
+            resolved.push(first.to_string());
         }
         for new in items.difference(&state.items) {
             out!("{}", prefixed(name, &format!("new: {new}")));
+            found.push(new.clone());
         }
         state.items = items.clone();
     }
@@ -650,6 +788,7 @@ fn report(
             .get_or_create(&label)
             .set(i64::from(r.halted));
     }
+    (found, resolved)
 }
 
 #[cfg(test)]
@@ -679,6 +818,7 @@ mod tests {
             audit: false,
             cycles: Some(1),
             run: RunOptions::default(),
+            ui: None,
         };
         let ran = Ran {
             woke: Instant::now(),
