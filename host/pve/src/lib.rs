@@ -8,7 +8,7 @@ mod method;
 mod tls;
 mod upid;
 
-pub use client::{Client, ClientConfig, Method, Param};
+pub use client::{Client, ClientConfig, Method, Param, encode_segment};
 pub use error::PveError;
 pub use tls::{TlsMode, https_builder};
 pub use upid::{TaskOutcome, Upid};

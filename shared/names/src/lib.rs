@@ -4,6 +4,7 @@
 //! builds for wasm32-wasip2 and natively alike.
 
 pub mod calendar;
+pub mod civil;
 pub mod firewall;
 
 /// PVE's `pve-node`: a host name label.

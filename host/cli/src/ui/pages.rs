@@ -25,16 +25,7 @@ fn lines(text: &str) -> String {
 /// One path segment: the name redacted (a name holding a secret links nowhere rather than
 /// show it), then everything but RFC 3986's unreserved characters percent-encoded.
 pub(crate) fn seg(name: &str) -> String {
-    let name = v(name);
-    let mut out = String::with_capacity(name.len());
-    for b in name.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    proxops_pve::encode_segment(&v(name))
 }
 
 pub(crate) fn cluster_href(cluster: &str) -> String {

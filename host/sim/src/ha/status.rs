@@ -25,27 +25,20 @@ pub(crate) fn master(sim: &Sim, st: &State) -> Option<String> {
 
 /// Perl's scalar `localtime` (`Thu Sep  9 12:00:00 2025`), in UTC.
 fn localtime(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (h, m, s) = (rem / 3600, (rem % 3600) / 60, rem % 60);
-    // Howard Hinnant's days-to-civil.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let c = proxops_names::civil::from_unix(secs);
     const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
     const MONTHS: [&str; 12] = [
         "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
     ];
     format!(
-        "{} {} {d:>2} {h:02}:{m:02}:{s:02} {year}",
-        DAYS[days.rem_euclid(7) as usize],
-        MONTHS[(month - 1) as usize]
+        "{} {} {:>2} {:02}:{:02}:{:02} {}",
+        DAYS[c.days.rem_euclid(7) as usize],
+        MONTHS[(c.month - 1) as usize],
+        c.day,
+        c.hour,
+        c.minute,
+        c.second,
+        c.year
     )
 }
 
