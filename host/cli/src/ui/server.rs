@@ -7,6 +7,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
@@ -15,8 +16,11 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
 use maud::Markup;
 use prometheus_client::registry::Registry;
+use tokio::sync::Semaphore;
 
 use super::pages::{self, Show};
 use super::{ClusterView, Fleet, Settings, Ui};
@@ -61,13 +65,57 @@ pub(crate) async fn serve(
         token: settings.token.as_deref().map(Arc::from),
         cache: Arc::default(),
     };
-    let router = router(app);
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            errln!("ui: {}", inline(&e.to_string()));
-        }
-    });
+    tokio::spawn(accept(listener, router(app), Limits::DEFAULT));
     Ok(bound)
+}
+
+/// What one client can hold of the server: a page is a few KiB rendered once, so the
+/// bounds are on connections, not on work.
+#[derive(Clone, Copy)]
+struct Limits {
+    /// Connections open at once; one more is closed as soon as it is accepted.
+    connections: usize,
+    /// The longest a connection stays open, keep-alive included: a client that sends its
+    /// request a byte at a time is cut off here, and a browser simply reconnects.
+    per_connection: Duration,
+}
+
+impl Limits {
+    const DEFAULT: Limits = Limits {
+        connections: 256,
+        per_connection: Duration::from_secs(30),
+    };
+}
+
+/// Serve `router` on `listener` within `limits`, until the process ends.
+async fn accept(listener: tokio::net::TcpListener, router: Router, limits: Limits) {
+    let open = Arc::new(Semaphore::new(limits.connections));
+    loop {
+        let tcp = match listener.accept().await {
+            Ok((tcp, _)) => tcp,
+            Err(e) => {
+                // Out of file descriptors, mostly: wait rather than spin.
+                errln!("ui: accept: {}", inline(&e.to_string()));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = open.clone().try_acquire_owned() else {
+            drop(tcp);
+            continue;
+        };
+        let service = TowerToHyperService::new(router.clone());
+        tokio::spawn(async move {
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(tcp), service);
+            if let Ok(Err(e)) = tokio::time::timeout(limits.per_connection, conn).await
+                && !e.is_incomplete_message()
+            {
+                errln!("ui: {}", inline(&e.to_string()));
+            }
+            drop(permit);
+        });
+    }
 }
 
 fn router(app: App) -> Router {
@@ -314,6 +362,57 @@ mod tests {
         assert_eq!(renders.get(), 2);
         let missing = page(&app, "x".into(), |_| Err("gone".into()));
         assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    }
+
+    /// A client cannot hold the server: past the connection limit a new connection is closed
+    /// at once, a connection that never finishes its request is closed at the time limit, and
+    /// the freed place serves the next client.
+    #[tokio::test]
+    async fn connections_are_bounded_in_number_and_time() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (metrics, registry) = Metrics::new();
+        let app = App {
+            ui: Ui::new(5),
+            registry: Arc::new(registry),
+            metrics,
+            token: None,
+            cache: Arc::default(),
+        };
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let limits = Limits {
+            connections: 2,
+            per_connection: Duration::from_millis(400),
+        };
+        tokio::spawn(accept(listener, router(app), limits));
+        let connect = || tokio::net::TcpStream::connect(addr);
+        // Two clients that send half a request and stop.
+        let mut slow = Vec::new();
+        for _ in 0..2 {
+            let mut c = connect().await.unwrap();
+            c.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+            slow.push(c);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // A third is closed without an answer.
+        let mut third = connect().await.unwrap();
+        let mut buf = Vec::new();
+        let read = tokio::time::timeout(Duration::from_millis(300), third.read_to_end(&mut buf));
+        assert_eq!(read.await.expect("closed at once").unwrap(), 0);
+        // The slow ones are cut off at the time limit.
+        for mut c in slow {
+            let read = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut buf));
+            assert_eq!(read.await.expect("closed at the limit").unwrap(), 0);
+        }
+        // And the freed places serve the next client.
+        let mut next = connect().await.unwrap();
+        next.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        next.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.ends_with("ok\n"), "{answer}");
     }
 
     #[test]
