@@ -3,7 +3,8 @@
 //! `proxops:<id>` in their `comment` ([`proxops_names::named_mark`]). What every such kind
 //! does the same way lives here, as plain functions over a [`Named`] (the kind's listing and
 //! the words its messages use): the identity, reading the live entry, `claims` by the mark,
-//! the anomalies for an object without the mark, and the skeleton of `adopt`.
+//! the anomalies for an object without the mark, the prune, the check of `spec.comment`, and
+//! the skeleton of `adopt`.
 //!
 //! What differs between kinds stays in the kind: how a live entry is read beyond its id and
 //! comment, the calls, the PVE command a message suggests. A kind keeps its own `LiveX` type
@@ -28,6 +29,7 @@
 
 use serde_json::{Map, Value, json};
 
+use crate::check::Checker;
 use crate::kind::{Adopted, Gap, Listing, ObjectKey};
 use crate::manifest::{API_VERSION, dns_label_problem};
 use crate::model::{Action, Anomaly, Call, Change, Drift, Observation, Operation, Proposal};
@@ -53,6 +55,35 @@ pub struct Named {
 /// Whether a live `comment` carries the mark of the object's own `id` (no comment: no).
 pub fn is_marked(comment: Option<&str>, id: &str) -> bool {
     comment.is_some_and(|c| proxops_names::has_named_mark(c, id))
+}
+
+/// Checks `spec.comment` of object `id`: one line (PVE keeps an object's options one per line;
+/// `why`, when not empty, says so for the kind's file), and with `max`, at most `max` bytes
+/// once proxops's mark is appended ([`proxops_names::marked_comment`]).
+pub fn check_comment(c: &mut Checker, id: &str, comment: &str, max: Option<usize>, why: &str) {
+    if comment.chars().any(char::is_control) {
+        let why = if why.is_empty() {
+            String::new()
+        } else {
+            format!(" ({why})")
+        };
+        c.error(
+            "spec.comment",
+            format!("must be one line without control characters{why}"),
+        );
+    }
+    let full = proxops_names::marked_comment(id, Some(comment));
+    if let Some(max) = max
+        && full.len() > max
+    {
+        c.error(
+            "spec.comment",
+            format!(
+                "is too long: with proxops's mark it is {} bytes, PVE takes at most {max}",
+                full.len()
+            ),
+        );
+    }
 }
 
 /// `spec.comment` of an adopted manifest from the live comment: the mark proxops appends
@@ -427,6 +458,47 @@ mod tests {
         );
         assert!(!a.disturbs_availability && a.restore.is_none());
         assert!(out.anomalies.is_empty());
+    }
+
+    #[test]
+    fn comments() {
+        fn check(comment: &str, max: Option<usize>, why: &str, expected: &[&str]) {
+            let mut c = Checker::new();
+            check_comment(&mut c, "web", comment, max, why);
+            let got: Vec<String> = c
+                .diags
+                .iter()
+                .map(|d| format!("{}: {}", d.path, d.message))
+                .collect();
+            assert_eq!(got, expected, "{comment:?}");
+        }
+        check("web tier", None, "", &[]);
+        check(
+            "web\ntier",
+            None,
+            "",
+            &["spec.comment: must be one line without control characters"],
+        );
+        check(
+            "a\tb",
+            Some(100),
+            "PVE keeps rules one option per line",
+            &[
+                "spec.comment: must be one line without control characters (PVE keeps rules one option per line)",
+            ],
+        );
+        // `web tier (proxops:web)` is 22 bytes.
+        check("web tier", Some(22), "", &[]);
+        check(
+            "web tier",
+            Some(21),
+            "",
+            &[
+                "spec.comment: is too long: with proxops's mark it is 22 bytes, PVE takes at most 21",
+            ],
+        );
+        // A comment that carries the mark already gets nothing appended.
+        check("proxops:web", Some(11), "", &[]);
     }
 
     #[test]
