@@ -13,13 +13,13 @@
 use std::collections::BTreeSet;
 
 use proxops_kind_sdk::kind::{Adopted, Gap};
-use proxops_kind_sdk::manifest::{API_VERSION, dns_label_problem};
+use proxops_kind_sdk::manifest::dns_label_problem;
 use proxops_kind_sdk::model::Observation;
+use proxops_kind_sdk::named::{Named, adopt_comment};
 use serde_json::{Map, Value, json};
 
-use crate::desired::{ACL, ROLE_PREFIX, USERS, manifest_comment};
+use crate::desired::{ACL, GROUP, ROLE, ROLE_PREFIX, USER, USERS};
 use crate::plan::{entry_id, entry_kind, marked};
-use crate::validate::KIND;
 
 /// A DNS label for a user id: lower case, every run of other characters one `-`.
 fn label_for(id: &str) -> String {
@@ -86,16 +86,6 @@ fn acl_of(observed: &Observation, ty: &str, ugid: &str) -> Vec<Value> {
         .collect()
 }
 
-fn take_over_gap(what: &str, id: &str) -> Gap {
-    let mark = proxops_names::named_mark(id);
-    Gap {
-        path: "metadata.name".into(),
-        reason: format!(
-            "{what} {id} was not created by proxops (its comment lacks `{mark}`): plan reports it and changes nothing until `{mark}` is added to its comment in PVE"
-        ),
-    }
-}
-
 /// The manifest for the entry in `observed.live`.
 pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
     let text = observed.live.as_deref().ok_or("no live entry to adopt")?;
@@ -106,16 +96,14 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
         .to_string();
     let mut gaps = Vec::new();
     let comment = entry.get("comment").and_then(Value::as_str).unwrap_or("");
-    let (name, spec) = match entry_kind(&entry) {
+    let (named, name, spec): (Named, _, _) = match entry_kind(&entry) {
         Some("user") => {
             if id == "root@pam" {
                 return Err("root@pam is PVE's own superuser; proxops does not manage it".into());
             }
             let mut user = Map::new();
             user.insert("id".into(), json!(id));
-            if let Some(c) = manifest_comment(&id, comment) {
-                user.insert("comment".into(), json!(c));
-            }
+            adopt_comment(&mut user, &id, Some(comment));
             for key in ["email", "firstname", "lastname"] {
                 if let Some(v) = entry
                     .get(key)
@@ -160,9 +148,9 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
                 }
             }
             if !marked(&entry) {
-                gaps.push(take_over_gap("user", &id));
+                gaps.push(USER.take_over_gap(&id, "", None));
             }
-            (label_for(&id), json!({"user": user}))
+            (USER, label_for(&id), json!({"user": user}))
         }
         Some("group") => {
             if let Some(p) = dns_label_problem(&id) {
@@ -171,17 +159,15 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
                 ));
             }
             let mut group = Map::new();
-            if let Some(c) = manifest_comment(&id, comment) {
-                group.insert("comment".into(), json!(c));
-            }
+            adopt_comment(&mut group, &id, Some(comment));
             let acl = acl_of(observed, "group", &id);
             if !acl.is_empty() {
                 group.insert("acl".into(), Value::Array(acl));
             }
             if !marked(&entry) {
-                gaps.push(take_over_gap("group", &id));
+                gaps.push(GROUP.take_over_gap(&id, "", None));
             }
-            (id.clone(), json!({"group": group}))
+            (GROUP, id.clone(), json!({"group": group}))
         }
         Some("role") => {
             let Some(name) = id.strip_prefix(ROLE_PREFIX) else {
@@ -201,20 +187,12 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
                 .split(',')
                 .filter(|s| !s.is_empty())
                 .collect();
-            (name.to_string(), json!({"role": {"privs": privs}}))
+            (ROLE, name.to_string(), json!({"role": {"privs": privs}}))
         }
         _ => return Err("the entry is not a user, group or role".into()),
     };
     if let Some(p) = dns_label_problem(&name) {
         return Err(format!("`{id}` gives no manifest name ({p})"));
     }
-    Ok(Adopted {
-        manifest: json!({
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "metadata": {"name": name},
-            "spec": spec,
-        }),
-        gaps,
-    })
+    Ok(named.adopted(&name, spec, gaps))
 }

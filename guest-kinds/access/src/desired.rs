@@ -3,12 +3,41 @@
 
 use std::collections::BTreeSet;
 
+use proxops_kind_sdk::named::Named;
 use serde::{Deserialize, Serialize};
 
 /// The listings the kind reads, each with its id field.
 pub const USERS: &str = "/access/users";
 pub const GROUPS: &str = "/access/groups";
 pub const ROLES: &str = "/access/roles";
+
+/// The three named objects: listing, identity (`access-<what>`) and the words of messages.
+pub const USER: Named = Named {
+    kind: crate::validate::KIND,
+    space: "access-user",
+    listing: USERS,
+    id_field: "userid",
+    noun: "user",
+    short: "user",
+};
+/// See [`USER`].
+pub const GROUP: Named = Named {
+    kind: crate::validate::KIND,
+    space: "access-group",
+    listing: GROUPS,
+    id_field: "groupid",
+    noun: "group",
+    short: "group",
+};
+/// See [`USER`]. A role has no comment: `proxops-` in its id is the mark ([`ROLE_PREFIX`]).
+pub const ROLE: Named = Named {
+    kind: crate::validate::KIND,
+    space: "access-role",
+    listing: ROLES,
+    id_field: "roleid",
+    noun: "role",
+    short: "role",
+};
 /// PVE's ACL, read whole (one read per cycle, shared by every object that asks).
 pub const ACL: &str = "/access/acl";
 /// The realms.
@@ -39,10 +68,15 @@ impl Desired {
 
     /// `user`, `group` or `role`.
     pub fn what(&self) -> &'static str {
+        self.named().noun
+    }
+
+    /// The named object it is: [`USER`], [`GROUP`] or [`ROLE`].
+    pub fn named(&self) -> Named {
         match self {
-            Desired::User(_) => "user",
-            Desired::Group(_) => "group",
-            Desired::Role(_) => "role",
+            Desired::User(_) => USER,
+            Desired::Group(_) => GROUP,
+            Desired::Role(_) => ROLE,
         }
     }
 }
@@ -112,9 +146,9 @@ pub fn full_token_id(user: &str, token: &str) -> String {
     format!("{user}!{token}")
 }
 
-/// The `comment` PVE gets, and the manifest's comment read back from it: the mark shared by
-/// every named kind (`<comment> (proxops:<id>)`, or the mark alone).
-pub use proxops_names::{marked_comment as pve_comment, unmarked_comment as manifest_comment};
+/// The `comment` PVE gets: the mark shared by every named kind (`<comment> (proxops:<id>)`, or
+/// the mark alone); adopt reads it back with [`proxops_kind_sdk::named::adopt_comment`].
+pub use proxops_names::marked_comment as pve_comment;
 
 /// PVE's built-in roles (pve-access-control `AccessControl.pm`, `create_roles`): granted by
 /// name, never created, changed or deleted.

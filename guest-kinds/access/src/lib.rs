@@ -48,13 +48,15 @@ pub mod validate;
 
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::kind::{
-    Adopted, KindInfo, Listing, ObjectKey, Reference, Resolved, ResourceKind, Validated,
+    Adopted, KindInfo, ObjectKey, Reference, Resolved, ResourceKind, Validated,
 };
 use proxops_kind_sdk::model::{Call, Method, Observation, Proposal};
 use proxops_kind_sdk::secrets::Secrets;
 use serde_json::Value;
 
-use crate::desired::{ACL, Acl, DOMAINS, Desired, GROUPS, ROLE_PREFIX, ROLES, USERS};
+use crate::desired::{
+    ACL, Acl, DOMAINS, Desired, GROUP, GROUPS, ROLE, ROLE_PREFIX, ROLES, USER, USERS,
+};
 
 /// The Access kind.
 pub struct Access;
@@ -110,11 +112,7 @@ impl ResourceKind for Access {
     fn describe() -> KindInfo {
         KindInfo {
             calls: calls(),
-            listings: vec![
-                Listing::new(USERS, "userid"),
-                Listing::new(GROUPS, "groupid"),
-                Listing::new(ROLES, "roleid"),
-            ],
+            listings: vec![USER.listing(), GROUP.listing(), ROLE.listing()],
             references_kinds: vec![validate::KIND.into()],
             ..KindInfo::new(validate::KIND, "access", validate::schema())
         }
@@ -170,12 +168,7 @@ impl ResourceKind for Access {
     }
 
     fn identity(d: &Desired) -> ObjectKey {
-        ObjectKey {
-            node: None,
-            space: format!("access-{}", d.what()),
-            key: d.id().to_string(),
-            resource_id: Some(d.id().to_string()),
-        }
+        d.named().key(d.id())
     }
 
     fn observe(

@@ -24,6 +24,7 @@ use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::model::{
     Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Proposal,
 };
+use proxops_kind_sdk::named;
 use serde_json::Value;
 
 use crate::desired::{
@@ -87,19 +88,11 @@ pub fn entry_id(entry: &Value) -> Option<&str> {
         .find_map(|k| entry.get(*k).and_then(Value::as_str))
 }
 
-fn entry_comment(entry: &Value) -> String {
-    entry
-        .get("comment")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string()
-}
-
 /// Whether the listing entry carries proxops's mark for its own id (a role: its prefix).
 pub fn marked(entry: &Value) -> bool {
     match (entry_kind(entry), entry_id(entry)) {
         (Some("role"), Some(id)) => id.starts_with(ROLE_PREFIX),
-        (Some(_), Some(id)) => proxops_names::has_named_mark(&entry_comment(entry), id),
+        (Some(_), Some(id)) => named::is_marked(entry.get("comment").and_then(Value::as_str), id),
         _ => false,
     }
 }

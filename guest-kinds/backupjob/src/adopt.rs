@@ -11,13 +11,12 @@
 //! * A job without the mark stays unowned: the gap says how to hand it over.
 
 use proxops_kind_sdk::kind::{Adopted, Gap};
-use proxops_kind_sdk::manifest::{API_VERSION, dns_label_problem};
 use proxops_kind_sdk::model::Observation;
+use proxops_kind_sdk::named::adopt_comment;
 use serde_json::{Map, Value, json};
 
-use crate::desired::{KEEP_KEYS, jobid_problem, manifest_comment};
+use crate::desired::{JOBS, KEEP_KEYS, NAMED, jobid_problem};
 use crate::plan::LiveJob;
-use crate::validate::KIND;
 
 fn vmids(s: &str) -> Vec<u64> {
     s.split(',').filter_map(|v| v.parse().ok()).collect()
@@ -25,19 +24,8 @@ fn vmids(s: &str) -> Vec<u64> {
 
 /// The manifest for the job in `observed.live`.
 pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
-    let text = observed
-        .live
-        .as_deref()
-        .ok_or("no live backup job to adopt")?;
-    let entry: Value = serde_json::from_str(text)
-        .map_err(|e| format!("the backup job entry does not read: {e}"))?;
-    let l = LiveJob::from_entry(&entry).ok_or("the backup job entry has no `id`")?;
-    if let Some(p) = dns_label_problem(&l.id).or_else(|| jobid_problem(&l.id)) {
-        return Err(format!(
-            "backup job id `{}` cannot be a manifest name ({p}); a manifest's name is the job id",
-            l.id
-        ));
-    }
+    let l = NAMED.adopt_entry(observed, LiveJob::from_entry)?;
+    NAMED.adopt_name(&l.id, jobid_problem)?;
     let opt = |k: &str| l.opts.get(k).cloned();
     let storage = opt("storage").ok_or_else(|| {
         format!("backup job {} names no storage (it writes to a dumpdir, or PVE's default `local`); proxops manages jobs that name their storage", l.id)
@@ -95,9 +83,7 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
     if opt("enabled").as_deref() == Some("0") {
         spec.insert("enabled".into(), json!(false));
     }
-    if let Some(c) = opt("comment").and_then(|c| manifest_comment(&l.id, &c)) {
-        spec.insert("comment".into(), json!(c));
-    }
+    adopt_comment(&mut spec, &l.id, opt("comment").as_deref());
     if !l.others.is_empty() {
         gaps.push(Gap {
             path: "spec".into(),
@@ -108,17 +94,8 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
         });
     }
     if !l.is_marked() {
-        gaps.push(Gap {
-            path: "metadata.name".into(),
-            reason: format!(
-                "backup job {id} was not created by proxops (its comment lacks `{mark}`): plan reports it and changes nothing until `{mark}` is added to its comment in PVE (`pvesh set /cluster/backup/{id} --comment '{mark}'`)",
-                id = l.id,
-                mark = proxops_names::named_mark(&l.id),
-            ),
-        });
+        let command = format!("pvesh set {JOBS}/{}", l.id);
+        gaps.push(NAMED.take_over_gap(&l.id, "", Some(&command)));
     }
-    Ok(Adopted {
-        manifest: json!({"apiVersion": API_VERSION, "kind": KIND, "metadata": {"name": l.id}, "spec": spec}),
-        gaps,
-    })
+    Ok(NAMED.adopted(&l.id, spec, gaps))
 }

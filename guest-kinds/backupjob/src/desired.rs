@@ -2,10 +2,21 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use proxops_kind_sdk::named::Named;
 use serde::{Deserialize, Serialize};
 
 /// PVE's listing of backup jobs, and the collection a create posts to.
 pub const JOBS: &str = "/cluster/backup";
+
+/// The backup job as a named object: its listing, identity and the words of its messages.
+pub const NAMED: Named = Named {
+    kind: crate::validate::KIND,
+    space: "backup-job",
+    listing: JOBS,
+    id_field: "id",
+    noun: "backup job",
+    short: "job",
+};
 
 /// Longest `comment` PVE takes.
 pub const COMMENT_MAX: usize = 512;
@@ -121,9 +132,9 @@ pub fn prune_string(keep: &BTreeMap<String, u64>) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join(","))
 }
 
-/// The `comment` PVE gets, and the manifest's comment read back from it: the mark shared by
-/// every named kind (`<comment> (proxops:<id>)`, or the mark alone).
-pub use proxops_names::{marked_comment as pve_comment, unmarked_comment as manifest_comment};
+/// The `comment` PVE gets: the mark shared by every named kind (`<comment> (proxops:<id>)`, or
+/// the mark alone); adopt reads it back with [`proxops_kind_sdk::named::adopt_comment`].
+pub use proxops_names::marked_comment as pve_comment;
 
 /// PVE's `pve-configid` (`[a-z][a-z0-9_-]+`) and the job id's length: why `id` is not one.
 pub fn jobid_problem(id: &str) -> Option<String> {

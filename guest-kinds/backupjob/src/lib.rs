@@ -36,13 +36,13 @@ pub mod validate;
 
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::kind::{
-    Adopted, KindInfo, Listing, ObjectKey, Reference, Resolved, ResourceKind, Validated,
+    Adopted, KindInfo, ObjectKey, Reference, Resolved, ResourceKind, Validated,
 };
 use proxops_kind_sdk::model::{Call, Method, Observation, Proposal};
 use proxops_kind_sdk::secrets::Secrets;
 use serde_json::Value;
 
-use crate::desired::{Desired, JOBS, Selection};
+use crate::desired::{Desired, JOBS, NAMED, Selection};
 
 /// The BackupJob kind.
 pub struct BackupJob;
@@ -59,7 +59,7 @@ impl ResourceKind for BackupJob {
                 (Method::Put, format!("{JOBS}/{{id}}")),
                 (Method::Delete, format!("{JOBS}/{{id}}")),
             ],
-            listings: vec![Listing::new(JOBS, "id")],
+            listings: vec![NAMED.listing()],
             references_kinds: vec!["VM".into(), "TemplateVM".into(), "Pool".into()],
             ..KindInfo::new(validate::KIND, "backupjob", validate::schema())
         }
@@ -99,12 +99,7 @@ impl ResourceKind for BackupJob {
     }
 
     fn identity(d: &Desired) -> ObjectKey {
-        ObjectKey {
-            node: None,
-            space: "backup-job".into(),
-            key: d.id.clone(),
-            resource_id: Some(d.id.clone()),
-        }
+        NAMED.key(&d.id)
     }
 
     fn observe(
@@ -127,7 +122,7 @@ impl ResourceKind for BackupJob {
     }
 
     fn claims(listing: &str, entry: &Value) -> bool {
-        plan::claims(listing, entry)
+        NAMED.claims(listing, entry)
     }
 
     fn adopt(observed: &Observation, _: &dyn Secrets) -> Result<Adopted, String> {

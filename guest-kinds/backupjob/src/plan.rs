@@ -1,4 +1,5 @@
-//! `observe`, `check-references`, `plan` and `claims`.
+//! `observe`, `check-references` and `plan`; `claims` is the SDK's, by the mark
+//! ([`NAMED`]).
 //!
 //! * Every cycle reads the job's storage (`GET /storage/{storage}`): a storage without `backup`
 //!   content is an error before any write. PVE itself accepts such a job and every run fails
@@ -18,11 +19,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::kind::Resolved;
 use proxops_kind_sdk::model::{
-    Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Proposal,
+    Action, Call, Change, Drift, Method, Observation, Operation, Proposal,
 };
+use proxops_kind_sdk::named;
 use serde_json::Value;
 
-use crate::desired::{Desired, Guest, JOBS, KEEP_KEYS, Selection, vmid_list};
+use crate::desired::{Desired, Guest, JOBS, KEEP_KEYS, NAMED, Selection, vmid_list};
 
 /// The options this kind compares, in the order calls carry them.
 pub const MODELLED: &[&str] = &[
@@ -128,9 +130,7 @@ impl LiveJob {
 
     /// Whether the job's comment carries proxops's mark for its own id.
     pub fn is_marked(&self) -> bool {
-        self.opts
-            .get("comment")
-            .is_some_and(|c| proxops_names::has_named_mark(c, &self.id))
+        named::is_marked(self.opts.get("comment").map(String::as_str), &self.id)
     }
 }
 
@@ -325,21 +325,9 @@ pub fn plan(
     resolved: &[Resolved],
     observed: &Observation,
 ) -> Result<Proposal, Vec<Diag>> {
-    let live =
-        match observed.live.as_deref() {
-            None => None,
-            Some(t) => {
-                let v: Value = serde_json::from_str(t).map_err(|e| {
-                    vec![Diag::error(
-                        "",
-                        format!("the live backup job entry does not read as JSON: {e}"),
-                    )]
-                })?;
-                Some(LiveJob::from_entry(&v).ok_or_else(|| {
-                    vec![Diag::error("", "the live backup job entry has no `id`")]
-                })?)
-            }
-        };
+    let live = NAMED
+        .live(observed, LiveJob::from_entry)
+        .map_err(|e| vec![Diag::error("", e)])?;
     let mut out = Proposal::default();
     let Some(d) = d else {
         if let Some(l) = live {
@@ -354,15 +342,9 @@ pub fn plan(
         return Ok(out);
     };
     if !l.is_marked() {
-        out.anomalies.push(Anomaly::new(
-            "metadata.name",
-            format!(
-                "backup job {id} exists but was not created by proxops (its comment lacks `{mark}`), and proxops does not write to a job it does not own. To hand it to proxops, add `{mark}` to its comment in PVE (`pvesh set /cluster/backup/{id} --comment '{comment}'`); or give this manifest another name",
-                id = d.id,
-                mark = proxops_names::named_mark(&d.id),
-                comment = d.pve_comment(),
-            ),
-        ));
+        let command = format!("pvesh set {JOBS}/{}", d.id);
+        out.anomalies
+            .push(NAMED.unowned(&d.id, "", &command, &d.pve_comment()));
         return Ok(out);
     }
     let mut call = Call::new(Method::Put, format!("{JOBS}/{}", d.id));
@@ -441,34 +423,14 @@ fn create(d: &Desired, want: &BTreeMap<String, String>, out: &mut Proposal) {
 
 fn prune(l: &LiveJob, out: &mut Proposal) {
     if !l.is_marked() {
-        out.anomalies.push(Anomaly::new(
-            "",
-            format!(
-                "backup job {} was handed to this kind for pruning but its comment lacks `{}`; proxops deletes only jobs it created",
-                l.id,
-                proxops_names::named_mark(&l.id)
-            ),
-        ));
+        out.anomalies.push(NAMED.prune_unowned(&l.id));
         return;
     }
-    out.drift
-        .push(Drift::new("", Some(format!("backup job {}", l.id)), None));
-    out.actions.push(Action {
-        operation: Operation::Delete,
-        summary: format!(
-            "delete backup job {} (no manifest names it; its backups are kept)",
-            l.id
-        ),
-        calls: vec![Call::new(Method::Delete, format!("{JOBS}/{}", l.id))],
-        changes: vec![Change::new("id", Some(l.id.clone()), None)],
-        disturbs_availability: false,
-        destructive: true,
-        restore: None,
-    });
-}
-
-/// Whether a listing entry is a job proxops created: a `/cluster/backup` entry whose comment
-/// carries the mark of its own id.
-pub fn claims(listing: &str, entry: &Value) -> bool {
-    listing == JOBS && LiveJob::from_entry(entry).is_some_and(|l| l.is_marked())
+    let summary = format!(
+        "delete backup job {} (no manifest names it; its backups are kept)",
+        l.id
+    );
+    let calls = vec![Call::new(Method::Delete, format!("{JOBS}/{}", l.id))];
+    let changes = vec![Change::new("id", Some(l.id.clone()), None)];
+    NAMED.prune(out, &l.id, summary, calls, changes);
 }

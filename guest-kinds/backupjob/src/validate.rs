@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proxops_kind_sdk::check::{Checker, Diag, index, join, type_name};
 use proxops_kind_sdk::manifest::{dns_label_problem, envelope, manifest_schema};
+use proxops_kind_sdk::named::check_comment;
 use serde_json::{Map, Value, json};
 
 use crate::desired::{
     COMMENT_MAX, Desired, Guest, KEEP_KEYS, NOTES_MAX, SCHEDULE_MAX, Selection, jobid_problem,
-    pve_comment,
 };
 
 /// The kind's `kind:`.
@@ -109,22 +109,7 @@ pub fn validate(doc: &Value) -> Result<Desired, Vec<Diag>> {
     let enabled = c.boolean(spec, "spec", "enabled", false).unwrap_or(true);
     let comment = c.string(spec, "spec", "comment", false);
     if let (Some(name), Some(text)) = (&name, &comment) {
-        if text.chars().any(char::is_control) {
-            c.error(
-                "spec.comment",
-                "must be one line without control characters",
-            );
-        }
-        let full = pve_comment(name, Some(text));
-        if full.len() > COMMENT_MAX {
-            c.error(
-                "spec.comment",
-                format!(
-                    "is too long: with proxops's mark it is {} bytes, PVE takes at most {COMMENT_MAX}",
-                    full.len()
-                ),
-            );
-        }
+        check_comment(&mut c, name, text, Some(COMMENT_MAX), "");
     }
     if c.has_errors() {
         return Err(c.diags);

@@ -13,26 +13,17 @@
 //!   comment in PVE). Until then plan reports it, and writes nothing.
 
 use proxops_kind_sdk::kind::{Adopted, Gap};
-use proxops_kind_sdk::manifest::{API_VERSION, dns_label_problem};
 use proxops_kind_sdk::model::Observation;
+use proxops_kind_sdk::named::adopt_comment;
 use serde_json::{Map, Value, json};
 
-use crate::desired::{RuleType, configid_problem, is_sid, manifest_comment};
+use crate::desired::{NAMED, RuleType, configid_problem, is_sid};
 use crate::live::LiveRule;
-use crate::validate::KIND;
 
 /// The manifest for the rule in `observed.live`.
 pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
-    let text = observed.live.as_deref().ok_or("no live HA rule to adopt")?;
-    let entry: Value =
-        serde_json::from_str(text).map_err(|e| format!("the HA rule entry does not read: {e}"))?;
-    let l = LiveRule::from_entry(&entry).ok_or("the HA rule entry has no `rule` id")?;
-    if let Some(p) = dns_label_problem(&l.rule).or_else(|| configid_problem(&l.rule)) {
-        return Err(format!(
-            "HA rule id `{}` cannot be a manifest name ({p}); a manifest's name is the rule id",
-            l.rule
-        ));
-    }
+    let l = NAMED.adopt_entry(observed, LiveRule::from_entry)?;
+    NAMED.adopt_name(&l.rule, configid_problem)?;
     let rule_type = RuleType::parse(&l.rule_type).ok_or_else(|| {
         format!(
             "HA rule {} has type `{}`, which this kind does not know",
@@ -82,31 +73,14 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
     if l.disabled {
         spec.insert("disabled".into(), json!(true));
     }
-    if let Some(c) = l
-        .comment
-        .as_deref()
-        .and_then(|c| manifest_comment(&l.rule, c))
-    {
-        spec.insert("comment".into(), json!(c));
-    }
+    adopt_comment(&mut spec, &l.rule, l.comment.as_deref());
     if !l.is_marked() {
-        gaps.push(Gap {
-            path: "metadata.name".into(),
-            reason: format!(
-                "HA rule {id} was not created by proxops (its comment lacks `{mark}`) and metadata.adopt takes over guests only: plan reports it and changes nothing until `{mark}` is added to its comment in PVE (`ha-manager rules set {t} {id} --comment '{mark}'`, or the comment with ` ({mark})` appended)",
-                id = l.rule,
-                mark = proxops_names::named_mark(&l.rule),
-                t = rule_type.as_str(),
-            ),
-        });
+        let command = format!("ha-manager rules set {} {}", rule_type.as_str(), l.rule);
+        gaps.push(NAMED.take_over_gap(
+            &l.rule,
+            " and metadata.adopt takes over guests only",
+            Some(&command),
+        ));
     }
-    Ok(Adopted {
-        manifest: json!({
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "metadata": {"name": l.rule},
-            "spec": spec,
-        }),
-        gaps,
-    })
+    Ok(NAMED.adopted(&l.rule, spec, gaps))
 }

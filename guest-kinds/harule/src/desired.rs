@@ -2,10 +2,21 @@
 
 use std::collections::BTreeMap;
 
+use proxops_kind_sdk::named::Named;
 use serde::{Deserialize, Serialize};
 
 /// PVE's listing of HA rules, and the collection a create posts to.
 pub const RULES: &str = "/cluster/ha/rules";
+
+/// The HA rule as a named object: its listing, identity and the words of its messages.
+pub const NAMED: Named = Named {
+    kind: crate::validate::KIND,
+    space: "ha-rule",
+    listing: RULES,
+    id_field: "rule",
+    noun: "HA rule",
+    short: "rule",
+};
 
 /// Longest `comment` PVE takes (`maxLength` of the API schema).
 pub const COMMENT_MAX: usize = 4096;
@@ -133,9 +144,9 @@ impl Desired {
     }
 }
 
-/// The `comment` PVE gets, and the manifest's comment read back from it: the mark shared by
-/// every named kind (`<comment> (proxops:<id>)`, or the mark alone).
-pub use proxops_names::{marked_comment as pve_comment, unmarked_comment as manifest_comment};
+/// The `comment` PVE gets: the mark shared by every named kind (`<comment> (proxops:<id>)`, or
+/// the mark alone); adopt reads it back with [`proxops_kind_sdk::named::adopt_comment`].
+pub use proxops_names::marked_comment as pve_comment;
 
 /// PVE's `encode_value` of `nodes`: sorted by node, a priority only when it is not 0.
 pub fn encode_nodes(nodes: &BTreeMap<String, u32>) -> String {

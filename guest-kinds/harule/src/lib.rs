@@ -45,13 +45,13 @@ pub mod validate;
 
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::kind::{
-    Adopted, KindInfo, Listing, ObjectKey, Reference, Resolved, ResourceKind, Validated,
+    Adopted, KindInfo, ObjectKey, Reference, Resolved, ResourceKind, Validated,
 };
 use proxops_kind_sdk::model::{Method, Observation, Proposal};
 use proxops_kind_sdk::secrets::Secrets;
 use serde_json::Value;
 
-use crate::desired::{Desired, Member, RULES};
+use crate::desired::{Desired, Member, NAMED, RULES};
 
 /// The HARule kind.
 pub struct HaRule;
@@ -67,7 +67,7 @@ impl ResourceKind for HaRule {
                 (Method::Put, format!("{RULES}/{{rule}}")),
                 (Method::Delete, format!("{RULES}/{{rule}}")),
             ],
-            listings: vec![Listing::new(RULES, "rule")],
+            listings: vec![NAMED.listing()],
             references_kinds: vec!["VM".into()],
             ..KindInfo::new(validate::KIND, "harule", validate::schema())
         }
@@ -97,12 +97,7 @@ impl ResourceKind for HaRule {
     }
 
     fn identity(d: &Desired) -> ObjectKey {
-        ObjectKey {
-            node: None,
-            space: "ha-rule".into(),
-            key: d.rule.clone(),
-            resource_id: Some(d.rule.clone()),
-        }
+        NAMED.key(&d.rule)
     }
 
     fn plan(
@@ -116,7 +111,7 @@ impl ResourceKind for HaRule {
     }
 
     fn claims(listing: &str, entry: &Value) -> bool {
-        plan::claims(listing, entry)
+        NAMED.claims(listing, entry)
     }
 
     fn adopt(observed: &Observation, _: &dyn Secrets) -> Result<Adopted, String> {

@@ -103,8 +103,6 @@ impl LiveRule {
 
     /// Whether the rule's comment carries proxops's mark for its own id.
     pub fn is_marked(&self) -> bool {
-        self.comment
-            .as_deref()
-            .is_some_and(|c| proxops_names::has_named_mark(c, &self.rule))
+        proxops_kind_sdk::named::is_marked(self.comment.as_deref(), &self.rule)
     }
 }

@@ -1,4 +1,5 @@
-//! `check-references`, `plan` and `claims`.
+//! `check-references` and `plan`; `claims` is the SDK's, by the mark
+//! ([`NAMED`]).
 //!
 //! * No live rule: one `create` action, `POST /cluster/ha/rules` with `rule`, `type`,
 //!   `resources` and the type's options, `disable=1` only when disabled, `strict=1` only when
@@ -27,7 +28,7 @@ use proxops_kind_sdk::model::{
 };
 use serde_json::Value;
 
-use crate::desired::{Desired, Member, RULES, RuleType, encode_nodes};
+use crate::desired::{Desired, Member, NAMED, RULES, RuleType, encode_nodes};
 use crate::live::LiveRule;
 
 /// The path of `spec.resources[i]`, which is also its reference's path.
@@ -174,21 +175,9 @@ pub fn plan(
     resolved: &[Resolved],
     observed: &Observation,
 ) -> Result<Proposal, Vec<Diag>> {
-    let live =
-        match observed.live.as_deref() {
-            None => None,
-            Some(text) => {
-                let v: Value = serde_json::from_str(text).map_err(|e| {
-                    vec![Diag::error(
-                        "",
-                        format!("the live HA rule entry does not read as JSON: {e}"),
-                    )]
-                })?;
-                Some(LiveRule::from_entry(&v).ok_or_else(|| {
-                    vec![Diag::error("", "the live HA rule entry has no `rule` id")]
-                })?)
-            }
-        };
+    let live = NAMED
+        .live(observed, LiveRule::from_entry)
+        .map_err(|e| vec![Diag::error("", e)])?;
     let mut out = Proposal::default();
     let Some(d) = d else {
         if let Some(l) = live {
@@ -218,16 +207,10 @@ pub fn plan(
         } else {
             format!("it differs from this manifest ({})", keys.join(", "))
         };
-        out.anomalies.push(Anomaly::new(
-            "metadata.name",
-            format!(
-                "HA rule {id} exists but was not created by proxops (its comment lacks `{mark}`); {how}, and proxops does not write to a rule it does not own. To hand it to proxops, add `{mark}` to its comment in PVE (`ha-manager rules set {t} {id} --comment '{comment}'`); or give this manifest another name",
-                id = d.rule,
-                mark = proxops_names::named_mark(&d.rule),
-                t = l.rule_type,
-                comment = d.pve_comment(),
-            ),
-        ));
+        let command = format!("ha-manager rules set {} {}", l.rule_type, d.rule);
+        let detail = format!("; {how}");
+        out.anomalies
+            .push(NAMED.unowned(&d.rule, &detail, &command, &d.pve_comment()));
         return Ok(out);
     }
     if type_differs {
@@ -346,40 +329,20 @@ fn update(d: &Desired, l: &LiveRule, diff: Vec<Opt>, out: &mut Proposal) {
 
 fn prune(l: &LiveRule, out: &mut Proposal) {
     if !l.is_marked() {
-        out.anomalies.push(Anomaly::new(
-            "",
-            format!(
-                "HA rule {} was handed to this kind for pruning but its comment lacks `{}`; proxops deletes only rules it created",
-                l.rule,
-                proxops_names::named_mark(&l.rule)
-            ),
-        ));
+        out.anomalies.push(NAMED.prune_unowned(&l.rule));
         return;
     }
-    out.drift
-        .push(Drift::new("", Some(format!("HA rule {}", l.rule)), None));
-    out.actions.push(Action {
-        operation: Operation::Delete,
-        summary: format!(
-            "delete HA rule {} ({} of {}; no manifest names it)",
-            l.rule,
-            if l.rule_type.is_empty() {
-                "rule"
-            } else {
-                &l.rule_type
-            },
-            l.resources.iter().cloned().collect::<Vec<_>>().join(",")
-        ),
-        calls: vec![Call::new(Method::Delete, rule_path(&l.rule))],
-        changes: vec![Change::new("rule", Some(l.rule.clone()), None)],
-        disturbs_availability: false,
-        destructive: true,
-        restore: None,
-    });
-}
-
-/// Whether a listing entry is a rule proxops created: a `/cluster/ha/rules` entry whose
-/// comment carries the mark of its own id.
-pub fn claims(listing: &str, entry: &Value) -> bool {
-    listing == RULES && LiveRule::from_entry(entry).is_some_and(|l| l.is_marked())
+    let summary = format!(
+        "delete HA rule {} ({} of {}; no manifest names it)",
+        l.rule,
+        if l.rule_type.is_empty() {
+            "rule"
+        } else {
+            &l.rule_type
+        },
+        l.resources.iter().cloned().collect::<Vec<_>>().join(",")
+    );
+    let calls = vec![Call::new(Method::Delete, rule_path(&l.rule))];
+    let changes = vec![Change::new("rule", Some(l.rule.clone()), None)];
+    NAMED.prune(out, &l.rule, summary, calls, changes);
 }

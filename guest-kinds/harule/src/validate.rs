@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 
 use proxops_kind_sdk::check::{Checker, Diag, index, join, type_name};
 use proxops_kind_sdk::manifest::{dns_label_problem, envelope, manifest_schema};
+use proxops_kind_sdk::named::check_comment;
 use serde_json::{Map, Value, json};
 
 use crate::desired::{
     Affinity, COMMENT_MAX, Desired, Member, NodePriority, RuleType, configid_problem, is_sid,
-    pve_comment,
 };
 
 /// The kind's `kind:`.
@@ -113,22 +113,8 @@ pub fn validate(doc: &Value) -> Result<Desired, Vec<Diag>> {
         }
     }
     if let (Some(name), Some(comment)) = (&name, &comment) {
-        if comment.chars().any(char::is_control) {
-            c.error(
-                "spec.comment",
-                "must be one line without control characters (PVE keeps rules one option per line)",
-            );
-        }
-        let full = pve_comment(name, Some(comment));
-        if full.len() > COMMENT_MAX {
-            c.error(
-                "spec.comment",
-                format!(
-                    "is too long: with proxops's mark it is {} bytes, PVE takes at most {COMMENT_MAX}",
-                    full.len()
-                ),
-            );
-        }
+        let why = "PVE keeps rules one option per line";
+        check_comment(&mut c, name, comment, Some(COMMENT_MAX), why);
     }
     if c.has_errors() {
         return Err(c.diags);

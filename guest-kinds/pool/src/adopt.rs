@@ -11,26 +11,17 @@
 //!   its comment in PVE). Until then plan reports it and writes nothing.
 
 use proxops_kind_sdk::kind::{Adopted, Gap};
-use proxops_kind_sdk::manifest::{API_VERSION, dns_label_problem};
 use proxops_kind_sdk::model::Observation;
-use serde_json::{Map, Value, json};
+use proxops_kind_sdk::named::adopt_comment;
+use serde_json::{Map, json};
 
-use crate::desired::{POOLS, manifest_comment, poolid_problem};
+use crate::desired::{NAMED, POOLS, poolid_problem};
 use crate::plan::LivePool;
-use crate::validate::KIND;
 
 /// The manifest for the pool in `observed.live`.
 pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
-    let text = observed.live.as_deref().ok_or("no live pool to adopt")?;
-    let entry: Value =
-        serde_json::from_str(text).map_err(|e| format!("the pool entry does not read: {e}"))?;
-    let mut l = LivePool::from_entry(&entry).ok_or("the pool entry has no `poolid`")?;
-    if let Some(p) = dns_label_problem(&l.pool).or_else(|| poolid_problem(&l.pool)) {
-        return Err(format!(
-            "pool id `{}` cannot be a manifest name ({p}); a manifest's name is the pool id",
-            l.pool
-        ));
-    }
+    let mut l = NAMED.adopt_entry(observed, LivePool::from_entry)?;
+    NAMED.adopt_name(&l.pool, poolid_problem)?;
     let read = observed
         .reads
         .iter()
@@ -39,13 +30,7 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
     l.read_members(&read.body)?;
     let mut spec = Map::new();
     let mut gaps = Vec::new();
-    if let Some(c) = l
-        .comment
-        .as_deref()
-        .and_then(|c| manifest_comment(&l.pool, c))
-    {
-        spec.insert("comment".into(), json!(c));
-    }
+    adopt_comment(&mut spec, &l.pool, l.comment.as_deref());
     if !l.vms.is_empty() {
         spec.insert("guests".into(), json!(l.vms));
         gaps.push(Gap {
@@ -57,22 +42,8 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
         spec.insert("storages".into(), json!(l.storages));
     }
     if !l.is_marked() {
-        gaps.push(Gap {
-            path: "metadata.name".into(),
-            reason: format!(
-                "pool {id} was not created by proxops (its comment lacks `{mark}`): plan reports it and changes nothing until `{mark}` is added to its comment in PVE (`pvesh set /pools --poolid {id} --comment '{mark}'`, or the comment with ` ({mark})` appended)",
-                id = l.pool,
-                mark = proxops_names::named_mark(&l.pool),
-            ),
-        });
+        let command = format!("pvesh set {POOLS} --poolid {}", l.pool);
+        gaps.push(NAMED.take_over_gap(&l.pool, "", Some(&command)));
     }
-    Ok(Adopted {
-        manifest: json!({
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "metadata": {"name": l.pool},
-            "spec": spec,
-        }),
-        gaps,
-    })
+    Ok(NAMED.adopted(&l.pool, spec, gaps))
 }

@@ -2,11 +2,22 @@
 
 use std::collections::BTreeSet;
 
+use proxops_kind_sdk::named::Named;
 use serde::{Deserialize, Serialize};
 
 /// PVE's pool collection: the listing (`poolid`, `comment`), the create, and the
 /// collection-level update and delete (`poolid` as a parameter; PVE 8.1+).
 pub const POOLS: &str = "/pools";
+
+/// The pool as a named object: its listing, identity and the words of its messages.
+pub const NAMED: Named = Named {
+    kind: crate::validate::KIND,
+    space: "pool",
+    listing: POOLS,
+    id_field: "poolid",
+    noun: "pool",
+    short: "pool",
+};
 
 /// Highest vmid PVE takes.
 pub const VMID_MAX: u64 = 999_999_999;
@@ -68,9 +79,9 @@ impl Desired {
     }
 }
 
-/// The `comment` PVE gets, and the manifest's comment read back from it: the mark shared by
-/// every named kind (`<comment> (proxops:<id>)`, or the mark alone).
-pub use proxops_names::{marked_comment as pve_comment, unmarked_comment as manifest_comment};
+/// The `comment` PVE gets: the mark shared by every named kind (`<comment> (proxops:<id>)`, or
+/// the mark alone); adopt reads it back with [`proxops_kind_sdk::named::adopt_comment`].
+pub use proxops_names::marked_comment as pve_comment;
 
 /// PVE's `verify_poolname` for a top-level pool, on a manifest name (already a DNS label):
 /// why `id` is not a pool id. PVE wants a letter first.

@@ -36,13 +36,13 @@ pub mod validate;
 
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::kind::{
-    Adopted, KindInfo, Listing, ObjectKey, Reference, Resolved, ResourceKind, Validated,
+    Adopted, KindInfo, ObjectKey, Reference, Resolved, ResourceKind, Validated,
 };
 use proxops_kind_sdk::model::{Call, Method, Observation, Proposal};
 use proxops_kind_sdk::secrets::Secrets;
 use serde_json::Value;
 
-use crate::desired::{Desired, POOLS};
+use crate::desired::{Desired, NAMED, POOLS};
 
 /// The Pool kind.
 pub struct Pool;
@@ -58,7 +58,7 @@ impl ResourceKind for Pool {
                 (Method::Put, POOLS.into()),
                 (Method::Delete, POOLS.into()),
             ],
-            listings: vec![Listing::new(POOLS, "poolid")],
+            listings: vec![NAMED.listing()],
             references_kinds: vec!["VM".into(), "TemplateVM".into()],
             ..KindInfo::new(validate::KIND, "pool", validate::schema())
         }
@@ -88,12 +88,7 @@ impl ResourceKind for Pool {
     }
 
     fn identity(d: &Desired) -> ObjectKey {
-        ObjectKey {
-            node: None,
-            space: "pool".into(),
-            key: d.pool.clone(),
-            resource_id: Some(d.pool.clone()),
-        }
+        NAMED.key(&d.pool)
     }
 
     fn observe(
@@ -116,7 +111,7 @@ impl ResourceKind for Pool {
     }
 
     fn claims(listing: &str, entry: &Value) -> bool {
-        plan::claims(listing, entry)
+        NAMED.claims(listing, entry)
     }
 
     fn adopt(observed: &Observation, _: &dyn Secrets) -> Result<Adopted, String> {

@@ -1,4 +1,5 @@
-//! `observe`, `check-references`, `plan` and `claims`.
+//! `observe`, `check-references` and `plan`; `claims` is the SDK's, by the mark
+//! ([`NAMED`]).
 //!
 //! The listing (`GET /pools`) gives each pool's `poolid` and `comment`; a pool's members need
 //! one more read, `GET /pools?poolid=<id>` (PVE 8.1+; the older `/pools/{poolid}` is
@@ -23,11 +24,12 @@ use std::collections::BTreeSet;
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::kind::Resolved;
 use proxops_kind_sdk::model::{
-    Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Proposal,
+    Action, Call, Change, Drift, Method, Observation, Operation, Proposal,
 };
+use proxops_kind_sdk::named;
 use serde_json::Value;
 
-use crate::desired::{Desired, Guest, POOLS};
+use crate::desired::{Desired, Guest, NAMED, POOLS};
 
 /// The path of `spec.guests[i]`, which is also its reference's path.
 pub fn guest_path(i: usize) -> String {
@@ -61,9 +63,7 @@ impl LivePool {
 
     /// Whether the pool's comment carries proxops's mark for its own id.
     pub fn is_marked(&self) -> bool {
-        self.comment
-            .as_deref()
-            .is_some_and(|c| proxops_names::has_named_mark(c, &self.pool))
+        named::is_marked(self.comment.as_deref(), &self.pool)
     }
 
     /// Read the members from `GET /pools?poolid=<id>`'s answer (an array of one pool).
@@ -228,17 +228,7 @@ pub fn plan(
     observed: &Observation,
 ) -> Result<Proposal, Vec<Diag>> {
     let bad = |m: String| vec![Diag::error("", m)];
-    let mut live = match observed.live.as_deref() {
-        None => None,
-        Some(text) => {
-            let v: Value = serde_json::from_str(text)
-                .map_err(|e| bad(format!("the live pool entry does not read as JSON: {e}")))?;
-            Some(
-                LivePool::from_entry(&v)
-                    .ok_or_else(|| bad("the live pool entry has no `poolid`".into()))?,
-            )
-        }
-    };
+    let mut live = NAMED.live(observed, LivePool::from_entry).map_err(bad)?;
     if let Some(l) = live.as_mut()
         && l.is_marked()
     {
@@ -268,17 +258,14 @@ pub fn plan(
         return Ok(out);
     };
     if !l.is_marked() {
-        let same_comment = l.comment == d.comment;
-        out.anomalies.push(Anomaly::new(
-            "metadata.name",
-            format!(
-                "pool {id} exists but was not created by proxops (its comment lacks `{mark}`){how}, and proxops does not write to a pool it does not own. To hand it to proxops, add `{mark}` to its comment in PVE (`pvesh set /pools --poolid {id} --comment '{comment}'`); or give this manifest another name",
-                id = d.pool,
-                mark = proxops_names::named_mark(&d.pool),
-                how = if same_comment { "" } else { "; its comment differs from this manifest's" },
-                comment = d.pve_comment(),
-            ),
-        ));
+        let how = if l.comment == d.comment {
+            ""
+        } else {
+            "; its comment differs from this manifest's"
+        };
+        let command = format!("pvesh set {POOLS} --poolid {}", d.pool);
+        out.anomalies
+            .push(NAMED.unowned(&d.pool, how, &command, &d.pve_comment()));
         return Ok(out);
     }
     // Guests whose manifest declares this pool stay members; the pool does not add them (their
@@ -402,14 +389,7 @@ fn update(d: &Desired, l: &LivePool, vms: &BTreeSet<u64>, out: &mut Proposal) {
 
 fn prune(l: &LivePool, out: &mut Proposal) {
     if !l.is_marked() {
-        out.anomalies.push(Anomaly::new(
-            "",
-            format!(
-                "pool {} was handed to this kind for pruning but its comment lacks `{}`; proxops deletes only pools it created",
-                l.pool,
-                proxops_names::named_mark(&l.pool)
-            ),
-        ));
+        out.anomalies.push(NAMED.prune_unowned(&l.pool));
         return;
     }
     let mut calls = Vec::new();
@@ -424,35 +404,21 @@ fn prune(l: &LivePool, out: &mut Proposal) {
         calls.push(call.param("delete", "1"));
     }
     calls.push(Call::new(Method::Delete, POOLS).param("poolid", &l.pool));
-    out.drift
-        .push(Drift::new("", Some(format!("pool {}", l.pool)), None));
     let members: Vec<String> = l
         .vms
         .iter()
         .map(|v| format!("guest {v}"))
         .chain(l.storages.iter().map(|s| format!("storage {s}")))
         .collect();
-    out.actions.push(Action {
-        operation: Operation::Delete,
-        summary: if members.is_empty() {
-            format!("delete pool {} (no manifest names it)", l.pool)
-        } else {
-            format!(
-                "delete pool {} (no manifest names it; its members {} leave it, and are not touched otherwise)",
-                l.pool,
-                members.join(", ")
-            )
-        },
-        calls,
-        changes: vec![Change::new("poolid", Some(l.pool.clone()), None)],
-        disturbs_availability: false,
-        destructive: true,
-        restore: None,
-    });
-}
-
-/// Whether a listing entry is a pool proxops created: a `/pools` entry whose comment carries
-/// the mark of its own id.
-pub fn claims(listing: &str, entry: &Value) -> bool {
-    listing == POOLS && LivePool::from_entry(entry).is_some_and(|l| l.is_marked())
+    let summary = if members.is_empty() {
+        format!("delete pool {} (no manifest names it)", l.pool)
+    } else {
+        format!(
+            "delete pool {} (no manifest names it; its members {} leave it, and are not touched otherwise)",
+            l.pool,
+            members.join(", ")
+        )
+    };
+    let changes = vec![Change::new("poolid", Some(l.pool.clone()), None)];
+    NAMED.prune(out, &l.pool, summary, calls, changes);
 }

@@ -1,7 +1,8 @@
 //! Guest-side toolkit for proxops resource kinds (`proxops:kind@0.2.1`): the WIT bindings of
 //! the kind world, the [`ResourceKind`](kind::ResourceKind) trait that turns plain Rust
 //! functions into a component, and helpers: manifest checking ([`check`], [`manifest`]), SOPS
-//! secrets ([`secrets`]), human sizes, PVE property strings and set comparison.
+//! secrets ([`secrets`]), human sizes, PVE property strings, set comparison, and the common
+//! pieces of kinds of named objects ([`named`]: ownership by `proxops:<id>` in a comment).
 //!
 //! # Writing a kind
 //!
@@ -142,6 +143,7 @@ pub mod check;
 pub mod kind;
 pub mod manifest;
 pub mod model;
+pub mod named;
 pub mod propstring;
 pub mod secrets;
 pub mod sets;

@@ -9,32 +9,21 @@
 //! * A group without the mark stays unowned: the gap says how to hand it over (add the mark to
 //!   its comment in PVE). Until then plan reports it and writes nothing.
 
-use proxops_kind_sdk::kind::{Adopted, Gap};
-use proxops_kind_sdk::manifest::{API_VERSION, dns_label_problem};
+use proxops_kind_sdk::kind::Adopted;
 use proxops_kind_sdk::model::Observation;
+use proxops_kind_sdk::named::adopt_comment;
 use serde_json::{Map, Value, json};
 
-use crate::desired::{KIND, group_name_problem};
+use crate::desired::{GROUPS, NAMED, group_name_problem};
 use crate::plan::live_group;
 
 /// The manifest for the group in `observed.live`.
 pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
     let l = live_group(observed, true)?.ok_or("no live security group to adopt")?;
-    if let Some(p) = dns_label_problem(&l.group).or_else(|| group_name_problem(&l.group)) {
-        return Err(format!(
-            "security group `{}` cannot be a manifest name ({p}); a manifest's name is the group's",
-            l.group
-        ));
-    }
+    NAMED.adopt_name(&l.group, group_name_problem)?;
     let mut spec = Map::new();
     let mut gaps = Vec::new();
-    if let Some(c) = l
-        .comment
-        .as_deref()
-        .and_then(|c| proxops_names::unmarked_comment(&l.group, c))
-    {
-        spec.insert("comment".into(), json!(c));
-    }
+    adopt_comment(&mut spec, &l.group, l.comment.as_deref());
     let rules: Vec<Value> = l
         .rules
         .iter()
@@ -58,22 +47,11 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
         spec.insert("rules".into(), Value::Array(rules));
     }
     if !l.is_marked() {
-        gaps.push(Gap {
-            path: "metadata.name".into(),
-            reason: format!(
-                "security group {g} was not created by proxops (its comment lacks `{mark}`): plan reports it and changes nothing until `{mark}` is added to its comment in PVE (`pvesh create /cluster/firewall/groups --group {g} --rename {g} --comment '{mark}'`, or the comment with ` ({mark})` appended)",
-                g = l.group,
-                mark = proxops_names::named_mark(&l.group),
-            ),
-        });
+        let command = format!(
+            "pvesh create {GROUPS} --group {g} --rename {g}",
+            g = l.group
+        );
+        gaps.push(NAMED.take_over_gap(&l.group, "", Some(&command)));
     }
-    Ok(Adopted {
-        manifest: json!({
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "metadata": {"name": l.group},
-            "spec": spec,
-        }),
-        gaps,
-    })
+    Ok(NAMED.adopted(&l.group, spec, gaps))
 }

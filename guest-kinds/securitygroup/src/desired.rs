@@ -5,6 +5,7 @@
 use proxops_firewall_rules::rules::{Env, MAX_GROUP_NAME, Rule, is_group_name, validate_rules};
 use proxops_kind_sdk::check::{Checker, Diag};
 use proxops_kind_sdk::manifest::envelope;
+use proxops_kind_sdk::named::Named;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -15,6 +16,16 @@ pub const FOLDER: &str = "securitygroup";
 /// PVE's security groups: the listing (`group`, `comment`, `digest`), the create and the
 /// comment update (`rename` equal to `group`).
 pub const GROUPS: &str = "/cluster/firewall/groups";
+
+/// The security group as a named object: its listing, identity and the words of its messages.
+pub const NAMED: Named = Named {
+    kind: KIND,
+    space: "securitygroup",
+    listing: GROUPS,
+    id_field: "group",
+    noun: "security group",
+    short: "group",
+};
 
 /// Keys of `spec`.
 pub const SPEC_KEYS: &[&str] = &["comment", "rules"];

@@ -33,15 +33,13 @@ pub mod desired;
 pub mod plan;
 
 use proxops_kind_sdk::check::Diag;
-use proxops_kind_sdk::kind::{
-    Adopted, KindInfo, Listing, ObjectKey, Resolved, ResourceKind, Validated,
-};
+use proxops_kind_sdk::kind::{Adopted, KindInfo, ObjectKey, Resolved, ResourceKind, Validated};
 use proxops_kind_sdk::model::{Call, Method, Observation, Proposal};
 use proxops_kind_sdk::secrets::Secrets;
 use serde_json::{Value, json};
 
 pub use desired::Desired;
-use desired::{FOLDER, GROUPS, KIND};
+use desired::{FOLDER, GROUPS, KIND, NAMED};
 
 /// Every call this kind proposes or asks the host to read (method, path template).
 pub const CALLS: &[(Method, &str)] = &[
@@ -79,7 +77,7 @@ impl ResourceKind for SecurityGroupKind {
     fn describe() -> KindInfo {
         KindInfo {
             calls: CALLS.iter().map(|(m, p)| (*m, (*p).to_string())).collect(),
-            listings: vec![Listing::new(GROUPS, "group")],
+            listings: vec![NAMED.listing()],
             ..KindInfo::new(KIND, FOLDER, schema())
         }
     }
@@ -89,12 +87,7 @@ impl ResourceKind for SecurityGroupKind {
     }
 
     fn identity(d: &Desired) -> ObjectKey {
-        ObjectKey {
-            node: None,
-            space: "securitygroup".into(),
-            key: d.group.clone(),
-            resource_id: Some(d.group.clone()),
-        }
+        NAMED.key(&d.group)
     }
 
     fn observe(
@@ -117,7 +110,7 @@ impl ResourceKind for SecurityGroupKind {
     }
 
     fn claims(listing: &str, entry: &Value) -> bool {
-        plan::claims(listing, entry)
+        NAMED.claims(listing, entry)
     }
 
     fn adopt(observed: &Observation, _: &dyn Secrets) -> Result<Adopted, String> {

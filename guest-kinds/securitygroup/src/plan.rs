@@ -1,4 +1,4 @@
-//! `observe`, `plan` and `claims`.
+//! `observe` and `plan`; `claims` is the SDK's, by the mark ([`NAMED`]).
 //!
 //! The listing (`GET /cluster/firewall/groups`) gives each group's name, comment and the
 //! listing's digest; a group's rules need one more read, `GET /cluster/firewall/groups/<group>`,
@@ -21,11 +21,12 @@
 use proxops_firewall_rules::rules::{Rule, live_rule, rule_calls, rule_text};
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::model::{
-    Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Proposal,
+    Action, Call, Change, Drift, Method, Observation, Operation, Proposal,
 };
+use proxops_kind_sdk::named;
 use serde_json::{Map, Value};
 
-use crate::desired::{Desired, GROUPS, rules_path};
+use crate::desired::{Desired, GROUPS, NAMED, rules_path};
 
 /// A group as PVE lists it, with its rules when they were read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,9 +60,7 @@ impl LiveGroup {
 
     /// Whether the group's comment carries proxops's mark for its own name.
     pub fn is_marked(&self) -> bool {
-        self.comment
-            .as_deref()
-            .is_some_and(|c| proxops_names::has_named_mark(c, &self.group))
+        named::is_marked(self.comment.as_deref(), &self.group)
     }
 
     /// Read the rules from `GET /cluster/firewall/groups/<group>`'s answer.
@@ -103,12 +102,9 @@ pub fn observe(live: Option<&Value>) -> Vec<Call> {
 
 /// The live group of `observed`, its rules read in when `rules` says so.
 pub fn live_group(observed: &Observation, rules: bool) -> Result<Option<LiveGroup>, String> {
-    let Some(text) = observed.live.as_deref() else {
+    let Some(mut l) = NAMED.live(observed, LiveGroup::from_entry)? else {
         return Ok(None);
     };
-    let v: Value = serde_json::from_str(text)
-        .map_err(|e| format!("the live group entry does not read as JSON: {e}"))?;
-    let mut l = LiveGroup::from_entry(&v).ok_or("the live group entry has no `group`")?;
     if rules {
         let path = rules_path(&l.group);
         let read = observed
@@ -130,12 +126,10 @@ pub fn live_group(observed: &Observation, rules: bool) -> Result<Option<LiveGrou
 /// The proposal for one security group.
 pub fn plan(d: Option<&Desired>, observed: &Observation) -> Result<Proposal, Vec<Diag>> {
     let bad = |m: String| vec![Diag::error("", m)];
-    let marked = observed
-        .live
-        .as_deref()
-        .and_then(|t| serde_json::from_str::<Value>(t).ok())
-        .and_then(|v| LiveGroup::from_entry(&v))
-        .is_some_and(|l| l.is_marked());
+    // The rules are read (and so needed) only for a group proxops owns.
+    let marked = NAMED
+        .live(observed, LiveGroup::from_entry)
+        .is_ok_and(|l| l.is_some_and(|l| l.is_marked()));
     let live = live_group(observed, marked).map_err(bad)?;
     let mut out = Proposal::default();
     let Some(d) = d else {
@@ -149,15 +143,12 @@ pub fn plan(d: Option<&Desired>, observed: &Observation) -> Result<Proposal, Vec
         return Ok(out);
     };
     if !l.is_marked() {
-        out.anomalies.push(Anomaly::new(
-            "metadata.name",
-            format!(
-                "security group {g} exists but was not created by proxops (its comment lacks `{mark}`), and proxops does not write to a group it does not own. To hand it to proxops, add `{mark}` to its comment in PVE (`pvesh create /cluster/firewall/groups --group {g} --rename {g} --comment '{comment}'`); or give this manifest another name",
-                g = d.group,
-                mark = proxops_names::named_mark(&d.group),
-                comment = d.pve_comment(),
-            ),
-        ));
+        let command = format!(
+            "pvesh create {GROUPS} --group {g} --rename {g}",
+            g = d.group
+        );
+        out.anomalies
+            .push(NAMED.unowned(&d.group, "", &command, &d.pve_comment()));
         return Ok(out);
     }
     update(d, &l, &mut out);
@@ -277,14 +268,7 @@ fn update(d: &Desired, l: &LiveGroup, out: &mut Proposal) {
 
 fn prune(l: &LiveGroup, out: &mut Proposal) {
     if !l.is_marked() {
-        out.anomalies.push(Anomaly::new(
-            "",
-            format!(
-                "security group {} was handed to this kind for pruning but its comment lacks `{}`; proxops deletes only groups it created",
-                l.group,
-                proxops_names::named_mark(&l.group)
-            ),
-        ));
+        out.anomalies.push(NAMED.prune_unowned(&l.group));
         return;
     }
     // PVE deletes only an empty group: its rules go first, highest position first.
@@ -295,28 +279,14 @@ fn prune(l: &LiveGroup, out: &mut Proposal) {
         l.rules_digest.as_deref(),
     );
     calls.push(Call::new(Method::Delete, rules_path(&l.group)));
-    out.drift.push(Drift::new(
-        "",
-        Some(format!("security group {}", l.group)),
-        None,
-    ));
-    out.actions.push(action(
-        Operation::Delete,
-        format!(
-            "delete security group {} and its {} rule(s) (no manifest names it)",
-            l.group,
-            l.rules.len()
-        ),
-        calls,
-        vec![
-            Change::new("group", Some(l.group.clone()), None),
-            Change::new("rules", rules_shown(&l.rules), None),
-        ],
-    ));
-}
-
-/// Whether a listing entry is a group proxops created: a `/cluster/firewall/groups` entry whose
-/// comment carries the mark of its own name.
-pub fn claims(listing: &str, entry: &Value) -> bool {
-    listing == GROUPS && LiveGroup::from_entry(entry).is_some_and(|l| l.is_marked())
+    let summary = format!(
+        "delete security group {} and its {} rule(s) (no manifest names it)",
+        l.group,
+        l.rules.len()
+    );
+    let changes = vec![
+        Change::new("group", Some(l.group.clone()), None),
+        Change::new("rules", rules_shown(&l.rules), None),
+    ];
+    NAMED.prune(out, &l.group, summary, calls, changes);
 }
