@@ -104,7 +104,8 @@ pub(super) fn gate(
     }
     if let (Some(claim), Some(_), Some(entry)) = (item.take_over, item.desired, item.live) {
         let comment = entry.str("comment").unwrap_or_default();
-        if !proxops_names::has_named_mark(comment, &claim.id)
+        if super::claimable(item, entry)
+            && !proxops_names::has_named_mark(comment, &claim.id)
             && !super::claim_matches_entry(claim, item, entry)
         {
             // Taken over only while the object is as adopt saw it, as guests are.

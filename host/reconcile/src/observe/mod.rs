@@ -300,8 +300,20 @@ pub(super) fn claim_matches_entry(
 ) -> bool {
     let comment = entry.str("comment").unwrap_or_default();
     item.object.resource.as_deref() == Some(claim.id.as_str())
+        && claimable(item, entry)
         && !proxops_names::has_named_mark(comment, &claim.id)
         && claim.matches(&claim.id, comment)
+}
+
+/// Whether `item`'s live `entry` is in a listing whose objects keep proxops's mark in their
+/// comment (not PVE's roles, which have none and are proxops's by their id).
+pub(super) fn claimable(item: &Item<'_>, entry: &Entry) -> bool {
+    let id = item.object.resource.as_deref();
+    item.object
+        .listings
+        .iter()
+        .find(|(_, field)| entry.get(field).and_then(crate::live::Field::id).as_deref() == id)
+        .is_some_and(|(path, _)| crate::ownership::id_marked(path).is_none())
 }
 
 /// Plan the cycle's objects against the live cluster. With `only`, plan just those objects
