@@ -32,7 +32,8 @@ pub enum Adoption {
         gaps: Vec<Gap>,
         /// The manifest is a guest's (its identity is in the `guest-id` space, or could not be
         /// read): it takes the guest over with `metadata.adopt` ([`finish_manifest`]). Any
-        /// other (a named object, a guest's firewall) gets none ([`finish_object`]).
+        /// other (a named object, a guest's firewall) is finished by [`finish_object`], with
+        /// `take_over` for an unmarked named object.
         guest: bool,
         /// A named object without proxops's mark: the take-over claim its manifest carries
         /// (`metadata.adopt: {id, comment}`, [`finish_object`]), which lets the next apply add
