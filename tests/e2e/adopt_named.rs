@@ -1,8 +1,9 @@
 //! `proxops adopt` beyond guests: the named objects of the loaded third-party kinds (Pool,
 //! BackupJob, Access) and a guest's firewall (`--kind Firewall`), through the real binary and
 //! the kinds' own `adopt()`, sandbox and grants. Each round trip: adopt writes the manifests
-//! (reads only), and a plan over them changes nothing but what adopt's gaps say (an unmarked
-//! object is reported until its comment carries proxops's mark; then nothing at all).
+//! (reads only), and a plan over them changes nothing, except for an unmarked object: its
+//! manifest carries `metadata.adopt: {id, comment}`, and the first apply adds proxops's mark
+//! to its comment and nothing else (as a guest is taken over); then nothing at all.
 
 use proxops_pve::Method;
 
@@ -132,8 +133,14 @@ async fn pools_backup_jobs_and_access_objects_are_adopted_from_the_cli_with_a_ze
     assert!(!lab.repo.path().join("access/lab/root-pam.yaml").exists());
     let pool = read(&lab, "pool/lab/ops.yaml");
     assert!(
-        pool.contains("Adopted from /pools entry ops") && !pool.contains("adopt:"),
+        pool.contains("Adopted from /pools entry ops")
+            && pool.contains("adopt:\n    id: ops\n    comment: made by hand\n"),
         "{pool}"
+    );
+    assert!(
+        !all.stdout.contains("gap metadata.name"),
+        "no hand-over gap is left:\n{}",
+        all.stdout
     );
 
     // One by one, proxops's own objects come back as they were.
@@ -161,48 +168,30 @@ async fn pools_backup_jobs_and_access_objects_are_adopted_from_the_cli_with_a_ze
     assert_eq!(lab.mutations(), Vec::<String>::new(), "adopt only reads");
 
     // The plan over the adopted manifests: proxops's own objects unchanged; the hand-made ones
-    // reported (their mark is missing, as their gaps say), nothing proposed.
+    // taken over (their `metadata.adopt` matches): the mark added to each comment, nothing else.
     let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
-    assert_eq!(plan.code, 3, "{}\n{}", plan.stdout, plan.stderr);
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
     for words in [
-        "pool ops exists but was not created by proxops",
-        "hand-weekly",
-        "alice@pve",
-        "devs",
+        "take over pool ops",
+        "take over backup job hand-weekly",
+        "take over user alice@pve",
+        "take over group devs",
     ] {
         assert!(plan.stdout.contains(words), "{words}\n{}", plan.stdout);
     }
-    assert!(
-        !plan.stdout.contains("call "),
-        "no call is proposed:\n{}",
-        plan.stdout
+    lab.clear();
+    ok(&lab.run(&["apply"]).await, "the take-overs");
+    let mut sent = writes(&lab).await;
+    sent.sort();
+    assert_eq!(
+        sent,
+        [
+            "PUT /access/groups/devs comment=developers (proxops:devs) -> 200",
+            "PUT /access/users/alice@pve comment=Alice (proxops:alice@pve) -> 200",
+            "PUT /cluster/backup/hand-weekly comment=by hand (proxops:hand-weekly) -> 200",
+            "PUT /pools poolid=ops comment=made by hand (proxops:ops) -> 200",
+        ]
     );
-
-    // The gaps' way to hand them over: the mark in their comment. Then nothing to do at all.
-    for (method, path, params) in [
-        (
-            Method::Put,
-            "/pools",
-            vec![("poolid", "ops"), ("comment", "made by hand (proxops:ops)")],
-        ),
-        (
-            Method::Put,
-            "/cluster/backup/hand-weekly",
-            vec![("comment", "by hand (proxops:hand-weekly)")],
-        ),
-        (
-            Method::Put,
-            "/access/users/alice@pve",
-            vec![("comment", "Alice (proxops:alice@pve)")],
-        ),
-        (
-            Method::Put,
-            "/access/groups/devs",
-            vec![("comment", "developers (proxops:devs)")],
-        ),
-    ] {
-        lab.pve(method, path, &params).await;
-    }
     lab.clear();
     let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
     assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
@@ -304,4 +293,318 @@ async fn a_guests_firewall_is_adopted_with_kind_firewall_and_plans_no_change() {
         "{}",
         unknown.stderr
     );
+}
+
+/// Mutations with their parameters, in order: `PUT /pools poolid=web comment=… -> 200`.
+async fn writes(lab: &Lab) -> Vec<String> {
+    crate::support::TestCluster::requests(lab)
+        .await
+        .into_iter()
+        .filter(|r| r.is_mutating())
+        .map(|r| {
+            let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!(
+                "{} {} {} -> {}",
+                r.method,
+                r.path,
+                params.join(" "),
+                r.status
+            )
+        })
+        .collect()
+}
+
+/// Entry `id` (field `field`) of PVE's listing `path`, as PVE answers it.
+async fn entry(lab: &Lab, path: &str, field: &str, id: &str) -> serde_json::Value {
+    let all = crate::support::TestCluster::client(lab)
+        .get(path, &[])
+        .await
+        .unwrap();
+    all.as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e[field] == id)
+        .unwrap_or_else(|| panic!("{path} has no {id}: {all}"))
+        .clone()
+}
+
+/// An unmarked pool made by hand, taken over as a guest is: `adopt --object` writes the
+/// manifest with `metadata.adopt: {id, comment}`; the first apply sends exactly one request,
+/// the mark appended to the comment; the next apply has nothing to do, and a change to the
+/// manifest then converges as for any pool proxops owns.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_unmarked_pool_is_taken_over_by_adopt_then_apply_with_one_write() {
+    let lab = Lab::start().await;
+    install_platform_kinds(&lab);
+    lab.pve(
+        Method::Post,
+        "/pools",
+        &[("poolid", "web"), ("comment", "web tier")],
+    )
+    .await;
+
+    lab.clear();
+    let adopt = lab
+        .run(&["adopt", "--cluster", "lab", "--object", "web"])
+        .await;
+    ok(&adopt, "adopt --object web");
+    assert!(
+        adopt
+            .stdout
+            .contains("+ Pool web (web) -> pool/lab/web.yaml"),
+        "{}",
+        adopt.stdout
+    );
+    assert!(
+        !adopt.stdout.contains("gap metadata.name"),
+        "no hand-over gap:\n{}",
+        adopt.stdout
+    );
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "adopt only reads");
+    let manifest = read(&lab, "pool/lab/web.yaml");
+    let doc: serde_json::Value = serde_yaml::from_str(&manifest).expect("YAML");
+    assert_eq!(
+        doc["metadata"]["adopt"],
+        serde_json::json!({"id": "web", "comment": "web tier"}),
+        "{manifest}"
+    );
+
+    let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 2, "{}\n{}", plan.stdout, plan.stderr);
+    assert!(
+        plan.stdout.contains("take over pool web"),
+        "{}",
+        plan.stdout
+    );
+
+    lab.clear();
+    ok(&lab.run(&["apply"]).await, "the take-over");
+    assert_eq!(
+        writes(&lab).await,
+        ["PUT /pools poolid=web comment=web tier (proxops:web) -> 200"]
+    );
+    assert_eq!(
+        entry(&lab, "/pools", "poolid", "web").await["comment"],
+        "web tier (proxops:web)"
+    );
+
+    lab.clear();
+    let again = lab.run(&["apply"]).await;
+    ok(&again, "the second apply");
+    assert!(again.stdout.contains("No changes"), "{}", again.stdout);
+    assert_eq!(writes(&lab).await, Vec::<String>::new());
+
+    // Now proxops's: a change to the manifest converges normally (the claim is moot).
+    lab.write(
+        "pool/lab/web.yaml",
+        &manifest.replace("spec:\n", "spec:\n  storages: [local]\n"),
+    );
+    lab.clear();
+    ok(&lab.run(&["apply"]).await, "a change to the pool");
+    let sent = writes(&lab).await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(
+        sent[0].starts_with("PUT /pools poolid=web") && sent[0].contains("storage=local"),
+        "{sent:?}"
+    );
+    let members = crate::support::TestCluster::client(&lab)
+        .get("/pools", &[proxops_pve::Param::new("poolid", "web")])
+        .await
+        .unwrap();
+    assert_eq!(members[0]["members"][0]["storage"], "local", "{members}");
+    assert_eq!(members[0]["comment"], "web tier (proxops:web)");
+}
+
+/// A backup job made by hand, adopted, and its manifest then edited before the first apply:
+/// the take-over still writes the mark alone (nothing else, whatever else differs); the next
+/// apply converges the rest. A security group's take-over uses PVE's own comment form.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_backup_job_and_a_security_group_are_taken_over_with_the_mark_alone() {
+    let lab = Lab::start().await;
+    install_platform_kinds(&lab);
+    let grant = read(&lab, "proxops.yaml");
+    assert!(grant.contains("securitygroup"), "{grant}");
+    lab.pve(
+        Method::Post,
+        "/cluster/backup",
+        &[
+            ("id", "hand-weekly"),
+            ("schedule", "sun 02:00"),
+            ("storage", "local"),
+            ("all", "1"),
+            ("comment", "by hand"),
+        ],
+    )
+    .await;
+    lab.pve(
+        Method::Post,
+        "/cluster/firewall/groups",
+        &[("group", "admins"), ("comment", "made in the GUI")],
+    )
+    .await;
+    lab.pve(
+        Method::Post,
+        "/cluster/firewall/groups/admins",
+        &[("type", "in"), ("action", "ACCEPT"), ("macro", "SSH")],
+    )
+    .await;
+
+    lab.clear();
+    let adopt = lab
+        .run(&[
+            "adopt",
+            "--cluster",
+            "lab",
+            "--object",
+            "hand-weekly",
+            "--object",
+            "admins",
+        ])
+        .await;
+    ok(&adopt, "adopt --object");
+    assert_eq!(lab.mutations(), Vec::<String>::new(), "adopt only reads");
+    let job = read(&lab, "backupjob/lab/hand-weekly.yaml");
+    assert!(job.contains("sun 02:00"), "{job}");
+    let doc: serde_json::Value = serde_yaml::from_str(&job).expect("YAML");
+    assert_eq!(
+        doc["metadata"]["adopt"],
+        serde_json::json!({"id": "hand-weekly", "comment": "by hand"}),
+        "{job}"
+    );
+    lab.write(
+        "backupjob/lab/hand-weekly.yaml",
+        &job.replace("sun 02:00", "sun 03:00"),
+    );
+
+    lab.clear();
+    // The schedule differs: left for the next run, said as an anomaly (exit 3), as for a guest.
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(apply.code, 3, "{}\n{}", apply.stdout, apply.stderr);
+    assert!(
+        apply.stdout.contains("BackupJob hand-weekly: metadata.adopt: taken over in this run (only the ownership mark was written); left for the next run, so that a plan shows it first: update backup job hand-weekly (schedule)"),
+        "{}",
+        apply.stdout
+    );
+    let mut sent = writes(&lab).await;
+    sent.sort();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert_eq!(
+        sent[1],
+        "PUT /cluster/backup/hand-weekly comment=by hand (proxops:hand-weekly) -> 200"
+    );
+    assert!(
+        sent[0].starts_with(
+            "POST /cluster/firewall/groups group=admins rename=admins comment=made in the GUI (proxops:admins)"
+        ),
+        "{sent:?}"
+    );
+    let live = entry(&lab, "/cluster/backup", "id", "hand-weekly").await;
+    assert_eq!(
+        (live["schedule"].as_str(), live["comment"].as_str()),
+        (Some("sun 02:00"), Some("by hand (proxops:hand-weekly)")),
+        "the schedule waits for the next run: {live}"
+    );
+
+    // Now proxops's: the schedule is repaired, the group is as adopted.
+    lab.clear();
+    ok(&lab.run(&["apply"]).await, "the next apply");
+    let sent = writes(&lab).await;
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    assert!(
+        sent[0].starts_with("PUT /cluster/backup/hand-weekly")
+            && sent[0].contains("schedule=sun 03:00"),
+        "{sent:?}"
+    );
+    lab.clear();
+    let plan = lab.run(&["plan", "--detailed-exitcode"]).await;
+    assert_eq!(plan.code, 0, "{}\n{}", plan.stdout, plan.stderr);
+}
+
+/// A comment changed in PVE after adopt read it: the claim no longer describes the object, so
+/// it is an anomaly at `metadata.adopt` and nothing is sent (as for a guest renamed since).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_comment_edited_after_adopt_is_an_anomaly_and_nothing_is_sent() {
+    let lab = Lab::start().await;
+    install_platform_kinds(&lab);
+    lab.pve(
+        Method::Post,
+        "/pools",
+        &[("poolid", "web"), ("comment", "web tier")],
+    )
+    .await;
+    ok(
+        &lab.run(&["adopt", "--cluster", "lab", "--object", "web"])
+            .await,
+        "adopt",
+    );
+    lab.pve(
+        Method::Put,
+        "/pools",
+        &[("poolid", "web"), ("comment", "edited by hand")],
+    )
+    .await;
+
+    lab.clear();
+    let apply = lab.run(&["apply"]).await;
+    assert_eq!(writes(&lab).await, Vec::<String>::new(), "{}", apply.stdout);
+    assert!(
+        apply.stdout.contains("metadata.adopt")
+            && apply.stdout.contains(
+                "metadata.adopt names web with the comment \"web tier\", but the live object has the comment \"edited by hand\""
+            ),
+        "{}\n{}",
+        apply.stdout,
+        apply.stderr
+    );
+    assert_eq!(
+        entry(&lab, "/pools", "poolid", "web").await["comment"],
+        "edited by hand"
+    );
+
+    // A claim on an object of another id, or in a guest's form: refused by validation.
+    let manifest = read(&lab, "pool/lab/web.yaml");
+    for (claim, field, words) in [
+        (
+            "{id: db, comment: web tier}",
+            "metadata.adopt.id",
+            "metadata.adopt names id db, but the manifest is for Pool web",
+        ),
+        (
+            "{vmid: 100, name: web}",
+            "metadata.adopt",
+            "a Pool is not a guest",
+        ),
+        (
+            "{id: web, note: x}",
+            "metadata.adopt",
+            "unknown field `note` in metadata.adopt",
+        ),
+        (
+            "{id: web}",
+            "metadata.adopt",
+            "metadata.adopt.comment is missing or not a string",
+        ),
+    ] {
+        let edited: Vec<String> = manifest
+            .lines()
+            .filter(|l| !l.starts_with("    id:") && !l.starts_with("    comment:"))
+            .map(|l| {
+                if l.trim_start() == "adopt:" {
+                    format!("  adopt: {claim}")
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        lab.write("pool/lab/web.yaml", &(edited.join("\n") + "\n"));
+        lab.clear();
+        let plan = lab.run(&["plan"]).await;
+        assert_ne!(plan.code, 0, "{claim}");
+        let all = format!("{}{}", plan.stdout, plan.stderr);
+        assert!(
+            all.contains("pool/lab/web.yaml") && all.contains(field) && all.contains(words),
+            "{claim}: {all}"
+        );
+        assert_eq!(lab.mutations(), Vec::<String>::new());
+    }
 }

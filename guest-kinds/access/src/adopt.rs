@@ -8,7 +8,9 @@
 //! * A role: only `proxops-<name>` roles (proxops's mark is the prefix); another role is
 //!   granted by name in ACL entries, never managed.
 //! * `root@pam` is PVE's own superuser and is not adopted.
-//! * An object without the mark stays unowned until the mark is added in PVE (a gap says how).
+//! * A user or group without the mark is taken over by the host's
+//!   `metadata.adopt: {id, comment}` (the kind never sees it): the next apply adds the mark to
+//!   its comment and nothing else. A role has no comment: only `proxops-` roles are adopted.
 
 use std::collections::BTreeSet;
 
@@ -19,7 +21,7 @@ use proxops_kind_sdk::named::{Named, adopt_comment};
 use serde_json::{Map, Value, json};
 
 use crate::desired::{ACL, GROUP, ROLE, ROLE_PREFIX, USER, USERS};
-use crate::plan::{entry_id, entry_kind, marked};
+use crate::plan::{entry_id, entry_kind};
 
 /// A DNS label for a user id: lower case, every run of other characters one `-`.
 fn label_for(id: &str) -> String {
@@ -147,9 +149,6 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
                     });
                 }
             }
-            if !marked(&entry) {
-                gaps.push(USER.take_over_gap(&id, "", None));
-            }
             (USER, label_for(&id), json!({"user": user}))
         }
         Some("group") => {
@@ -163,9 +162,6 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
             let acl = acl_of(observed, "group", &id);
             if !acl.is_empty() {
                 group.insert("acl".into(), Value::Array(acl));
-            }
-            if !marked(&entry) {
-                gaps.push(GROUP.take_over_gap(&id, "", None));
             }
             (GROUP, id.clone(), json!({"group": group}))
         }

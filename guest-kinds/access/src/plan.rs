@@ -14,7 +14,9 @@
 //!   comment, and its ACL entries as for a user.
 //! * Role: `proxops-<name>`; `POST /access/roles` with `privs`, `PUT /access/roles/{roleid}`
 //!   with the whole list when it differs.
-//! * A live user or group without its mark: an anomaly, nothing written.
+//! * A live user or group without its mark: an anomaly, nothing written; unless the host
+//!   flagged it for a take-over (its manifest's `metadata.adopt` matches it): then the one
+//!   write `PUT /access/users|groups/{id}` of the live comment with the mark appended.
 //! * No manifest (a claimed entry): `DELETE` of the user (PVE removes its tokens and ACL
 //!   entries with it), the group (and its ACL entries) or the role.
 
@@ -28,8 +30,8 @@ use proxops_kind_sdk::named;
 use serde_json::Value;
 
 use crate::desired::{
-    ACL, Acl, DOMAINS, Desired, GROUPS, Group, ROLE_PREFIX, ROLES, Role, Token, USERS, User,
-    full_token_id, pve_comment,
+    ACL, Acl, DOMAINS, Desired, GROUP, GROUPS, Group, ROLE_PREFIX, ROLES, Role, Token, USER, USERS,
+    User, full_token_id, pve_comment,
 };
 
 fn user_path(id: &str) -> String {
@@ -404,6 +406,13 @@ fn plan_user(
         return Ok(());
     };
     if !marked(l) {
+        if named::take_over_requested(observed) {
+            let live = l.get("comment").and_then(Value::as_str);
+            USER.take_over(out, &u.id, live, |comment| {
+                Call::new(Method::Put, user_path(&u.id)).param("comment", comment)
+            });
+            return Ok(());
+        }
         unmarked("user", &u.id, "spec.user.id", out);
         return Ok(());
     }
@@ -704,6 +713,13 @@ fn plan_group(
         return Ok(());
     };
     if !marked(l) {
+        if named::take_over_requested(observed) {
+            let live = l.get("comment").and_then(Value::as_str);
+            GROUP.take_over(out, &g.id, live, |comment| {
+                Call::new(Method::Put, format!("{GROUPS}/{}", g.id)).param("comment", comment)
+            });
+            return Ok(());
+        }
         unmarked("group", &g.id, "metadata.name", out);
         return Ok(());
     }

@@ -245,6 +245,32 @@ fn unmarked_objects_and_tokens_are_anomalies_and_unknown_realms_too() {
     );
 }
 
+/// A user or group the host flagged for a take-over (its manifest's `metadata.adopt` matches):
+/// the mark added to the live comment and nothing else, whatever the manifest says.
+#[test]
+fn flagged_take_overs_write_the_mark_alone() {
+    let mut flagged = user_entry("made by hand");
+    flagged["proxops-take-over"] = json!(true);
+    check(
+        json!({"user": {"id": "deploy@pve", "comment": "Deploy", "email": "d@example.com"}}),
+        Some(flagged),
+        vec![realms()],
+        &[
+            "update: take over user deploy@pve: add proxops's mark `proxops:deploy@pve` to its comment (nothing else changes)",
+            "  PUT /access/users/deploy@pve comment=made by hand (proxops:deploy@pve)",
+        ],
+    );
+    check(
+        json!({"group": {"comment": "Ops", "acl": [{"path": "/pool/web", "roles": ["PVEVMUser"]}]}}),
+        Some(json!({"groupid": "deployer", "proxops-take-over": true})),
+        vec![],
+        &[
+            "update: take over group deployer: add proxops's mark `proxops:deployer` to its comment (nothing else changes)",
+            "  PUT /access/groups/deployer comment=proxops:deployer",
+        ],
+    );
+}
+
 #[test]
 fn groups_and_roles() {
     let group = json!({"group": {"comment": "Ops", "acl": [{"path": "/pool/web", "roles": ["PVEVMUser"]}]}});

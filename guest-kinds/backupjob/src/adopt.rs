@@ -8,14 +8,15 @@
 //!   a pool as its id, which must then be a Pool manifest's name.
 //! * Options the kind does not model (`bwlimit`, `mailto`, …) stay in PVE untouched; a gap
 //!   names them.
-//! * A job without the mark stays unowned: the gap says how to hand it over.
+//! * A job without the mark is taken over by the host's `metadata.adopt: {id, comment}` (the
+//!   kind never sees it): the next apply adds the mark to its comment and nothing else.
 
 use proxops_kind_sdk::kind::{Adopted, Gap};
 use proxops_kind_sdk::model::Observation;
 use proxops_kind_sdk::named::adopt_comment;
 use serde_json::{Map, Value, json};
 
-use crate::desired::{JOBS, KEEP_KEYS, NAMED, jobid_problem};
+use crate::desired::{KEEP_KEYS, NAMED, jobid_problem};
 use crate::plan::LiveJob;
 
 fn vmids(s: &str) -> Vec<u64> {
@@ -92,10 +93,6 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
                 l.others.join(", ")
             ),
         });
-    }
-    if !l.is_marked() {
-        let command = format!("pvesh set {JOBS}/{}", l.id);
-        gaps.push(NAMED.take_over_gap(&l.id, "", Some(&command)));
     }
     Ok(NAMED.adopted(&l.id, spec, gaps))
 }

@@ -342,6 +342,13 @@ pub fn plan(
         return Ok(out);
     };
     if !l.is_marked() {
+        if named::take_over_requested(observed) {
+            let live = l.opts.get("comment").map(String::as_str);
+            NAMED.take_over(&mut out, &d.id, live, |comment| {
+                Call::new(Method::Put, format!("{JOBS}/{}", d.id)).param("comment", comment)
+            });
+            return Ok(out);
+        }
         let command = format!("pvesh set {JOBS}/{}", d.id);
         out.anomalies
             .push(NAMED.unowned(&d.id, "", &command, &d.pve_comment()));

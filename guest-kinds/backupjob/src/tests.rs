@@ -293,7 +293,7 @@ fn adopt_round_trips_with_no_change() {
         (
             json!({"id": "weekly", "type": "vzdump", "schedule": "sun 01:00", "storage": "backups", "vmid": "100,200",
             "prune-backups": {"keep-all": 1}, "enabled": 1, "bwlimit": 1000}),
-            3,
+            2,
         ),
         (
             json!({"id": "pooled", "type": "vzdump", "schedule": "daily", "storage": "backups", "pool": "web",
@@ -315,7 +315,28 @@ fn adopt_round_trips_with_no_change() {
         }
         let p = plan(Some(&d), &r, observed(Some(entry.clone()), "backup")).unwrap();
         assert!(p.actions.is_empty() && p.drift.is_empty(), "{entry}: {p:?}");
+        // Flagged by the host for a take-over (the manifest's `metadata.adopt` matches): an
+        // unmarked job gets the mark in its comment and nothing else.
+        let mut flagged = entry.clone();
+        flagged["proxops-take-over"] = json!(true);
+        let p = plan(Some(&d), &r, observed(Some(flagged), "backup")).unwrap();
+        let expected: &[&str] = match entry["id"].as_str() {
+            Some("weekly") => &["PUT /cluster/backup/weekly comment=proxops:weekly"],
+            _ => &[],
+        };
+        assert_eq!(calls(&p), expected, "{entry}");
     }
+    // A comment edited by hand is kept, the mark appended; a manifest that differs changes
+    // nothing in the take-over.
+    let d =
+        desired(json!({"schedule": "03:00", "storage": "backups", "all": true, "comment": "new"}));
+    let entry = json!({"id": "nightly", "type": "vzdump", "schedule": "21:00", "storage": "backups", "all": 1,
+        "comment": "by hand", "proxops-take-over": true});
+    let p = plan(Some(&d), &[], observed(Some(entry), "backup")).unwrap();
+    assert_eq!(
+        calls(&p),
+        ["PUT /cluster/backup/nightly comment=by hand (proxops:nightly)"]
+    );
     let e = <Kind as ResourceKind>::adopt(
         &observed(Some(json!({"id": "x_y", "schedule": "daily"})), "backup"),
         &NoSecrets,

@@ -8,9 +8,8 @@
 //! * `nodes` as names, `{node, priority}` where the priority is not 0; `strict` and
 //!   `disabled` only when true; `comment` without proxops's mark when the mark is the
 //!   ` (proxops:<id>)` suffix proxops writes, else whole.
-//! * A rule without the mark stays unowned: `metadata.adopt` (the host's take-over field)
-//!   covers guests only, so the gap says how to hand the rule over (add the mark to its
-//!   comment in PVE). Until then plan reports it, and writes nothing.
+//! * A rule without the mark is taken over by the host's `metadata.adopt: {id, comment}` (the
+//!   kind never sees it): the next apply adds the mark to its comment and nothing else.
 
 use proxops_kind_sdk::kind::{Adopted, Gap};
 use proxops_kind_sdk::model::Observation;
@@ -74,13 +73,5 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
         spec.insert("disabled".into(), json!(true));
     }
     adopt_comment(&mut spec, &l.rule, l.comment.as_deref());
-    if !l.is_marked() {
-        let command = format!("ha-manager rules set {} {}", rule_type.as_str(), l.rule);
-        gaps.push(NAMED.take_over_gap(
-            &l.rule,
-            " and metadata.adopt takes over guests only",
-            Some(&command),
-        ));
-    }
     Ok(NAMED.adopted(&l.rule, spec, gaps))
 }

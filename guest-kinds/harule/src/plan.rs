@@ -26,6 +26,7 @@ use proxops_kind_sdk::kind::Resolved;
 use proxops_kind_sdk::model::{
     Action, Anomaly, Call, Change, Drift, Method, Observation, Operation, Proposal,
 };
+use proxops_kind_sdk::named;
 use serde_json::Value;
 
 use crate::desired::{Desired, Member, NAMED, RULES, RuleType, encode_nodes};
@@ -196,6 +197,15 @@ pub fn plan(
         .collect();
     let type_differs = l.rule_type != d.rule_type.as_str();
     if !l.is_marked() {
+        if named::take_over_requested(observed) {
+            // PVE's rule update needs the rule's `type`: the live one, so nothing else changes.
+            NAMED.take_over(&mut out, &d.rule, l.comment.as_deref(), |comment| {
+                Call::new(Method::Put, rule_path(&d.rule))
+                    .param("type", &l.rule_type)
+                    .param("comment", comment)
+            });
+            return Ok(out);
+        }
         let mut keys: Vec<&str> = diff.iter().map(|o| o.key).collect();
         if type_differs {
             keys.insert(0, "type");

@@ -7,8 +7,8 @@
 //!   vmids. A gap says so: naming the VM instead orders the pool after it.
 //! * `comment` without proxops's mark when the mark is the ` (proxops:<id>)` suffix proxops
 //!   writes, else whole.
-//! * A pool without the mark stays unowned: the gap says how to hand it over (add the mark to
-//!   its comment in PVE). Until then plan reports it and writes nothing.
+//! * A pool without the mark is taken over by the host's `metadata.adopt: {id, comment}`
+//!   (the kind never sees it): the next apply adds the mark to its comment and nothing else.
 
 use proxops_kind_sdk::kind::{Adopted, Gap};
 use proxops_kind_sdk::model::Observation;
@@ -40,10 +40,6 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
     }
     if !l.storages.is_empty() {
         spec.insert("storages".into(), json!(l.storages));
-    }
-    if !l.is_marked() {
-        let command = format!("pvesh set {POOLS} --poolid {}", l.pool);
-        gaps.push(NAMED.take_over_gap(&l.pool, "", Some(&command)));
     }
     Ok(NAMED.adopted(&l.pool, spec, gaps))
 }

@@ -14,7 +14,9 @@
 //!   to drop in `vms` / `storage` and `delete=1`; then `PUT /pools` with `poolid`, the new
 //!   `comment` and the members to add. Never `allow-move`: a guest in another pool is that
 //!   pool's, and PVE's refusal ("belongs already to pool") says so.
-//! * A live pool without the mark is not proxops's: an anomaly, never a write.
+//! * A live pool without the mark is not proxops's: an anomaly, never a write; unless the host
+//!   flagged it for a take-over (its manifest's `metadata.adopt` matches it): then the one
+//!   write `PUT /pools` with `poolid` and the live comment with the mark appended.
 //! * No manifest, a claimed (marked) live pool: PVE deletes only an empty pool, so one
 //!   `delete` action empties it (`PUT … delete=1`, when it has members) and deletes it
 //!   (`DELETE /pools?poolid=<id>`).
@@ -258,6 +260,14 @@ pub fn plan(
         return Ok(out);
     };
     if !l.is_marked() {
+        if named::take_over_requested(observed) {
+            NAMED.take_over(&mut out, &d.pool, l.comment.as_deref(), |comment| {
+                Call::new(Method::Put, POOLS)
+                    .param("poolid", &d.pool)
+                    .param("comment", comment)
+            });
+            return Ok(out);
+        }
         let how = if l.comment == d.comment {
             ""
         } else {

@@ -345,9 +345,9 @@ fn adopt_round_trips_with_no_change() {
         (
             json!({"poolid": "ops", "comment": "hand made"}),
             vec![guest(101)],
-            2,
+            1,
         ),
-        (json!({"poolid": "bare"}), vec![], 1),
+        (json!({"poolid": "bare"}), vec![], 0),
     ] {
         let o = observed(Some(entry.clone()), &members);
         let a = <Kind as ResourceKind>::adopt(&o, &proxops_kind_sdk::secrets::NoSecrets).unwrap();
@@ -368,6 +368,45 @@ fn adopt_round_trips_with_no_change() {
         e.starts_with("pool id `Upper` cannot be a manifest name"),
         "{e}"
     );
+}
+
+/// An unmarked pool the host flagged for a take-over (its manifest's `metadata.adopt`
+/// matches): the one write adds the mark to the live comment, whatever else differs; without
+/// the flag, an anomaly and nothing else.
+#[test]
+fn a_flagged_take_over_writes_the_mark_alone() {
+    fn check(entry: Value, spec: Value, expected: &[&str]) {
+        let d = desired(entry["poolid"].as_str().unwrap(), spec);
+        let mut flagged = entry.clone();
+        flagged["proxops-take-over"] = json!(true);
+        let p = plan(Some(&d), &[], observed(Some(flagged), &[guest(100)]));
+        assert_eq!(calls(&p), expected, "{entry}");
+        assert!(p.anomalies.is_empty(), "{p:?}");
+        assert_eq!(p.actions[0].changes.len(), 1);
+        let p = plan(Some(&d), &[], observed(Some(entry.clone()), &[guest(100)]));
+        assert!(p.actions.is_empty() && p.anomalies.len() == 1, "{p:?}");
+    }
+    check(
+        json!({"poolid": "web"}),
+        json!({"guests": [100, 101], "comment": "web tier"}),
+        &["PUT /pools poolid=web comment=proxops:web"],
+    );
+    check(
+        json!({"poolid": "ops", "comment": "hand made"}),
+        json!({"storages": ["local"]}),
+        &["PUT /pools poolid=ops comment=hand made (proxops:ops)"],
+    );
+    // A marked pool: the flag is moot (the host sets it only on unmarked ones), plain update.
+    let d = desired("db", json!({"comment": "db"}));
+    let p = plan(
+        Some(&d),
+        &[],
+        observed(
+            Some(json!({"poolid": "db", "comment": "proxops:db", "proxops-take-over": true})),
+            &[],
+        ),
+    );
+    assert_eq!(calls(&p), ["PUT /pools poolid=db comment=db (proxops:db)"]);
 }
 
 /// A named guest's desired state with its own `spec.pool`.

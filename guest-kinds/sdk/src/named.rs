@@ -3,8 +3,9 @@
 //! `proxops:<id>` in their `comment` ([`proxops_names::named_mark`]). What every such kind
 //! does the same way lives here, as plain functions over a [`Named`] (the kind's listing and
 //! the words its messages use): the identity, reading the live entry, `claims` by the mark,
-//! the anomalies for an object without the mark, the prune, the check of `spec.comment`, and
-//! the skeleton of `adopt`.
+//! the anomalies for an object without the mark, the take-over of one its manifest claims
+//! ([`take_over_requested`], [`Named::take_over`]), the prune, the check of `spec.comment`,
+//! and the skeleton of `adopt`.
 //!
 //! What differs between kinds stays in the kind: how a live entry is read beyond its id and
 //! comment, the calls, the PVE command a message suggests. A kind keeps its own `LiveX` type
@@ -50,6 +51,20 @@ pub struct Named {
     /// Its short word: `a {short}` it does not own, the `{short} id`, `{short}s` it created
     /// (`pool`, `job`, `rule`, `group`).
     pub short: &'static str,
+}
+
+/// The flag the host merges into the live entry of an unmarked object whose manifest claims
+/// it (`metadata.adopt: {id, comment}`, which the kind never sees) while the claim still
+/// matches: plan then proposes only [`Named::take_over`], the write that adds the mark.
+pub const TAKE_OVER_FLAG: &str = "proxops-take-over";
+
+/// Whether the host flagged the live entry of `observed` for a take-over ([`TAKE_OVER_FLAG`]).
+pub fn take_over_requested(observed: &Observation) -> bool {
+    observed
+        .live
+        .as_deref()
+        .and_then(|text| serde_json::from_str::<Value>(text).ok())
+        .is_some_and(|v| v.get(TAKE_OVER_FLAG) == Some(&Value::Bool(true)))
 }
 
 /// Whether a live `comment` carries the mark of the object's own `id` (no comment: no).
@@ -154,6 +169,45 @@ impl Named {
         )
     }
 
+    /// The take-over of the unmarked object `id` whose live comment is `live` (the host flagged
+    /// it, [`take_over_requested`]): one `update` action whose one call, built by the kind in
+    /// its own form by `call` from the new comment, sets the comment to
+    /// [`proxops_names::marked_comment`] of the live one. Nothing else changes, whatever else
+    /// differs from the manifest: the next plan, of an object that is then proxops's,
+    /// converges the rest.
+    pub fn take_over(
+        &self,
+        out: &mut Proposal,
+        id: &str,
+        live: Option<&str>,
+        call: impl FnOnce(&str) -> Call,
+    ) {
+        let live = live.filter(|c| !c.is_empty());
+        let comment = proxops_names::marked_comment(id, live);
+        out.drift.push(Drift::new(
+            "metadata.adopt",
+            live.map(str::to_string),
+            Some(comment.clone()),
+        ));
+        out.actions.push(Action {
+            operation: Operation::Update,
+            summary: format!(
+                "take over {} {id}: add proxops's mark `{}` to its comment (nothing else changes)",
+                self.noun,
+                proxops_names::named_mark(id)
+            ),
+            calls: vec![call(&comment)],
+            changes: vec![Change::new(
+                "comment",
+                live.map(str::to_string),
+                Some(comment),
+            )],
+            disturbs_availability: false,
+            destructive: false,
+            restore: None,
+        });
+    }
+
     /// The anomaly for a live object handed over for pruning without the mark (the host
     /// prunes only claimed entries, so this is its backstop): nothing is deleted.
     pub fn prune_unowned(&self, id: &str) -> Anomaly {
@@ -214,25 +268,6 @@ impl Named {
                 "{} id `{id}` cannot be a manifest name ({p}); a manifest's name is the {} id",
                 self.noun, self.short
             )),
-        }
-    }
-
-    /// The gap of an adopted object without the mark: plan leaves it alone until the mark is
-    /// added in PVE. `detail` follows the missing mark; `command`, when given, is the PVE
-    /// command that sets the object's comment, to which `--comment '<mark>'` is added.
-    pub fn take_over_gap(&self, id: &str, detail: &str, command: Option<&str>) -> Gap {
-        let mark = proxops_names::named_mark(id);
-        let how = command
-            .map(|c| {
-                format!(" (`{c} --comment '{mark}'`, or the comment with ` ({mark})` appended)")
-            })
-            .unwrap_or_default();
-        Gap {
-            path: "metadata.name".into(),
-            reason: format!(
-                "{} {id} was not created by proxops (its comment lacks `{mark}`){detail}: plan reports it and changes nothing until `{mark}` is added to its comment in PVE{how}",
-                self.noun
-            ),
         }
     }
 
@@ -420,15 +455,70 @@ mod tests {
             p.message,
             "pool ops was handed to this kind for pruning but its comment lacks `proxops:ops`; proxops deletes only pools it created",
         );
-        let g = POOL.take_over_gap("ops", "", Some("pvesh set /pools --poolid ops"));
-        assert_eq!(g.path, "metadata.name");
+    }
+
+    #[test]
+    fn take_over_requests() {
+        fn check(live: Option<&str>, expected: bool) {
+            assert_eq!(take_over_requested(&observed(live)), expected, "{live:?}");
+        }
+        check(None, false);
+        check(Some(r#"{"poolid":"web"}"#), false);
+        check(Some(r#"{"poolid":"web","proxops-take-over":true}"#), true);
+        // Only the boolean `true` counts: what a human could put into a comment does not.
         check(
-            g.reason,
-            "pool ops was not created by proxops (its comment lacks `proxops:ops`): plan reports it and changes nothing until `proxops:ops` is added to its comment in PVE (`pvesh set /pools --poolid ops --comment 'proxops:ops'`, or the comment with ` (proxops:ops)` appended)",
+            Some(r#"{"poolid":"web","proxops-take-over":"true"}"#),
+            false,
         );
+        check(Some(r#"{"poolid":"web","proxops-take-over":false}"#), false);
         check(
-            POOL.take_over_gap("ops", " and more", None).reason,
-            "pool ops was not created by proxops (its comment lacks `proxops:ops`) and more: plan reports it and changes nothing until `proxops:ops` is added to its comment in PVE",
+            Some(r#"{"poolid":"web","comment":"proxops-take-over"}"#),
+            false,
+        );
+        check(Some("{"), false);
+    }
+
+    #[test]
+    fn take_overs_write_the_mark_alone() {
+        fn check(live: Option<&str>, expected: &str) {
+            let mut out = Proposal::default();
+            POOL.take_over(&mut out, "web", live, |c| {
+                Call::new(crate::model::Method::Put, "/pools")
+                    .param("poolid", "web")
+                    .param("comment", c)
+            });
+            let [a] = &out.actions[..] else {
+                panic!("one action: {:?}", out.actions)
+            };
+            let call = Call::new(crate::model::Method::Put, "/pools")
+                .param("poolid", "web")
+                .param("comment", expected);
+            assert_eq!(
+                (a.operation.clone(), &a.calls[..], a.destructive),
+                (Operation::Update, &[call][..], false),
+                "{live:?}"
+            );
+            let old = live.filter(|c| !c.is_empty()).map(str::to_string);
+            assert_eq!(
+                a.changes,
+                [Change::new("comment", old.clone(), Some(expected.into()))]
+            );
+            assert_eq!(
+                out.drift,
+                [Drift::new("metadata.adopt", old, Some(expected.into()))]
+            );
+            assert_eq!(
+                a.summary,
+                "take over pool web: add proxops's mark `proxops:web` to its comment (nothing else changes)"
+            );
+            assert!(out.anomalies.is_empty());
+        }
+        check(None, "proxops:web");
+        check(Some(""), "proxops:web");
+        check(Some("web tier"), "web tier (proxops:web)");
+        check(
+            Some("by hand (proxops:db)"),
+            "by hand (proxops:db) (proxops:web)",
         );
     }
 

@@ -6,15 +6,15 @@
 //! * `comment` without proxops's mark when the mark is the ` (proxops:<group>)` suffix proxops
 //!   writes, else whole.
 //! * Rules are written as PVE holds them; `enable: true` is left out (the default).
-//! * A group without the mark stays unowned: the gap says how to hand it over (add the mark to
-//!   its comment in PVE). Until then plan reports it and writes nothing.
+//! * A group without the mark is taken over by the host's `metadata.adopt: {id, comment}` (the
+//!   kind never sees it): the next apply adds the mark to its comment and nothing else.
 
 use proxops_kind_sdk::kind::Adopted;
 use proxops_kind_sdk::model::Observation;
 use proxops_kind_sdk::named::adopt_comment;
 use serde_json::{Map, Value, json};
 
-use crate::desired::{GROUPS, NAMED, group_name_problem};
+use crate::desired::{NAMED, group_name_problem};
 use crate::plan::live_group;
 
 /// The manifest for the group in `observed.live`.
@@ -22,7 +22,7 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
     let l = live_group(observed, true)?.ok_or("no live security group to adopt")?;
     NAMED.adopt_name(&l.group, group_name_problem)?;
     let mut spec = Map::new();
-    let mut gaps = Vec::new();
+    let gaps = Vec::new();
     adopt_comment(&mut spec, &l.group, l.comment.as_deref());
     let rules: Vec<Value> = l
         .rules
@@ -45,13 +45,6 @@ pub fn adopt(observed: &Observation) -> Result<Adopted, String> {
         .collect();
     if !rules.is_empty() {
         spec.insert("rules".into(), Value::Array(rules));
-    }
-    if !l.is_marked() {
-        let command = format!(
-            "pvesh create {GROUPS} --group {g} --rename {g}",
-            g = l.group
-        );
-        gaps.push(NAMED.take_over_gap(&l.group, "", Some(&command)));
     }
     Ok(NAMED.adopted(&l.group, spec, gaps))
 }

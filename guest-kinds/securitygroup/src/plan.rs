@@ -12,7 +12,9 @@
 //!   own form (`POST /cluster/firewall/groups` with `rename` equal to `group`, and the listing's
 //!   digest), and the rules with the fewest calls ([`proxops_firewall_rules::rules::rule_calls`]:
 //!   kept rules only moved, the list's digest on the first write).
-//! * A live group without the mark is not proxops's: an anomaly, never a write.
+//! * A live group without the mark is not proxops's: an anomaly, never a write; unless the
+//!   host flagged it for a take-over (its manifest's `metadata.adopt` matches it): then the one
+//!   write of the live comment with the mark appended, in the comment update's form above.
 //! * No manifest, a claimed (marked) live group: PVE deletes only an empty group, so one
 //!   `delete` action deletes its rules (highest position first) and then the group. PVE does not
 //!   look for guest rules that still name it; a manifest that does fails validation before this
@@ -143,6 +145,19 @@ pub fn plan(d: Option<&Desired>, observed: &Observation) -> Result<Proposal, Vec
         return Ok(out);
     };
     if !l.is_marked() {
+        if named::take_over_requested(observed) {
+            NAMED.take_over(&mut out, &d.group, l.comment.as_deref(), |comment| {
+                let call = Call::new(Method::Post, GROUPS)
+                    .param("group", &d.group)
+                    .param("rename", &d.group)
+                    .param("comment", comment);
+                match &l.digest {
+                    Some(dg) => call.param("digest", dg),
+                    None => call,
+                }
+            });
+            return Ok(out);
+        }
         let command = format!(
             "pvesh create {GROUPS} --group {g} --rename {g}",
             g = d.group

@@ -195,7 +195,7 @@ fn sorted(s: &str) -> String {
 }
 
 /// Adopt's manifest, validated and planned against the group it was adopted from, proposes
-/// nothing; an unmarked group is adopted with a gap that says how to hand it over.
+/// nothing; an unmarked group is adopted without a gap and taken over by the host's flag.
 #[test]
 fn adopt_round_trips_to_an_empty_plan() {
     let rules = json!([
@@ -211,12 +211,26 @@ fn adopt_round_trips_to_an_empty_plan() {
     let p = plan(Some(&d), &o).unwrap();
     assert!(p.actions.is_empty() && p.drift.is_empty(), "{p:?}");
 
+    // An unmarked group: no gap (the host's `metadata.adopt` takes it over); planned without
+    // the host's flag, an anomaly; with it, the mark added to the live comment, PVE's comment
+    // update form with the listing's digest, and nothing else (the rules differ).
     let theirs = observed("by hand", rules);
     let adopted = crate::adopt::adopt(&theirs).expect("adopted");
-    assert_eq!(adopted.gaps.len(), 1);
-    assert!(
-        adopted.gaps[0].reason.contains("proxops:web"),
-        "{:?}",
-        adopted.gaps
+    assert!(adopted.gaps.is_empty(), "{:?}", adopted.gaps);
+    let d = desired(json!({"comment": "other", "rules": []}));
+    let p = plan(Some(&d), &theirs).unwrap();
+    assert!(p.actions.is_empty() && p.anomalies.len() == 1, "{p:?}");
+    let mut flagged = theirs.clone();
+    flagged.live = Some(
+        json!({"group": "web", "comment": "by hand", "digest": "L", "proxops-take-over": true})
+            .to_string(),
     );
+    let p = plan(Some(&d), &flagged).unwrap();
+    assert_eq!(
+        calls(&p),
+        [
+            "Post /cluster/firewall/groups group=web rename=web comment=by hand (proxops:web) digest=L"
+        ]
+    );
+    assert!(p.anomalies.is_empty(), "{p:?}");
 }

@@ -326,7 +326,7 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
     let (mut adopted, mut guests_adopted, mut gaps_total) = (0, 0, 0);
     for (c, results) in chosen.iter().zip(results) {
         for (entry, result) in c.entries.iter().zip(results) {
-            let (kind, resource, mut manifest, gaps, guest) = match result {
+            let (kind, resource, mut manifest, gaps, guest, take_over) = match result {
                 Adoption::NotAdopted { resource, reasons } => {
                     let shown = if c.listing == resources {
                         resource
@@ -345,7 +345,8 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
                     manifest,
                     gaps,
                     guest,
-                } => (kind, resource, manifest, gaps, guest),
+                    take_over,
+                } => (kind, resource, manifest, gaps, guest, take_over),
             };
             let info = registry.get(kind).info();
             let wanted = manifest
@@ -384,11 +385,18 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
                 } else {
                     format!("{} entry {resource}", c.listing)
                 };
-                (
-                    finish_object(&mut manifest, &info.kind, &mut taken),
+                let header = if take_over.is_some() {
+                    format!(
+                        "# Adopted from {from} by `proxops adopt`; metadata.adopt lets the next apply add\n# proxops's mark to its comment (and nothing else) while its comment is the one adopt read.\n"
+                    )
+                } else {
                     format!(
                         "# Adopted from {from} by `proxops adopt`; proxops writes to it only while it is proxops's\n# (its mark, or its guest's), which the gaps below say how to hand over.\n"
-                    ),
+                    )
+                };
+                (
+                    finish_object(&mut manifest, &info.kind, &mut taken, take_over.as_ref()),
+                    header,
                 )
             };
             let rel = format!("{}/{}/{name}.yaml", info.folder, o.cluster);
@@ -438,7 +446,7 @@ pub async fn adopt(ctx: &Context, repo: &Path, o: &AdoptOptions) -> anyhow::Resu
         }
     }
     outln!(
-        "Adopted {adopted} of {total} in cluster {} ({guests_adopted} guests, {} other objects; {gaps_total} gaps listed); nothing was sent to PVE but reads. Run `proxops plan` next: the only change it should show for a guest is its ownership tags, and a named object without proxops's mark is reported (not changed) until its gap is closed.",
+        "Adopted {adopted} of {total} in cluster {} ({guests_adopted} guests, {} other objects; {gaps_total} gaps listed); nothing was sent to PVE but reads. Run `proxops plan` next: the only change it should show for a guest is its ownership tags, and for a named object without proxops's mark, the mark added to its comment.",
         o.cluster,
         adopted - guests_adopted
     );

@@ -32,8 +32,13 @@ pub enum Adoption {
         gaps: Vec<Gap>,
         /// The manifest is a guest's (its identity is in the `guest-id` space, or could not be
         /// read): it takes the guest over with `metadata.adopt` ([`finish_manifest`]). Any
-        /// other (a named object, a guest's firewall) gets none ([`finish_object`]).
+        /// other (a named object, a guest's firewall) is finished by [`finish_object`], with
+        /// `take_over` for an unmarked named object.
         guest: bool,
+        /// A named object without proxops's mark: the take-over claim its manifest carries
+        /// (`metadata.adopt: {id, comment}`, [`finish_object`]), which lets the next apply add
+        /// the mark to its comment (and nothing else) while the comment is the one read here.
+        take_over: Option<crate::ownership::NamedClaim>,
     },
     /// No kind could write a manifest for it: each kind's reason.
     NotAdopted {
@@ -89,15 +94,44 @@ pub fn claimed(registry: &KindRegistry, listing: &str, entry: &Entry) -> bool {
     .any(|c| c)
 }
 
-/// Whether `manifest` (JSON text) is a guest's for kind `kind`: its identity is in the
-/// `guest-id` space. A manifest the kind does not validate counts as a guest's, as every
-/// manifest adopt wrote before named objects could be adopted.
-fn is_guest(
+/// The live entry whose text is `text`.
+fn entry_of(text: &str) -> Entry {
+    Entry::from_value(&serde_json::from_str(text).unwrap_or(Value::Null))
+}
+
+/// The take-over claim of an adopted named object (identity `key`, live `entry` of `listing`):
+/// its id and live comment, when the object lacks proxops's mark and PVE keeps a comment on it
+/// (not a role, which is proxops's by its id), and it is not a guest's (a guest-scoped object
+/// is owned through its guest).
+fn named_claim(
+    listing: &str,
+    key: &proxops_runtime::kind::ObjectKey,
+    entry: Entry,
+) -> Option<crate::ownership::NamedClaim> {
+    let id = key.resource_id.as_deref()?;
+    if crate::ownership::guest_scope(&key.space, &key.key).is_some()
+        || crate::ownership::id_marked(listing).is_some()
+    {
+        return None;
+    }
+    let comment = entry.str("comment").filter(|c| !c.is_empty());
+    (!comment.is_some_and(|c| proxops_names::has_named_mark(c, id))).then(|| {
+        crate::ownership::NamedClaim {
+            id: id.to_string(),
+            comment: comment.map(str::to_string),
+        }
+    })
+}
+
+/// The identity kind `kind` gives `manifest` (JSON text); `None` when the kind does not
+/// validate it (it then counts as a guest's, as every manifest adopt wrote before named
+/// objects could be adopted).
+fn identity(
     registry: &KindRegistry,
     kind: usize,
     manifest: &str,
     secrets: &Option<Arc<dyn SecretSource>>,
-) -> bool {
+) -> Option<proxops_runtime::kind::ObjectKey> {
     par_map(registry, &[manifest], |instances, m| {
         let i = instances.get(kind).ok()?;
         i.set_secrets(secrets.clone());
@@ -106,7 +140,6 @@ fn is_guest(
     })
     .pop()
     .flatten()
-    .is_none_or(|key| key.space == "guest-id")
 }
 
 /// [`adopt_entries`] with the kinds to try given (registry indexes, tried in that order).
@@ -165,13 +198,19 @@ pub async fn adopt_entries_by(
             match answer {
                 Ok(Ok(a)) => match serde_json::from_str::<Value>(&a.manifest) {
                     Ok(manifest) if manifest.is_object() => {
-                        let guest = is_guest(registry, kind, &a.manifest, &secrets);
+                        let key = identity(registry, kind, &a.manifest, &secrets);
+                        let guest = key.as_ref().is_none_or(|k| k.space == "guest-id");
+                        let take_over = key
+                            .as_ref()
+                            .filter(|_| !guest)
+                            .and_then(|k| named_claim(listing, k, entry_of(text)));
                         adopted = Some(Adoption::Adopted {
                             kind,
                             resource: resource.clone(),
                             manifest,
                             gaps: a.gaps,
                             guest,
+                            take_over,
                         });
                         break;
                     }
@@ -294,12 +333,14 @@ pub fn finish_manifest(
 
 /// Gives the manifest of an adopted object that is not a guest (a named object, a guest's
 /// firewall) its final `metadata.name`: the kind's choice, made unique among `taken` (kind,
-/// name) with `-2`, `-3`, …; no `metadata.adopt` (that claim is a guest's). Returns the name;
-/// `taken` gains it.
+/// name) with `-2`, `-3`, …; and for a named object without proxops's mark, its take-over
+/// claim `metadata.adopt: {id, comment}` (the live comment, `null` when it had none).
+/// Returns the name; `taken` gains it.
 pub fn finish_object(
     manifest: &mut Value,
     kind: &str,
     taken: &mut BTreeSet<(String, String)>,
+    take_over: Option<&crate::ownership::NamedClaim>,
 ) -> String {
     let base = manifest
         .pointer("/metadata/name")
@@ -316,6 +357,9 @@ pub fn finish_object(
     taken.insert((kind.to_string(), name.clone()));
     if let Some(meta) = manifest.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("name".into(), json!(name));
+        if let Some(c) = take_over {
+            meta.insert("adopt".into(), json!({"id": c.id, "comment": c.comment}));
+        }
     }
     name
 }

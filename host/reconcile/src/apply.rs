@@ -654,7 +654,7 @@ impl ApplyState {
 }
 
 /// A guest taken over in this run (`metadata.adopt`) got its ownership tags and nothing else:
-/// "no stop, no restart" is what its plan promised. Whatever its next plan holds is shown as
+/// "no stop, no restart" is what its plan promised; a named object, its mark and nothing else. Whatever its next plan holds is shown as
 /// an anomaly and left for the next run, so that a plan shows it before anything is done.
 fn leave_for_the_next_run(plan: &mut ClusterPlan, taken_over: &HashSet<ObjectId>) {
     for o in plan
@@ -669,7 +669,7 @@ fn leave_for_the_next_run(plan: &mut ClusterPlan, taken_over: &HashSet<ObjectId>
         o.proposal.anomalies.push(Anomaly {
             path: "metadata.adopt".into(),
             message: format!(
-                "taken over in this run (only the ownership tags were written); left for the next run, so that a plan shows it first: {}",
+                "taken over in this run (only the ownership mark was written); left for the next run, so that a plan shows it first: {}",
                 left.join("; ")
             ),
             locked: false,

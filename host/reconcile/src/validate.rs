@@ -31,6 +31,9 @@ pub struct Object {
     pub references: Vec<Reference>,
     /// `metadata.adopt`: an explicit take-over of a live guest proxops did not create.
     pub adopt: Option<crate::ownership::AdoptClaim>,
+    /// `metadata.adopt: {id, comment}`: an explicit take-over of a live named object proxops
+    /// did not create.
+    pub take_over: Option<crate::ownership::NamedClaim>,
     /// `metadata.budget`: the disruption budget of `proxops.yaml` this guest names itself
     /// into ([`crate::rollout::Rollout::resolve`] checks it).
     pub budget: Option<String>,
@@ -362,28 +365,67 @@ fn validate_with(
                     ),
                 )]);
             }
-            if let Some(claim) = &adopt {
-                if key.space != "guest-id" {
-                    return Err(vec![Diagnostic::error(
-                        &m.file,
-                        "metadata.adopt",
-                        format!(
-                            "only guests can be adopted; a {} has no vmid",
-                            registry.get(index).info().kind
-                        ),
-                    )]);
+            let kind_name = &registry.get(index).info().kind;
+            let (adopt, take_over) = match adopt {
+                None => (None, None),
+                Some(HostClaim::Guest(claim)) => {
+                    if key.space != "guest-id" {
+                        return Err(vec![Diagnostic::error(
+                            &m.file,
+                            "metadata.adopt",
+                            format!(
+                                "a {kind_name} is not a guest: `metadata.adopt: {{vmid, name}}` takes over guests only; for a named object write `adopt: {{id: <its id>, comment: <its live comment, or null>}}`"
+                            ),
+                        )]);
+                    }
+                    if key.key != claim.vmid.to_string() {
+                        return Err(vec![Diagnostic::error(
+                            &m.file,
+                            "metadata.adopt.vmid",
+                            format!(
+                                "metadata.adopt names vmid {}, but the manifest is for vmid {}; they must agree",
+                                claim.vmid, key.key
+                            ),
+                        )]);
+                    }
+                    (Some(claim), None)
                 }
-                if key.key != claim.vmid.to_string() {
-                    return Err(vec![Diagnostic::error(
-                        &m.file,
-                        "metadata.adopt.vmid",
-                        format!(
-                            "metadata.adopt names vmid {}, but the manifest is for vmid {}; they must agree",
-                            claim.vmid, key.key
-                        ),
-                    )]);
+                Some(HostClaim::Named(claim)) => {
+                    let named = key.space != "guest-id"
+                        && crate::ownership::guest_scope(&key.space, &key.key).is_none()
+                        && key.resource_id.is_some();
+                    if !named {
+                        return Err(vec![Diagnostic::error(
+                            &m.file,
+                            "metadata.adopt",
+                            format!(
+                                "a {kind_name} {} cannot be taken over: `metadata.adopt: {{id, comment}}` is for named objects that carry proxops's mark in their comment{}",
+                                m.name,
+                                if key.space == "guest-id" {
+                                    "; a guest is taken over with `adopt: {vmid, name}`"
+                                } else {
+                                    ""
+                                }
+                            ),
+                        )]);
+                    }
+                    if key.resource_id.as_deref() != Some(claim.id.as_str()) {
+                        return Err(vec![Diagnostic::error(
+                            &m.file,
+                            "metadata.adopt.id",
+                            format!(
+                                "metadata.adopt names id {}, but the manifest is for {} {}; they must agree",
+                                crate::request::shown(&claim.id),
+                                kind_name,
+                                crate::request::shown(
+                                    key.resource_id.as_deref().unwrap_or_default()
+                                )
+                            ),
+                        )]);
+                    }
+                    (None, Some(claim))
                 }
-            }
+            };
             let warnings = warnings.iter().map(|d| guest_diag(&m.file, d)).collect();
             let object = Object {
                 id: ObjectId::new(
@@ -397,6 +439,7 @@ fn validate_with(
                 key,
                 references,
                 adopt,
+                take_over,
                 budget,
             };
             if object.budget.is_some() && object.key.space != "guest-id" {
@@ -459,7 +502,15 @@ fn validate_with(
 /// Split the host's fields off a manifest: `metadata.adopt: {vmid, name}` (the claim) and
 /// `metadata.budget: NAME`, and the manifest's JSON without them (`None` when there was
 /// nothing to remove). A malformed field is `(its path, why)`.
-type HostFields = (Option<AdoptClaim>, Option<String>, Option<String>);
+type HostFields = (Option<HostClaim>, Option<String>, Option<String>);
+
+/// `metadata.adopt`, in the form of a guest (`{vmid, name}`) or of a named object
+/// (`{id, comment}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HostClaim {
+    Guest(AdoptClaim),
+    Named(crate::ownership::NamedClaim),
+}
 fn take_host_fields(m: &Manifest) -> Result<HostFields, (String, String)> {
     // The JSON text holds the key only when some mapping has it: most manifests are not
     // parsed again.
@@ -495,16 +546,43 @@ fn take_host_fields(m: &Manifest) -> Result<HostFields, (String, String)> {
     Ok((adopt, budget, Some(stripped.to_string())))
 }
 
-/// `metadata.adopt: {vmid, name}` read, or why it cannot be.
-fn adopt_claim(adopt: &serde_json::Value) -> Result<AdoptClaim, String> {
-    let shape = "write it as `adopt: {vmid: <the live vmid>, name: <the live PVE name>}`";
+/// `metadata.adopt` read: `{vmid, name}` (a guest) or `{id, comment}` (a named object, whose
+/// `comment` is the live comment adopt saw, `null` when it had none); or why it cannot be.
+fn adopt_claim(adopt: &serde_json::Value) -> Result<HostClaim, String> {
+    let shape = "write it as `adopt: {vmid: <the live vmid>, name: <the live PVE name>}` for a guest, or `adopt: {id: <the object's id>, comment: <its live comment, or null>}` for a named object";
     let fields = adopt
         .as_object()
         .ok_or_else(|| format!("metadata.adopt is not a mapping; {shape}"))?;
-    if let Some(unknown) = fields.keys().find(|k| *k != "vmid" && *k != "name") {
+    let named = fields.contains_key("id") || fields.contains_key("comment");
+    let allowed: &[&str] = if named {
+        &["id", "comment"]
+    } else {
+        &["vmid", "name"]
+    };
+    if let Some(unknown) = fields.keys().find(|k| !allowed.contains(&k.as_str())) {
         return Err(format!(
             "unknown field `{unknown}` in metadata.adopt; {shape}"
         ));
+    }
+    if named {
+        let id = fields
+            .get("id")
+            .and_then(serde_json::Value::as_str)
+            .filter(|n| !n.is_empty())
+            .ok_or_else(|| format!("metadata.adopt.id is missing or empty; {shape}"))?;
+        let comment = match fields.get("comment") {
+            Some(serde_json::Value::String(c)) => Some(c.clone()),
+            Some(serde_json::Value::Null) => None,
+            _ => {
+                return Err(format!(
+                    "metadata.adopt.comment is missing or not a string (write `null` when the object had no comment); {shape}"
+                ));
+            }
+        };
+        return Ok(HostClaim::Named(crate::ownership::NamedClaim {
+            id: id.to_string(),
+            comment,
+        }));
     }
     let vmid = fields
         .get("vmid")
@@ -515,10 +593,10 @@ fn adopt_claim(adopt: &serde_json::Value) -> Result<AdoptClaim, String> {
         .and_then(serde_json::Value::as_str)
         .filter(|n| !n.is_empty())
         .ok_or_else(|| format!("metadata.adopt.name is missing or empty; {shape}"))?;
-    Ok(AdoptClaim {
+    Ok(HostClaim::Guest(AdoptClaim {
         vmid,
         name: name.to_string(),
-    })
+    }))
 }
 
 /// Resolve every reference by (cluster, kind, name) and let the referring kind check the

@@ -31,8 +31,12 @@ fn ownership_rule() -> String {
 }
 
 /// Whether the gate answers `item` with the take-over proposal: a manifest whose
-/// `metadata.adopt` matches the live guest proxops does not own yet.
+/// `metadata.adopt` matches the live guest proxops does not own yet, or the unmarked named
+/// object it claims (whose kind was then told to write the mark alone).
 pub(super) fn takes_over(item: &Item<'_>) -> bool {
+    if let (Some(claim), Some(_), Some(entry)) = (item.take_over, item.desired, item.live) {
+        return super::claim_matches_entry(claim, item, entry);
+    }
     // The claim first: most objects have none, and reading the live entry costs.
     let (Some(claim), Some(_)) = (item.adopt, item.desired) else {
         return false;
@@ -97,6 +101,41 @@ pub(super) fn gate(
             message.push_str(&ownership_rule());
         }
         return (only(message), None);
+    }
+    if let (Some(claim), Some(_), Some(entry)) = (item.take_over, item.desired, item.live) {
+        let comment = entry.str("comment").unwrap_or_default();
+        if super::claimable(item, entry)
+            && !proxops_names::has_named_mark(comment, &claim.id)
+            && !super::claim_matches_entry(claim, item, entry)
+        {
+            // Taken over only while the object is as adopt saw it, as guests are.
+            let shown = |c: Option<&str>| match c {
+                None | Some("") => "no comment".to_string(),
+                Some(c) => format!("the comment {c:?}"),
+            };
+            let mut message = format!(
+                "metadata.adopt names {} with {}, but the live object has {}: it changed since it was adopted, so nothing is planned for it; check the object, then correct metadata.adopt",
+                crate::request::shown(&claim.id),
+                shown(claim.comment.as_deref()),
+                shown(Some(comment))
+            );
+            if !proposal.actions.is_empty() {
+                message.push_str(&ownership_rule());
+            }
+            return (
+                Proposal {
+                    actions: Vec::new(),
+                    drift: Vec::new(),
+                    pending: Vec::new(),
+                    anomalies: vec![proxops_runtime::kind::Anomaly {
+                        path: "metadata.adopt".into(),
+                        message,
+                        locked: false,
+                    }],
+                },
+                None,
+            );
+        }
     }
     if is_guest_entry && guest.is_none() {
         // A guest entry without node or vmid: ownership cannot be proved, so nothing is sent.
@@ -244,6 +283,16 @@ pub(super) fn gate(
         named_elsewhere: &named_elsewhere,
         manageable: &manageable,
         pool: &pool,
+        take_over: item.take_over,
+        named_type: &|path, id| {
+            let field = item
+                .object
+                .listings
+                .iter()
+                .find(|(p, _)| p == path)
+                .map_or("", |(_, f)| f.as_str());
+            cluster.named_field(path, field, id, "type")
+        },
     };
     match ownership::check_calls(&proposal.actions, &scope) {
         Ok(()) => (proposal, None),

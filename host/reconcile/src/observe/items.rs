@@ -87,6 +87,7 @@ pub(super) fn manifest_items<'a>(
             refusal: None,
             offline: None,
             adopt: o.adopt.as_ref(),
+            take_over: o.take_over.as_ref(),
             vmid: guest_vmid(o),
             guest_scope: crate::ownership::guest_scope(&o.key.space, &o.key.key),
             sources: o
@@ -249,6 +250,7 @@ pub(super) fn prune_items<'a>(
                 refusal,
                 offline: None,
                 adopt: None,
+                take_over: None,
                 vmid: LiveGuest::from_entry(entry).map(|g| g.vmid),
                 guest_scope: None,
                 sources: Vec::new(),

@@ -62,6 +62,8 @@ pub(super) struct Item<'a> {
     offline: Option<String>,
     /// The manifest's explicit take-over, if any.
     adopt: Option<&'a AdoptClaim>,
+    /// The manifest's explicit take-over of its unmarked named object, if any.
+    take_over: Option<&'a crate::ownership::NamedClaim>,
     /// The object's own vmid (guest id space).
     vmid: Option<u64>,
     /// A guest-scoped object (identity space `guest:<sub>`, key a vmid): the guest it belongs
@@ -153,6 +155,17 @@ impl<'a> LiveCluster<'a> {
             },
             None => NamedLive::Absent,
         }
+    }
+
+    /// Field `field` of object `id` of listing `path` (its id in field `id_field`), as this
+    /// cycle read it; `None` when the object or the field is not there.
+    pub fn named_field(&self, path: &str, id_field: &str, id: &str, field: &str) -> Option<String> {
+        self.listings
+            .get(path)?
+            .iter()
+            .find(|e| e.get(id_field).and_then(crate::live::Field::id).as_deref() == Some(id))?
+            .str(field)
+            .map(str::to_string)
     }
 
     /// Whether one of `depends_on` is the manifest of named object `id` (its identity's
@@ -253,6 +266,54 @@ fn flag_stored_tokens(reads: &mut HashMap<String, Answer>, secrets: Option<&dyn 
             answer.answer.1 = text;
         }
     }
+}
+
+/// The flag the host merges into a named object's live entry when the manifest's
+/// `metadata.adopt: {id, comment}` still matches it: the kind plans the one write that adds
+/// proxops's mark, and the gate judges that write by what it does, never by this flag.
+pub const TAKE_OVER_FLAG: &str = "proxops-take-over";
+
+/// The live entry `item`'s kind observes: the listing's entry as read, with
+/// [`TAKE_OVER_FLAG`] when the manifest's take-over claim matches it (the object is unmarked,
+/// its id and comment those adopt saw).
+fn observed_entry(item: &Item<'_>, entry: &Entry) -> String {
+    match item.take_over {
+        Some(claim) if claim_matches_entry(claim, item, entry) => {
+            match serde_json::from_str::<serde_json::Value>(entry.text()) {
+                Ok(serde_json::Value::Object(mut fields)) => {
+                    fields.insert(TAKE_OVER_FLAG.into(), serde_json::Value::Bool(true));
+                    serde_json::Value::Object(fields).to_string()
+                }
+                _ => entry.text().to_string(),
+            }
+        }
+        _ => entry.text().to_string(),
+    }
+}
+
+/// Whether a named take-over claim describes `entry`, the live object of `item`: the object
+/// is `item`'s own, lacks proxops's mark, and its comment is the one adopt saw.
+pub(super) fn claim_matches_entry(
+    claim: &crate::ownership::NamedClaim,
+    item: &Item<'_>,
+    entry: &Entry,
+) -> bool {
+    let comment = entry.str("comment").unwrap_or_default();
+    item.object.resource.as_deref() == Some(claim.id.as_str())
+        && claimable(item, entry)
+        && !proxops_names::has_named_mark(comment, &claim.id)
+        && claim.matches(&claim.id, comment)
+}
+
+/// Whether `item`'s live `entry` is in a listing whose objects keep proxops's mark in their
+/// comment (not PVE's roles, which have none and are proxops's by their id).
+pub(super) fn claimable(item: &Item<'_>, entry: &Entry) -> bool {
+    let id = item.object.resource.as_deref();
+    item.object
+        .listings
+        .iter()
+        .find(|(_, field)| entry.get(field).and_then(crate::live::Field::id).as_deref() == id)
+        .is_some_and(|(path, _)| crate::ownership::id_marked(path).is_none())
 }
 
 /// Plan the cycle's objects against the live cluster. With `only`, plan just those objects
@@ -605,7 +666,7 @@ fn observations(
         .zip(items.iter_mut())
         .enumerate()
         .map(|(i, (calls, item))| {
-            let live = item.live.map(|e| e.text().to_string());
+            let live = item.live.map(|e| observed_entry(item, e));
             let observation = calls.map(|calls| Observation {
                 live,
                 reads: calls

@@ -10,7 +10,9 @@
 //!
 //! Taking over a guest proxops did not create is explicit: a manifest's `metadata.adopt`
 //! names the vmid and PVE name the operator (or `proxops adopt`) saw; while both still match,
-//! the only write allowed is the ownership mark itself.
+//! the only write allowed is the ownership mark itself. Named objects are taken over the same
+//! way (`metadata.adopt: {id, comment}`, [`NamedClaim`]): the one write adds `proxops:<id>` to
+//! the comment adopt saw.
 
 use std::collections::HashSet;
 
@@ -367,6 +369,10 @@ pub struct Scope<'a> {
     /// Whether a guest write may put a guest into pool `id` (PVE's `pool` on a guest create or
     /// clone): `Err` says why not. See [`pool_owned`].
     pub pool: &'a dyn Fn(&str) -> Result<(), String>,
+    /// The manifest's take-over of its unmarked named object (`metadata.adopt: {id, comment}`).
+    pub take_over: Option<&'a NamedClaim>,
+    /// The live `type` of object `id` of listing `path` (PVE's HA rules), as this cycle read it.
+    pub named_type: &'a dyn Fn(&str, &str) -> Option<String>,
 }
 
 /// Whether a guest create or clone may name pool `id` (`pool=<id>`, which adds the new guest
@@ -699,7 +705,7 @@ mod named;
 mod scoped;
 
 use named::*;
-pub use named::{NamedLive, ROLE_PREFIX, id_marked};
+pub use named::{NamedClaim, NamedLive, ROLE_PREFIX, id_marked};
 use scoped::*;
 
 #[cfg(test)]

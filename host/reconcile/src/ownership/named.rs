@@ -20,10 +20,68 @@ pub enum NamedLive {
     Present { comment: String },
 }
 
+/// A manifest's explicit take-over of a named object proxops did not create
+/// (`metadata.adopt: {id, comment}`): the object's id and the live comment `proxops adopt` saw
+/// (`None`: it had none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedClaim {
+    pub id: String,
+    pub comment: Option<String>,
+}
+
+impl NamedClaim {
+    /// Whether the claim still describes the live object `id` whose comment is `live`
+    /// (empty when it has none).
+    pub fn matches(&self, id: &str, live: &str) -> bool {
+        self.id == id && self.comment.as_deref().unwrap_or_default() == live
+    }
+}
+
+/// Whether `call` is the one write of a take-over of the unmarked object `id` of `listing`,
+/// whose live comment is `live`: the manifest claims the object and the claim still matches,
+/// and the call sets `comment` to exactly [`proxops_names::marked_comment`] of the live comment
+/// and nothing else, in the object's own update form: `PUT <listing>/<id>`, `PUT <listing>`
+/// with the id in the listing's id field (PVE's pools), or `POST <listing>` with the id field
+/// and `rename` equal to the id (PVE's security groups). Besides `comment` and the id, only
+/// `digest`, and `type` equal to the live type (PVE's HA rules), may appear. Judged by the
+/// request, never by what the kind says.
+fn takes_over(call: &Call, listing: &str, id: &str, live: &str, scope: &Scope<'_>) -> bool {
+    if !scope.take_over.is_some_and(|c| c.matches(id, live)) {
+        return false;
+    }
+    let id_field = scope
+        .listings
+        .iter()
+        .find(|(p, _)| p == listing)
+        .map(|(_, f)| f.as_str());
+    let segments = request::form::pve_view(&call.path);
+    let base: Vec<&str> = listing.split('/').filter(|s| !s.is_empty()).collect();
+    let at_item = segments.len() == base.len() + 1
+        && segments[..base.len()] == base[..]
+        && segments[base.len()] == id;
+    let at_listing =
+        segments[..] == base[..] && id_field.is_some_and(|f| param(call, f) == Some(id));
+    let form = match call.method {
+        Method::Put => at_item || at_listing,
+        Method::Post => at_listing && param(call, "rename") == Some(id),
+        _ => false,
+    };
+    let wanted = proxops_names::marked_comment(id, Some(live));
+    let live_type = (scope.named_type)(listing, id);
+    form && param(call, "comment") == Some(wanted.as_str())
+        && call.params.iter().all(|p| match p.name.as_str() {
+            "comment" | "digest" => true,
+            "rename" => p.value == id,
+            "type" => live_type.as_deref() == Some(p.value.as_str()),
+            name => Some(name) == id_field && p.value == id,
+        })
+}
+
 /// The rules of a write to a named object (`Target::Named`), judged by the request: it reaches
 /// only the object's own id; a create needs the id absent and carries proxops's mark
 /// (`proxops:<id>` in `comment`); any other write needs the mark on the live object and keeps
-/// it.
+/// it. The one exception is a claimed take-over of an unmarked object ([`NamedClaim`]): the
+/// write that adds the mark to its comment, and nothing else.
 pub(super) fn check_named(
     call: &Call,
     shown: &str,
@@ -104,6 +162,12 @@ pub(super) fn check_named(
             ))
         }
         (NamedLive::Absent, false) => Some(format!("{shown}: the {what} does not exist")),
+        (NamedLive::Present { comment }, false)
+            if !proxops_names::has_named_mark(&comment, id)
+                && takes_over(call, listing, id, &comment, scope) =>
+        {
+            None
+        }
         (NamedLive::Present { comment }, false) if !proxops_names::has_named_mark(&comment, id) => {
             Some(format!(
                 "{shown}: the {what} does not carry proxops's mark (`{mark}` in its comment); proxops changes or deletes only objects it created"

@@ -139,6 +139,8 @@ fn named_objects_need_their_mark() {
         named_elsewhere: &no_name,
         manageable: &any,
         pool: &|_| Ok(()),
+        take_over: None,
+        named_type: &|_, _| None,
     };
     let check = |resource: &'static str, method, path: &str, params: &[(&str, &str)]| {
         check_calls(&[call(method, path, params)], &scope(resource)).map_err(|r| r.rule)
@@ -324,6 +326,274 @@ fn named_objects_need_their_mark() {
     }
 }
 
+/// A claimed take-over of an unmarked named object (`metadata.adopt: {id, comment}`): the one
+/// write that sets the comment to the live one with the mark appended, in the object's own
+/// update form, and nothing else; any other write, a claim that no longer matches, or a
+/// delete is refused.
+#[test]
+fn named_take_overs_write_the_mark_alone() {
+    use Method::*;
+    let nodes: HashSet<String> = ["pve01".to_string()].into();
+    let offline = HashSet::new();
+    let listings = [
+        ("/pools".to_string(), "poolid".to_string()),
+        ("/cluster/backup".to_string(), "id".to_string()),
+        ("/cluster/firewall/groups".to_string(), "group".to_string()),
+        ("/cluster/ha/rules".to_string(), "rule".to_string()),
+    ];
+    let live = |path: &str, id: &str| match (path, id) {
+        ("/pools", "web") => NamedLive::Present {
+            comment: String::new(),
+        },
+        ("/cluster/backup", "nightly") | ("/cluster/firewall/groups", "hand") => {
+            NamedLive::Present {
+                comment: "made by hand".into(),
+            }
+        }
+        ("/cluster/ha/rules", "keep") => NamedLive::Present {
+            comment: "keep".into(),
+        },
+        _ => NamedLive::Absent,
+    };
+    let live_type = |path: &str, id: &str| {
+        (path == "/cluster/ha/rules" && id == "keep").then(|| "node-affinity".to_string())
+    };
+    let no_ha = |_: u64| None;
+    let no_name = |_: u64| None;
+    let any = |_: &LiveGuest| true;
+    let check = |claim: Option<(&str, Option<&str>)>,
+                 resource: &str,
+                 method: Method,
+                 path: &str,
+                 params: &[(&str, &str)]| {
+        let claim = claim.map(|(id, comment)| NamedClaim {
+            id: id.into(),
+            comment: comment.map(str::to_string),
+        });
+        let scope = Scope {
+            vmid: None,
+            guest_scope: None,
+            clone_sources: Vec::new(),
+            nodes: &nodes,
+            offline: &offline,
+            ha_marked: &no_ha,
+            listings: &listings,
+            named: &live,
+            prune: false,
+            resource: Some(resource),
+            guests: &|_| None,
+            named_elsewhere: &no_name,
+            manageable: &any,
+            pool: &|_| Ok(()),
+            take_over: claim.as_ref(),
+            named_type: &live_type,
+        };
+        check_calls(&[call(method, path, params)], &scope).map_err(|r| r.rule)
+    };
+    let web = Some(("web", None));
+    let nightly = Some(("nightly", Some("made by hand")));
+    let hand = Some(("hand", Some("made by hand")));
+    let keep = Some(("keep", Some("keep")));
+    let marked = "made by hand (proxops:nightly)";
+    for (claim, resource, method, path, params, expected) in [
+        // The one write, in each kind's form.
+        (
+            web,
+            "web",
+            Put,
+            "/pools",
+            &[("poolid", "web"), ("comment", "proxops:web")][..],
+            Ok(()),
+        ),
+        (
+            nightly,
+            "nightly",
+            Put,
+            "/cluster/backup/nightly",
+            &[("comment", marked)],
+            Ok(()),
+        ),
+        (
+            hand,
+            "hand",
+            Post,
+            "/cluster/firewall/groups",
+            &[
+                ("group", "hand"),
+                ("rename", "hand"),
+                ("comment", "made by hand (proxops:hand)"),
+                ("digest", "abc"),
+            ],
+            Ok(()),
+        ),
+        (
+            keep,
+            "keep",
+            Put,
+            "/cluster/ha/rules/keep",
+            &[
+                ("type", "node-affinity"),
+                ("comment", "keep (proxops:keep)"),
+            ],
+            Ok(()),
+        ),
+        // No claim: the unmarked object is not proxops's.
+        (
+            None,
+            "web",
+            Put,
+            "/pools",
+            &[("poolid", "web"), ("comment", "proxops:web")],
+            Err(Rule::Ownership),
+        ),
+        // The claim no longer matches the live comment.
+        (
+            Some(("nightly", Some("by hand"))),
+            "nightly",
+            Put,
+            "/cluster/backup/nightly",
+            &[("comment", marked)],
+            Err(Rule::Ownership),
+        ),
+        (
+            Some(("web", Some("tier"))),
+            "web",
+            Put,
+            "/pools",
+            &[("poolid", "web"), ("comment", "proxops:web")],
+            Err(Rule::Ownership),
+        ),
+        // A claim of another object.
+        (
+            Some(("other", Some("made by hand"))),
+            "nightly",
+            Put,
+            "/cluster/backup/nightly",
+            &[("comment", marked)],
+            Err(Rule::Ownership),
+        ),
+        // An extra parameter.
+        (
+            nightly,
+            "nightly",
+            Put,
+            "/cluster/backup/nightly",
+            &[("comment", marked), ("schedule", "02:00")],
+            Err(Rule::Ownership),
+        ),
+        (
+            web,
+            "web",
+            Put,
+            "/pools",
+            &[
+                ("poolid", "web"),
+                ("comment", "proxops:web"),
+                ("vms", "100"),
+            ],
+            Err(Rule::Ownership),
+        ),
+        (
+            web,
+            "web",
+            Put,
+            "/pools",
+            &[
+                ("poolid", "web"),
+                ("comment", "proxops:web"),
+                ("delete", "1"),
+            ],
+            Err(Rule::Ownership),
+        ),
+        // Another comment: the manifest's, or the mark alone over the live one.
+        (
+            nightly,
+            "nightly",
+            Put,
+            "/cluster/backup/nightly",
+            &[("comment", "nightly (proxops:nightly)")],
+            Err(Rule::Ownership),
+        ),
+        (
+            nightly,
+            "nightly",
+            Put,
+            "/cluster/backup/nightly",
+            &[("comment", "proxops:nightly")],
+            Err(Rule::Ownership),
+        ),
+        // No comment at all.
+        (
+            nightly,
+            "nightly",
+            Put,
+            "/cluster/backup/nightly",
+            &[],
+            Err(Rule::Ownership),
+        ),
+        // A rename to another id, or an HA rule's type changed.
+        (
+            hand,
+            "hand",
+            Post,
+            "/cluster/firewall/groups",
+            &[
+                ("group", "hand"),
+                ("rename", "other"),
+                ("comment", "made by hand (proxops:hand)"),
+            ],
+            Err(Rule::Target),
+        ),
+        (
+            keep,
+            "keep",
+            Put,
+            "/cluster/ha/rules/keep",
+            &[
+                ("type", "resource-affinity"),
+                ("comment", "keep (proxops:keep)"),
+            ],
+            Err(Rule::Ownership),
+        ),
+        // A write inside the object (a rule added to the group).
+        (
+            hand,
+            "hand",
+            Post,
+            "/cluster/firewall/groups/hand",
+            &[
+                ("type", "in"),
+                ("action", "ACCEPT"),
+                ("comment", "made by hand (proxops:hand)"),
+            ],
+            Err(Rule::Ownership),
+        ),
+        // Deletes still need the mark.
+        (
+            nightly,
+            "nightly",
+            Delete,
+            "/cluster/backup/nightly",
+            &[],
+            Err(Rule::Ownership),
+        ),
+        (
+            web,
+            "web",
+            Delete,
+            "/pools",
+            &[("poolid", "web")],
+            Err(Rule::Ownership),
+        ),
+    ] {
+        assert_eq!(
+            check(claim, resource, method, path, params),
+            expected,
+            "{claim:?} {resource}: {method:?} {path} {params:?}"
+        );
+    }
+}
+
 #[test]
 fn calls_stay_on_their_object() {
     let nodes: HashSet<String> = ["pve01".to_string(), "pve02".to_string()].into();
@@ -361,6 +631,8 @@ fn calls_stay_on_their_object() {
         named_elsewhere: &named,
         manageable: &manageable,
         pool: &|_| Ok(()),
+        take_over: None,
+        named_type: &|_, _| None,
     };
     use Method::*;
     let check = |s: &Scope<'_>, method, path: &str, params: &[(&str, &str)]| {
@@ -701,6 +973,8 @@ fn guest_scoped_objects_write_only_their_guests_sub_path() {
         named_elsewhere: &named,
         manageable: &any,
         pool: &|_| Ok(()),
+        take_over: None,
+        named_type: &|_, _| None,
     };
     use Method::*;
     let fw = "/nodes/pve01/qemu/100/firewall";
@@ -847,6 +1121,8 @@ fn a_guest_created_in_this_apply_takes_its_firewall_after_it() {
         named_elsewhere: &|_| None,
         manageable: &any,
         pool: &|_| Ok(()),
+        take_over: None,
+        named_type: &|_, _| None,
     };
     for (owner, created_in_run, expected) in [
         (200, true, Ok(())),
@@ -933,6 +1209,8 @@ fn a_guest_joins_only_a_pool_proxops_owns() {
         named_elsewhere: &|_| None,
         manageable: &|g: &LiveGuest| g.tagged(),
         pool: &only_web,
+        take_over: None,
+        named_type: &|_, _| None,
     };
     use Method::*;
     for (path, params, expected) in [

@@ -121,6 +121,8 @@ fn no_accepted_request_reaches_what_the_object_does_not_own() {
         named_elsewhere: &named,
         manageable: &manageable,
         pool: &|_| Ok(()),
+        take_over: None,
+        named_type: &|_, _| None,
     };
 
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
