@@ -234,6 +234,41 @@ async fn an_unmarked_pool_with_a_managed_name_is_reported_and_untouched() {
         live(&lab, "copy").await.is_some(),
         "a foreign pool is never pruned"
     );
+
+    // The anomaly's way out, taken literally: its `metadata.adopt` line in the manifest makes
+    // the next apply write the mark alone, and the one after converge the rest.
+    let claim = run
+        .stdout
+        .split("add `metadata.adopt: ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .expect("the anomaly names the claim to add")
+        .to_string();
+    assert_eq!(claim, r#"{id: ops, comment: "made by hand"}"#);
+    lab.write(
+        "pool/lab/ops.yaml",
+        &format!(
+            "apiVersion: proxops/v1alpha1\nkind: Pool\nmetadata:\n  name: ops\n  adopt: {claim}\nspec:\n  comment: made by hand\n  storages: [local]\n"
+        ),
+    );
+    lab.clear();
+    let take = lab.run(&["apply"]).await;
+    assert_eq!(lab.mutations(), ["PUT /pools -> 200"], "{}", take.stdout);
+    assert_eq!(
+        live(&lab, "ops").await,
+        Some(("made by hand (proxops:ops)".into(), vec![], vec![]))
+    );
+    lab.clear();
+    let rest = lab.run(&["apply"]).await;
+    assert_eq!(rest.code, 0, "{}\n{}", rest.stdout, rest.stderr);
+    assert_eq!(
+        live(&lab, "ops").await,
+        Some((
+            "made by hand (proxops:ops)".into(),
+            vec![],
+            vec!["local".into()]
+        ))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

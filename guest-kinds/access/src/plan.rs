@@ -203,12 +203,13 @@ fn prune(entry: &Value, out: &mut Proposal) {
 }
 
 /// The anomaly for a live object with a managed id that proxops did not create.
-fn unmarked(what: &str, id: &str, path: &str, out: &mut Proposal) {
+fn unmarked(what: &str, id: &str, live: Option<&str>, path: &str, out: &mut Proposal) {
     out.anomalies.push(Anomaly::new(
         path,
         format!(
-            "{what} {id} exists in PVE but was not created by proxops (its comment lacks `{mark}`); nothing is changed. Take it over by adding `{mark}` to its comment in PVE, or rename the manifest's {what}",
-            mark = proxops_names::named_mark(id)
+            "{what} {id} exists in PVE but was not created by proxops (its comment lacks `{mark}`); nothing is changed. Take it over: {claim}, or add `{mark}` to its comment in PVE; or rename the manifest's {what}",
+            mark = proxops_names::named_mark(id),
+            claim = named::take_over_claim(id, live),
         ),
     ));
 }
@@ -413,7 +414,13 @@ fn plan_user(
             });
             return Ok(());
         }
-        unmarked("user", &u.id, "spec.user.id", out);
+        unmarked(
+            "user",
+            &u.id,
+            l.get("comment").and_then(Value::as_str),
+            "spec.user.id",
+            out,
+        );
         return Ok(());
     }
     let detail = match read(observed, &user_path(&u.id)) {
@@ -720,7 +727,13 @@ fn plan_group(
             });
             return Ok(());
         }
-        unmarked("group", &g.id, "metadata.name", out);
+        unmarked(
+            "group",
+            &g.id,
+            l.get("comment").and_then(Value::as_str),
+            "metadata.name",
+            out,
+        );
         return Ok(());
     }
     let acl = acl_read(observed)?;

@@ -212,7 +212,7 @@ fn unmarked_objects_and_tokens_are_anomalies_and_unknown_realms_too() {
         Some(user_entry("made by hand")),
         vec![realms()],
         &[
-            "anomaly spec.user.id: user deploy@pve exists in PVE but was not created by proxops (its comment lacks `proxops:deploy@pve`); nothing is changed. Take it over by adding `proxops:deploy@pve` to its comment in PVE, or rename the manifest's user",
+            "anomaly spec.user.id: user deploy@pve exists in PVE but was not created by proxops (its comment lacks `proxops:deploy@pve`); nothing is changed. Take it over: add `metadata.adopt: {id: deploy@pve, comment: \"made by hand\"}` to this manifest (the next apply then only adds the mark to its comment), or add `proxops:deploy@pve` to its comment in PVE; or rename the manifest's user",
         ],
     );
     check(

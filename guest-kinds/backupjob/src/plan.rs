@@ -350,8 +350,13 @@ pub fn plan(
             return Ok(out);
         }
         let command = format!("pvesh set {JOBS}/{}", d.id);
-        out.anomalies
-            .push(NAMED.unowned(&d.id, "", &command, &d.pve_comment()));
+        out.anomalies.push(NAMED.unowned(
+            &d.id,
+            l.opts.get("comment").map(String::as_str),
+            "",
+            &command,
+            &d.pve_comment(),
+        ));
         return Ok(out);
     }
     let mut call = Call::new(Method::Put, format!("{JOBS}/{}", d.id));

@@ -219,8 +219,13 @@ pub fn plan(
         };
         let command = format!("ha-manager rules set {} {}", l.rule_type, d.rule);
         let detail = format!("; {how}");
-        out.anomalies
-            .push(NAMED.unowned(&d.rule, &detail, &command, &d.pve_comment()));
+        out.anomalies.push(NAMED.unowned(
+            &d.rule,
+            l.comment.as_deref(),
+            &detail,
+            &command,
+            &d.pve_comment(),
+        ));
         return Ok(out);
     }
     if type_differs {

@@ -274,8 +274,13 @@ pub fn plan(
             "; its comment differs from this manifest's"
         };
         let command = format!("pvesh set {POOLS} --poolid {}", d.pool);
-        out.anomalies
-            .push(NAMED.unowned(&d.pool, how, &command, &d.pve_comment()));
+        out.anomalies.push(NAMED.unowned(
+            &d.pool,
+            l.comment.as_deref(),
+            how,
+            &command,
+            &d.pve_comment(),
+        ));
         return Ok(out);
     }
     // Guests whose manifest declares this pool stay members; the pool does not add them (their

@@ -154,17 +154,26 @@ impl Named {
     }
 
     /// The anomaly for a live object without the mark whose id a manifest names: nothing is
-    /// written. `detail` follows the missing mark (`; its comment differs …`, or empty);
-    /// `command` is the PVE command that sets the object's comment, to which
-    /// `--comment '<comment>'` is added (`comment`: what the manifest would write).
-    pub fn unowned(&self, id: &str, detail: &str, command: &str, comment: &str) -> Anomaly {
+    /// written. `live` is the object's comment (the take-over claim must repeat it); `detail`
+    /// follows the missing mark (`; its comment differs …`, or empty); `command` is the PVE
+    /// command that sets the object's comment, to which `--comment '<comment>'` is added
+    /// (`comment`: what the manifest would write).
+    pub fn unowned(
+        &self,
+        id: &str,
+        live: Option<&str>,
+        detail: &str,
+        command: &str,
+        comment: &str,
+    ) -> Anomaly {
         Anomaly::new(
             "metadata.name",
             format!(
-                "{noun} {id} exists but was not created by proxops (its comment lacks `{mark}`){detail}, and proxops does not write to a {short} it does not own. To hand it to proxops, add `{mark}` to its comment in PVE (`{command} --comment '{comment}'`); or give this manifest another name",
+                "{noun} {id} exists but was not created by proxops (its comment lacks `{mark}`){detail}, and proxops does not write to a {short} it does not own. To hand it to proxops, {claim}, or add `{mark}` to its comment in PVE (`{command} --comment '{comment}'`); or give this manifest another name",
                 noun = self.noun,
                 short = self.short,
                 mark = proxops_names::named_mark(id),
+                claim = take_over_claim(id, live),
             ),
         )
     }
@@ -283,6 +292,18 @@ impl Named {
             gaps,
         }
     }
+}
+
+/// How a manifest claims the unmarked object `id` whose live comment is `live`: the
+/// `metadata.adopt` line to add (as `proxops adopt` writes it) and what the next apply does.
+pub fn take_over_claim(id: &str, live: Option<&str>) -> String {
+    let comment = match live {
+        Some(c) if !c.is_empty() => serde_json::Value::from(c).to_string(),
+        _ => "null".to_string(),
+    };
+    format!(
+        "add `metadata.adopt: {{id: {id}, comment: {comment}}}` to this manifest (the next apply then only adds the mark to its comment)"
+    )
 }
 
 #[cfg(test)]
@@ -438,16 +459,22 @@ mod tests {
         fn check(got: String, expected: &str) {
             assert_eq!(got, expected);
         }
-        let a = POOL.unowned("ops", "", "pvesh set /pools --poolid ops", "proxops:ops");
+        let a = POOL.unowned(
+            "ops",
+            None,
+            "",
+            "pvesh set /pools --poolid ops",
+            "proxops:ops",
+        );
         assert_eq!(a.path, "metadata.name");
         check(
             a.message,
-            "pool ops exists but was not created by proxops (its comment lacks `proxops:ops`), and proxops does not write to a pool it does not own. To hand it to proxops, add `proxops:ops` to its comment in PVE (`pvesh set /pools --poolid ops --comment 'proxops:ops'`); or give this manifest another name",
+            "pool ops exists but was not created by proxops (its comment lacks `proxops:ops`), and proxops does not write to a pool it does not own. To hand it to proxops, add `metadata.adopt: {id: ops, comment: null}` to this manifest (the next apply then only adds the mark to its comment), or add `proxops:ops` to its comment in PVE (`pvesh set /pools --poolid ops --comment 'proxops:ops'`); or give this manifest another name",
         );
         check(
-            POOL.unowned("ops", "; it differs", "c", "x (proxops:ops)")
+            POOL.unowned("ops", Some("x"), "; it differs", "c", "x (proxops:ops)")
                 .message,
-            "pool ops exists but was not created by proxops (its comment lacks `proxops:ops`); it differs, and proxops does not write to a pool it does not own. To hand it to proxops, add `proxops:ops` to its comment in PVE (`c --comment 'x (proxops:ops)'`); or give this manifest another name",
+            "pool ops exists but was not created by proxops (its comment lacks `proxops:ops`); it differs, and proxops does not write to a pool it does not own. To hand it to proxops, add `metadata.adopt: {id: ops, comment: \"x\"}` to this manifest (the next apply then only adds the mark to its comment), or add `proxops:ops` to its comment in PVE (`c --comment 'x (proxops:ops)'`); or give this manifest another name",
         );
         let p = POOL.prune_unowned("ops");
         assert_eq!(p.path, "");

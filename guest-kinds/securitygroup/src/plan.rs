@@ -162,8 +162,13 @@ pub fn plan(d: Option<&Desired>, observed: &Observation) -> Result<Proposal, Vec
             "pvesh create {GROUPS} --group {g} --rename {g}",
             g = d.group
         );
-        out.anomalies
-            .push(NAMED.unowned(&d.group, "", &command, &d.pve_comment()));
+        out.anomalies.push(NAMED.unowned(
+            &d.group,
+            l.comment.as_deref(),
+            "",
+            &command,
+            &d.pve_comment(),
+        ));
         return Ok(out);
     }
     update(d, &l, &mut out);
