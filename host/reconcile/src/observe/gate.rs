@@ -2,7 +2,7 @@
 
 use proxops_runtime::kind::{Observation, Proposal};
 
-use super::{Item, LiveCluster};
+use super::{Item, LiveCluster, flags};
 use crate::error::PlanError;
 use crate::ownership::{self, LiveGuest, Scope};
 
@@ -35,7 +35,7 @@ fn ownership_rule() -> String {
 /// object it claims (whose kind was then told to write the mark alone).
 pub(super) fn takes_over(item: &Item<'_>) -> bool {
     if let (Some(claim), Some(_), Some(entry)) = (item.take_over, item.desired, item.live) {
-        return super::claim_matches_entry(claim, item, entry);
+        return flags::claim_matches_entry(claim, item, entry);
     }
     // The claim first: most objects have none, and reading the live entry costs.
     let (Some(claim), Some(_)) = (item.adopt, item.desired) else {
@@ -104,9 +104,9 @@ pub(super) fn gate(
     }
     if let (Some(claim), Some(_), Some(entry)) = (item.take_over, item.desired, item.live) {
         let comment = entry.str("comment").unwrap_or_default();
-        if super::claimable(item, entry)
+        if flags::claimable(item, entry)
             && !proxops_names::has_named_mark(comment, &claim.id)
-            && !super::claim_matches_entry(claim, item, entry)
+            && !flags::claim_matches_entry(claim, item, entry)
         {
             // Taken over only while the object is as adopt saw it, as guests are.
             let shown = |c: Option<&str>| match c {
