@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proxops_kind_sdk::check::{Checker, index, join};
-use proxops_kind_sdk::model::{Call, Method};
+use proxops_kind_sdk::model::{Call, Drift, Method};
 use serde_json::{Map, Value, json};
 
 type Obj = Map<String, Value>;
@@ -163,6 +163,45 @@ pub const RULE_FIELDS: &[&str] = &[
     "comment",
     "enable",
 ];
+
+/// What turning one rule list into another takes: the calls ([`rule_calls`]), the drift of
+/// each position that differs (`spec.rules[i]`, as [`rule_text`]), and how many calls are
+/// moves, for the action's summary.
+pub struct RuleUpdate {
+    pub calls: Vec<Call>,
+    pub drift: Vec<Drift>,
+    pub moves: usize,
+}
+
+/// [`RuleUpdate`] from the live list to the desired one; `rules` and `digest` as for
+/// [`rule_calls`].
+pub fn rule_update(
+    live: &[Rule],
+    desired: &[Rule],
+    rules: &str,
+    digest: Option<&str>,
+) -> RuleUpdate {
+    let calls = rule_calls(live, desired, rules, digest);
+    let (old, new): (Vec<String>, Vec<String>) = (
+        live.iter().map(rule_text).collect(),
+        desired.iter().map(rule_text).collect(),
+    );
+    let drift = (0..old.len().max(new.len()))
+        .filter_map(|i| {
+            let (o, n) = (old.get(i).cloned(), new.get(i).cloned());
+            (o != n).then(|| Drift::new(format!("spec.rules[{i}]"), o, n))
+        })
+        .collect();
+    let moves = calls
+        .iter()
+        .filter(|c| c.params.iter().any(|p| p.name == "moveto"))
+        .count();
+    RuleUpdate {
+        calls,
+        drift,
+        moves,
+    }
+}
 
 /// The calls that turn the live rule list into the desired one, with `digest` on the first.
 /// `rules` is the collection path.

@@ -33,7 +33,9 @@ use serde_json::Value;
 
 use crate::desired::{Alias, BOOL_OPTIONS, Desired, Entry, IpSet, Rule};
 use proxops_firewall_rules::rules::text;
-pub use proxops_firewall_rules::rules::{live_rule, rule_calls, rule_text};
+pub use proxops_firewall_rules::rules::{
+    RuleUpdate, live_rule, rule_calls, rule_text, rule_update,
+};
 
 /// The guest's node and type, from its `/cluster/resources` entry.
 pub fn live_guest(live: Option<&Value>) -> Option<(String, String)> {
@@ -452,24 +454,19 @@ pub fn plan_calls(d: &Desired, live: &Live, base: &str, p: &mut Proposal) {
     }
     // 3. Rules.
     if live.rules != d.rules {
-        let calls = rule_calls(
+        let RuleUpdate {
+            calls,
+            drift,
+            moves,
+        } = rule_update(
             &live.rules,
             &d.rules,
             &format!("{base}/rules"),
             live.rules_digest.as_deref(),
         );
+        p.drift.extend(drift);
         let old: Vec<String> = live.rules.iter().map(rule_text).collect();
         let new: Vec<String> = d.rules.iter().map(rule_text).collect();
-        for i in 0..old.len().max(new.len()) {
-            let (o, n) = (old.get(i).cloned(), new.get(i).cloned());
-            if o != n {
-                p.drift.push(Drift::new(format!("spec.rules[{i}]"), o, n));
-            }
-        }
-        let moves = calls
-            .iter()
-            .filter(|c| c.params.iter().any(|p| p.name == "moveto"))
-            .count();
         p.actions.push(action(
             Operation::Update,
             format!(

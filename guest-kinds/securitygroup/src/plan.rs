@@ -20,7 +20,9 @@
 //!   look for guest rules that still name it; a manifest that does fails validation before this
 //!   plan runs (its reference names no SecurityGroup).
 
-use proxops_firewall_rules::rules::{Rule, live_rule, rule_calls, rule_text};
+use proxops_firewall_rules::rules::{
+    Rule, RuleUpdate, live_rule, rule_calls, rule_text, rule_update,
+};
 use proxops_kind_sdk::check::Diag;
 use proxops_kind_sdk::model::{
     Action, Call, Change, Drift, Method, Observation, Operation, Proposal,
@@ -251,24 +253,17 @@ fn update(d: &Desired, l: &LiveGroup, out: &mut Proposal) {
         ));
     }
     if l.rules != d.rules {
-        let calls = rule_calls(
+        let RuleUpdate {
+            calls,
+            drift,
+            moves,
+        } = rule_update(
             &l.rules,
             &d.rules,
             &d.rules_path(),
             l.rules_digest.as_deref(),
         );
-        let old: Vec<String> = l.rules.iter().map(rule_text).collect();
-        let new: Vec<String> = d.rules.iter().map(rule_text).collect();
-        for i in 0..old.len().max(new.len()) {
-            let (o, n) = (old.get(i).cloned(), new.get(i).cloned());
-            if o != n {
-                out.drift.push(Drift::new(format!("spec.rules[{i}]"), o, n));
-            }
-        }
-        let moves = calls
-            .iter()
-            .filter(|c| c.params.iter().any(|p| p.name == "moveto"))
-            .count();
+        out.drift.extend(drift);
         out.actions.push(action(
             Operation::Update,
             format!(
