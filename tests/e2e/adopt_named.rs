@@ -7,7 +7,7 @@
 
 use proxops_pve::Method;
 
-use crate::support::{Lab, Run, sha256_hex, workspace};
+use crate::support::{Lab, Run, sha256_hex, workspace, writes};
 
 /// `proxops.yaml` of examples/platform (the four kinds and their smallest grants), each
 /// `.wasm` copied into the lab's repository and pinned to this build.
@@ -293,25 +293,6 @@ async fn a_guests_firewall_is_adopted_with_kind_firewall_and_plans_no_change() {
         "{}",
         unknown.stderr
     );
-}
-
-/// Mutations with their parameters, in order: `PUT /pools poolid=web comment=… -> 200`.
-async fn writes(lab: &Lab) -> Vec<String> {
-    crate::support::TestCluster::requests(lab)
-        .await
-        .into_iter()
-        .filter(|r| r.is_mutating())
-        .map(|r| {
-            let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!(
-                "{} {} {} -> {}",
-                r.method,
-                r.path,
-                params.join(" "),
-                r.status
-            )
-        })
-        .collect()
 }
 
 /// Entry `id` (field `field`) of PVE's listing `path`, as PVE answers it.

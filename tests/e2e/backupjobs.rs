@@ -8,7 +8,7 @@
 use proxops_pve::Method;
 use serde_json::Value;
 
-use crate::support::{Lab, Served, TestCluster, sha256_hex, vm};
+use crate::support::{Lab, Served, TestCluster, sha256_hex, vm, writes};
 
 fn wasm(package: &str) -> Vec<u8> {
     let path = proxops_guests::artifact_path(package).expect("built");
@@ -64,24 +64,6 @@ async fn live(lab: &impl TestCluster, id: &str) -> Option<Value> {
         .iter()
         .find(|j| j["id"] == id)
         .cloned()
-}
-
-async fn writes(lab: &impl TestCluster) -> Vec<String> {
-    lab.requests()
-        .await
-        .into_iter()
-        .filter(|r| r.is_mutating())
-        .map(|r| {
-            let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!(
-                "{} {} {} -> {}",
-                r.method,
-                r.path,
-                params.join(" "),
-                r.status
-            )
-        })
-        .collect()
 }
 
 const NIGHTLY: &str = "  schedule: \"mon..fri 21:00\"\n  storage: backups\n  all: true\n  exclude: [web-01]\n  compression: zstd\n  retention: {keep-daily: 7, keep-weekly: 4}\n  comment: nightly\n";

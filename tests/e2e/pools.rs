@@ -8,7 +8,7 @@
 use proxops_pve::Method;
 use serde_json::Value;
 
-use crate::support::{Lab, Served, TestCluster, sha256_hex, vm};
+use crate::support::{Lab, Served, TestCluster, sha256_hex, vm, writes};
 
 fn pool_wasm() -> Vec<u8> {
     let path = proxops_guests::artifact_path("proxops-kind-pool").expect("built");
@@ -62,25 +62,6 @@ async fn live(lab: &impl TestCluster, id: &str) -> Option<(String, Vec<u64>, Vec
         vms,
         storages,
     ))
-}
-
-/// Mutations with their parameters: `PUT /pools poolid=web vms=100 -> 200`.
-async fn writes(lab: &impl TestCluster) -> Vec<String> {
-    lab.requests()
-        .await
-        .into_iter()
-        .filter(|r| r.is_mutating())
-        .map(|r| {
-            let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!(
-                "{} {} {} -> {}",
-                r.method,
-                r.path,
-                params.join(" "),
-                r.status
-            )
-        })
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread")]

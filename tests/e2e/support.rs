@@ -427,6 +427,26 @@ pub fn requests_about(lab: &Lab, vmid: u32) -> Vec<String> {
         .collect()
 }
 
+/// The mutating requests `lab` served, in order, with their parameters:
+/// `PUT /pools poolid=web comment=… -> 200`.
+pub async fn writes(lab: &impl TestCluster) -> Vec<String> {
+    lab.requests()
+        .await
+        .into_iter()
+        .filter(|r| r.is_mutating())
+        .map(|r| {
+            let params: Vec<String> = r.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!(
+                "{} {} {} -> {}",
+                r.method,
+                r.path,
+                params.join(" "),
+                r.status
+            )
+        })
+        .collect()
+}
+
 /// What a test of a kind drives: a repository whose `lab` cluster points at a simulator, and
 /// that simulator's API and request log. [`Lab`] runs the simulator in the test process;
 /// [`Served`] is a `proxops sim serve` child, the way an operator runs one.
