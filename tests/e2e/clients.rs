@@ -162,6 +162,30 @@ async fn proxmoxer_drives_a_vm_through_its_life() {
     );
 }
 
+/// A QEMU guest created on `pve01` with `params` (`vmid`, optionally `name`), as a human
+/// would before the playbook runs.
+async fn create_guest(sim: &Served, params: &[(&str, &str)]) {
+    let params: Vec<proxops_pve::Param> = params
+        .iter()
+        .map(|&(k, v)| proxops_pve::Param::new(k, v))
+        .collect();
+    sim.client
+        .request(
+            proxops_pve::Method::Post,
+            "/nodes/pve01/qemu",
+            &params,
+            false,
+        )
+        .await
+        .unwrap();
+}
+
+/// Playbook `name` changes `changes` things on its first run and nothing on its second.
+async fn converges(sim: &Served, name: &str, changes: u64, temp: &std::path::Path) {
+    assert_eq!(playbook(sim, name, true, temp).await, changes, "{name}");
+    assert_eq!(playbook(sim, name, false, temp).await, 0, "{name}, again");
+}
+
 /// One `ansible-playbook` run of a playbook in tests/e2e/clients/ against `sim`; returns the
 /// recap's `changed=` count after checking that nothing failed.
 async fn playbook(sim: &Served, name: &str, first: bool, temp: &std::path::Path) -> u64 {
@@ -217,8 +241,7 @@ async fn ansible_converges_vms_and_changes_nothing_the_second_time() {
 
     // The desired state: each playbook asserts per task that it changed on the first run only.
     let converge = "ansible_converge.yml";
-    assert_eq!(playbook(&sim, converge, true, temp.path()).await, 12);
-    assert_eq!(playbook(&sim, converge, false, temp.path()).await, 0);
+    converges(&sim, converge, 12, temp.path()).await;
     assert_eq!(sim.vmids().await, [100, 102, 200, 201]);
     // The boot disk's new options wait for the next start, as on PVE.
     let pending = sim
@@ -310,19 +333,10 @@ async fn ansible_manages_ha_resources_and_rules() {
     }
     let sim = Served::start("ansible").await;
     let temp = tempfile::tempdir().unwrap();
-    sim.client
-        .request(
-            proxops_pve::Method::Post,
-            "/nodes/pve01/qemu",
-            &[proxops_pve::Param::new("vmid", "300")],
-            false,
-        )
-        .await
-        .unwrap();
+    create_guest(&sim, &[("vmid", "300")]).await;
 
     let ha = "ansible_ha.yml";
-    assert_eq!(playbook(&sim, ha, true, temp.path()).await, 2);
-    assert_eq!(playbook(&sim, ha, false, temp.path()).await, 0);
+    converges(&sim, ha, 2, temp.path()).await;
     // The simulator's own view: the resource as the module wrote it, HA keeping the VM
     // stopped, and the rule.
     let resource = sim
@@ -350,8 +364,7 @@ async fn ansible_manages_ha_resources_and_rules() {
     );
 
     let teardown = "ansible_ha_teardown.yml";
-    assert_eq!(playbook(&sim, teardown, true, temp.path()).await, 2);
-    assert_eq!(playbook(&sim, teardown, false, temp.path()).await, 0);
+    converges(&sim, teardown, 2, temp.path()).await;
     let resources = sim.client.get("/cluster/ha/resources", &[]).await.unwrap();
     assert_eq!(resources, serde_json::json!([]));
 }
@@ -367,23 +380,11 @@ async fn ansible_manages_pools_and_their_members() {
     let sim = Served::start("ansible").await;
     let temp = tempfile::tempdir().unwrap();
     for (vmid, name) in [("300", "web300"), ("301", "web301")] {
-        sim.client
-            .request(
-                proxops_pve::Method::Post,
-                "/nodes/pve01/qemu",
-                &[
-                    proxops_pve::Param::new("vmid", vmid),
-                    proxops_pve::Param::new("name", name),
-                ],
-                false,
-            )
-            .await
-            .unwrap();
+        create_guest(&sim, &[("vmid", vmid), ("name", name)]).await;
     }
 
     let pools = "ansible_pools.yml";
-    assert_eq!(playbook(&sim, pools, true, temp.path()).await, 4);
-    assert_eq!(playbook(&sim, pools, false, temp.path()).await, 0);
+    converges(&sim, pools, 4, temp.path()).await;
     // The simulator's own view: the pool, its comment and members, and the guests' `pool`.
     let info = sim
         .client
@@ -415,11 +416,9 @@ async fn ansible_manages_pools_and_their_members() {
     assert_eq!(vm["pool"], "ansible-web", "{vm}");
 
     let teardown = "ansible_pools_teardown.yml";
-    assert_eq!(playbook(&sim, teardown, true, temp.path()).await, 3);
-    assert_eq!(playbook(&sim, teardown, false, temp.path()).await, 0);
+    converges(&sim, teardown, 3, temp.path()).await;
     let delete = "ansible_pools_delete.yml";
-    assert_eq!(playbook(&sim, delete, true, temp.path()).await, 1);
-    assert_eq!(playbook(&sim, delete, false, temp.path()).await, 0);
+    converges(&sim, delete, 1, temp.path()).await;
     let pools = sim.client.get("/pools", &[]).await.unwrap();
     assert_eq!(pools, serde_json::json!([]));
 }
@@ -434,18 +433,7 @@ async fn ansible_edits_a_backup_jobs_guests() {
     let sim = Served::start("ansible").await;
     let temp = tempfile::tempdir().unwrap();
     for (vmid, name) in [("300", "web300"), ("301", "web301")] {
-        sim.client
-            .request(
-                proxops_pve::Method::Post,
-                "/nodes/pve01/qemu",
-                &[
-                    proxops_pve::Param::new("vmid", vmid),
-                    proxops_pve::Param::new("name", name),
-                ],
-                false,
-            )
-            .await
-            .unwrap();
+        create_guest(&sim, &[("vmid", vmid), ("name", name)]).await;
     }
     sim.client
         .request(
@@ -463,8 +451,7 @@ async fn ansible_edits_a_backup_jobs_guests() {
         .unwrap();
 
     let backup = "ansible_backup.yml";
-    assert_eq!(playbook(&sim, backup, true, temp.path()).await, 2);
-    assert_eq!(playbook(&sim, backup, false, temp.path()).await, 0);
+    converges(&sim, backup, 2, temp.path()).await;
     let job = sim
         .client
         .get("/cluster/backup/nightly", &[])
@@ -485,18 +472,9 @@ async fn ansible_manages_a_vms_firewall_and_a_security_group() {
     }
     let sim = Served::start("ansible").await;
     let temp = tempfile::tempdir().unwrap();
-    sim.client
-        .request(
-            proxops_pve::Method::Post,
-            "/nodes/pve01/qemu",
-            &[proxops_pve::Param::new("vmid", "300")],
-            false,
-        )
-        .await
-        .unwrap();
+    create_guest(&sim, &[("vmid", "300")]).await;
     let firewall = "ansible_firewall.yml";
-    assert_eq!(playbook(&sim, firewall, true, temp.path()).await, 4);
-    assert_eq!(playbook(&sim, firewall, false, temp.path()).await, 0);
+    converges(&sim, firewall, 4, temp.path()).await;
     let comments = |v: &serde_json::Value| -> Vec<String> {
         v.as_array()
             .unwrap()
@@ -542,8 +520,7 @@ async fn ansible_manages_users_groups_and_acl_entries() {
     let sim = Served::start("ansible").await;
     let temp = tempfile::tempdir().unwrap();
     let access = "ansible_access.yml";
-    assert_eq!(playbook(&sim, access, true, temp.path()).await, 3);
-    assert_eq!(playbook(&sim, access, false, temp.path()).await, 0);
+    converges(&sim, access, 3, temp.path()).await;
 
     let user = sim
         .client
@@ -571,8 +548,7 @@ async fn ansible_manages_users_groups_and_acl_entries() {
     );
 
     let teardown = "ansible_access_teardown.yml";
-    assert_eq!(playbook(&sim, teardown, true, temp.path()).await, 3);
-    assert_eq!(playbook(&sim, teardown, false, temp.path()).await, 0);
+    converges(&sim, teardown, 3, temp.path()).await;
     let users = sim.client.get("/access/users", &[]).await.unwrap();
     assert!(
         !users.to_string().contains("alice@pve"),
